@@ -1,0 +1,184 @@
+"""Load a site file: YAML → validated `Site`, or one `SiteError` listing every problem with its path.
+
+Problems are reported as `file:line: racks[2].hosts[5].bmc.address: not an IP address or hostname`.
+Line numbers are only worked out when something is wrong, so the fast path (a 511-host site loaded by
+every CLI command) pays for libyaml's parse and pydantic's validation and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from provision.errors import SiteError
+from provision.site.model import Site, SiteSpec
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_MESSAGES = {
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field (check its spelling)",
+}
+
+
+def render_path(loc: tuple[int | str, ...]) -> str:
+    """`('racks', 2, 'hosts', 5, 'bmc', 'address')` → `racks[2].hosts[5].bmc.address`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _message(error: Any) -> str:
+    kind = error.get("type", "")
+    if kind in _MESSAGES:
+        return _MESSAGES[kind]
+    text = str(error.get("msg", "invalid"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    if kind in {"string_type", "int_type", "int_parsing", "dict_type", "list_type", "bool_type"}:
+        text = f"{text} (got {error.get('input')!r})"
+    return text
+
+
+def _line_of(root: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None:
+    """The 1-based line of the deepest node along `loc` that exists in the YAML document."""
+    node = root
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == part:
+                    child = value
+                    line = key.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+            line = child.start_mark.line + 1
+        if child is None:
+            break
+        node = child
+    return line
+
+
+def _cross_checks(spec: SiteSpec) -> list[tuple[tuple[int | str, ...], str]]:
+    """Problems that span several entries: duplicates and references to undeclared names."""
+    problems: list[tuple[tuple[int | str, ...], str]] = []
+    names = Counter(rack.name for rack in spec.racks)
+    hostnames: Counter[str] = Counter()
+    bmc_endpoints: Counter[tuple[str, int]] = Counter()
+    for rack in spec.racks:
+        for host in rack.hosts:
+            hostnames[host.hostname] += 1
+            bmc_endpoints[(host.bmc.address, host.bmc.port)] += 1
+
+    for r, rack in enumerate(spec.racks):
+        if names[rack.name] > 1:
+            problems.append((("racks", r, "name"), f"rack name {rack.name!r} is used by more than one rack"))
+        occupied: dict[int, str] = {}
+        for h, host in enumerate(rack.hosts):
+            at: tuple[int | str, ...] = ("racks", r, "hosts", h)
+            if host.rack != rack.name:
+                problems.append(
+                    ((*at, "rack"), f"says rack {host.rack!r} but is listed under rack {rack.name!r}")
+                )
+            if hostnames[host.hostname] > 1:
+                problems.append(((*at, "hostname"), f"host name {host.hostname!r} is declared more than once"))
+            if bmc_endpoints[(host.bmc.address, host.bmc.port)] > 1:
+                problems.append(
+                    (
+                        (*at, "bmc", "address"),
+                        f"BMC {host.bmc.address}:{host.bmc.port} is shared with another host",
+                    )
+                )
+            if host.host_class not in spec.host_classes:
+                known = ", ".join(sorted(spec.host_classes)) or "none declared"
+                problems.append(((*at, "class"), f"unknown host class {host.host_class!r} (known: {known})"))
+            if host.bmc.credential not in spec.credentials:
+                known = ", ".join(sorted(spec.credentials)) or "none declared"
+                problems.append(
+                    ((*at, "bmc", "credential"), f"unknown credential {host.bmc.credential!r} (known: {known})")
+                )
+            if host.u > rack.height_u:
+                problems.append(((*at, "u"), f"U{host.u} is above the top of a {rack.height_u}U rack"))
+            elif host.u in occupied:
+                problems.append(((*at, "u"), f"U{host.u} is already taken by {occupied[host.u]}"))
+            else:
+                occupied[host.u] = host.hostname
+    return problems
+
+
+def _file_checks(spec: SiteSpec, directory: Path) -> list[tuple[tuple[int | str, ...], str]]:
+    problems: list[tuple[tuple[int | str, ...], str]] = []
+    if spec.fabric is not None and not (directory / spec.fabric.design).is_file():
+        problems.append((("fabric", "design"), f"cabling design file not found: {spec.fabric.design}"))
+    if spec.bmc_tls.ca_bundle is not None and not (directory / spec.bmc_tls.ca_bundle).is_file():
+        problems.append((("bmc_tls", "ca_bundle"), f"CA bundle not found: {spec.bmc_tls.ca_bundle}"))
+    for name, cred in spec.credentials.items():
+        if cred.password.vault is not None and not (directory / cred.password.vault).is_file():
+            problems.append(
+                (("credentials", name, "password", "vault"), f"vault file not found: {cred.password.vault}")
+            )
+    return problems
+
+
+def resolve_site_path(path: Path) -> Path:
+    """A site is a YAML file, or a directory holding `site.yml`."""
+    if path.is_dir():
+        return path / "site.yml"
+    return path
+
+
+def load_site(path: Path | str) -> Site:
+    """Read and validate a site file. Raises `SiteError` with every problem found."""
+    file = resolve_site_path(Path(path))
+    shown = str(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SiteError(shown, ["file not found"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SiteError(shown, [f"cannot read: {exc}"]) from None
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SiteError(shown, [f"{where}not valid YAML: {problem}"]) from None
+    if not isinstance(data, dict):
+        raise SiteError(shown, ["expected a mapping at the top level (name:, racks:, ...)"])
+
+    problems: list[tuple[tuple[int | str, ...], str]]
+    try:
+        spec = SiteSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = [(tuple(err["loc"]), _message(err)) for err in exc.errors()]
+    else:
+        problems = _cross_checks(spec) + _file_checks(spec, file.parent)
+        if not problems:
+            return Site(spec=spec, path=file.resolve())
+
+    root = yaml.compose(text, Loader=_SafeLoader)
+    rendered = []
+    for loc, message in problems:
+        line = _line_of(root, loc)
+        prefix = f"line {line}: " if line is not None else ""
+        rendered.append(f"{prefix}{render_path(loc)}: {message}")
+    raise SiteError(shown, rendered)
+
+
+def hosts_by_rack(site: Site) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for host in site.hosts():
+        out[host.rack].append(host.hostname)
+    return dict(out)

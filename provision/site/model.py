@@ -1,0 +1,289 @@
+"""The site model: what a site file declares, validated once at the edge.
+
+Everything here is frozen: after loading, the rest of the program only reads it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    HttpUrl,
+    field_validator,
+    model_validator,
+)
+
+_HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_address(value: str) -> str:
+    """An IPv4/IPv6 literal or an RFC 1123 host name."""
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if re.fullmatch(r"[0-9.]+", value):
+        raise ValueError("not an IP address or hostname")
+    labels = value.rstrip(".").split(".")
+    if len(value) > 253 or not all(_HOSTNAME_LABEL.match(label) for label in labels):
+        raise ValueError("not an IP address or hostname")
+    return value
+
+
+def _check_hostname(value: str) -> str:
+    if not _HOSTNAME_LABEL.match(value):
+        raise ValueError("not a valid host name (letters, digits and '-', at most 63, no leading '-')")
+    return value
+
+
+Address = Annotated[str, AfterValidator(_check_address)]
+Hostname = Annotated[str, AfterValidator(_check_hostname)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Role(StrEnum):
+    gpu = "gpu"
+    controller = "controller"
+    storage = "storage"
+
+
+class IbSpeed(StrEnum):
+    """InfiniBand lane speeds as ibnetdiscover and iblinkinfo print them."""
+
+    SDR = "SDR"
+    DDR = "DDR"
+    QDR = "QDR"
+    FDR10 = "FDR10"
+    FDR = "FDR"
+    EDR = "EDR"
+    HDR = "HDR"
+    NDR = "NDR"
+    XDR = "XDR"
+
+
+class CredentialRef(_Model):
+    """Where a secret lives. The secret itself never appears in a site file.
+
+    Exactly one of `env` (an environment variable's name) or `vault` + `key` (an ansible-vault YAML
+    file, relative to the site file, and the key inside it).
+    """
+
+    env: str | None = None
+    vault: str | None = None
+    key: str | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError("not an environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.env is None) == (self.vault is None):
+            raise ValueError("give exactly one of 'env' (a variable name) or 'vault' (a file) with 'key'")
+        if self.vault is not None and not self.key:
+            raise ValueError("'vault' needs 'key': the entry to read from the vault file")
+        return self
+
+
+class Credential(_Model):
+    """A user name (not secret) and a reference to its password."""
+
+    username: str = Field(min_length=1)
+    password: CredentialRef
+
+
+class GpuSpec(_Model):
+    model: str = Field(min_length=1)
+    count: int = Field(ge=0, le=64)
+
+
+class IbSpec(_Model):
+    hca_count: int = Field(ge=0, le=64)
+    link_speed: IbSpeed
+    link_width: Literal["1X", "2X", "4X", "8X", "12X"] = "4X"
+
+
+class PcieSpec(_Model):
+    gpu_gen: int = Field(ge=1, le=7)
+    gpu_width: int = Field(ge=1, le=32)
+    hca_gen: int | None = Field(default=None, ge=1, le=7)
+    hca_width: int | None = Field(default=None, ge=1, le=32)
+
+
+class Versions(_Model):
+    """Versions the hosts must run; empty means "not checked"."""
+
+    gpu_driver: str | None = None
+    cuda: str | None = None
+    vbios: str | None = None
+    hca_firmware: str | None = None
+    bios: str | None = None
+    bmc_firmware: str | None = None
+    ofed: str | None = None
+
+
+class HealthFloors(_Model):
+    """Per-class performance floors that the long health checks judge against."""
+
+    matmul_tflops: float | None = Field(default=None, gt=0)
+    allreduce_busbw_gbps: float | None = Field(default=None, gt=0)
+    disk_usage_max_pct: float = Field(default=95.0, gt=0, le=100)
+
+
+class HostClass(_Model):
+    """The hardware every host of one kind is expected to have."""
+
+    description: str = ""
+    gpu: GpuSpec | None = None
+    ib: IbSpec | None = None
+    pcie: PcieSpec | None = None
+    nvme_data_disks: int = Field(default=0, ge=0, le=64)
+    pxe_nic: str | None = Field(
+        default=None, description="FQDD of the NIC that PXE-boots, when the BIOS does not say"
+    )
+    nvswitch: bool = False
+    versions: Versions = Versions()
+    floors: HealthFloors = HealthFloors()
+
+
+class Bmc(_Model):
+    address: Address
+    port: Port = 443
+    credential: str = Field(min_length=1, description="name of an entry in 'credentials'")
+
+
+class Host(_Model):
+    hostname: Hostname
+    u: int = Field(ge=1, le=60, description="lowest rack unit the server occupies")
+    role: Role
+    host_class: str = Field(alias="class", min_length=1)
+    bmc: Bmc
+    rack: str = ""  # filled in from the enclosing rack by the site validator
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Rack(_Model):
+    name: Hostname
+    row: str = ""
+    height_u: int = Field(default=48, ge=1, le=60)
+    hosts: list[Host] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _hosts_know_their_rack(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("hosts"), list):
+            name = data.get("name", "")
+            hosts = [
+                {**host, "rack": name} if isinstance(host, dict) and "rack" not in host else host
+                for host in data["hosts"]
+            ]
+            return {**data, "hosts": hosts}
+        return data
+
+
+class PxeNetwork(_Model):
+    cidr: ipaddress.IPv4Network | ipaddress.IPv6Network
+    gateway: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+    dhcp_range: tuple[ipaddress.IPv4Address, ipaddress.IPv4Address] | None = None
+    vlan: int | None = Field(default=None, ge=1, le=4094)
+
+    @model_validator(mode="after")
+    def _inside(self) -> Self:
+        if self.gateway is not None and self.gateway not in self.cidr:
+            raise ValueError(f"gateway {self.gateway} is outside {self.cidr}")
+        if self.dhcp_range is not None:
+            start, end = self.dhcp_range
+            if start not in self.cidr or end not in self.cidr:
+                raise ValueError(f"dhcp_range {start}-{end} is not inside {self.cidr}")
+            if int(start) > int(end):
+                raise ValueError(f"dhcp_range starts after it ends ({start} > {end})")
+        return self
+
+
+class Maas(_Model):
+    url: HttpUrl
+    api_key: CredentialRef
+
+
+class FabricRef(_Model):
+    design: str = Field(min_length=1, description="cabling design file, relative to the site file")
+
+
+class Tls(_Model):
+    """How BMC certificates are checked: verified by default, against a CA bundle when given."""
+
+    verify: bool = True
+    ca_bundle: str | None = None
+
+
+class SiteSpec(_Model):
+    """The validated content of a site file."""
+
+    name: Hostname
+    description: str = ""
+    maas: Maas | None = None
+    pxe_network: PxeNetwork | None = None
+    fabric: FabricRef | None = None
+    bmc_tls: Tls = Tls()
+    credentials: dict[str, Credential] = Field(default_factory=dict)
+    host_classes: dict[str, HostClass] = Field(default_factory=dict)
+    racks: list[Rack] = Field(min_length=1)
+
+
+class Site(BaseModel):
+    """A loaded site: the spec plus where it came from, with derived look-ups."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    spec: SiteSpec
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    def hosts(self) -> list[Host]:
+        return [host for rack in self.spec.racks for host in rack.hosts]
+
+    def host(self, hostname: str) -> Host | None:
+        for host in self.hosts():
+            if host.hostname == hostname:
+                return host
+        return None
+
+    def host_class(self, host: Host) -> HostClass:
+        return self.spec.host_classes[host.host_class]
+
+    def rack(self, name: str) -> Rack | None:
+        return next((rack for rack in self.spec.racks if rack.name == name), None)
+
+    @property
+    def fabric_design(self) -> Path | None:
+        if self.spec.fabric is None:
+            return None
+        return (self.directory / self.spec.fabric.design).resolve()
+
+    def default_state_path(self) -> Path:
+        return self.directory / "state" / f"{self.name}.db"
