@@ -1,0 +1,39 @@
+"""What every CLI command starts from: the site (loaded once, validated) and its state store."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from provision.site import Site, load_site
+from provision.state import StateStore
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EMBEDDED_SITE = REPO_ROOT / "inventory" / "sim" / "site.yml"
+
+
+def default_site_path() -> Path:
+    """`$BRINGUP_SITE` when set, else the embedded simulated site."""
+    env = os.environ.get("BRINGUP_SITE")
+    return Path(env) if env else EMBEDDED_SITE
+
+
+def state_path(site: Site, override: Path | None) -> Path:
+    if override is not None:
+        return override
+    env = os.environ.get("BRINGUP_STATE_DB")
+    return Path(env) if env else site.default_state_path()
+
+
+@dataclass
+class Context:
+    site: Site
+    store: StateStore
+
+    @classmethod
+    def open(cls, site_path: Path | None, db: Path | None) -> Context:
+        site = load_site(site_path or default_site_path())
+        store = StateStore(state_path(site, db))
+        store.sync_site((h.hostname, h.rack) for h in site.hosts())
+        return cls(site, store)

@@ -1,0 +1,215 @@
+"""Lifecycle commands: status, history, mark, record, golden."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
+from provision.cli.context import Context
+from provision.cli.output import console, emit_json
+from provision.errors import BringupError
+from provision.golden import HostfileFormat, golden_hosts, render_hostfile
+from provision.state import FLOW, HostRecord, State, parse_state
+
+
+def _ts(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def status_payload(ctx: Context, records: list[HostRecord]) -> dict[str, Any]:
+    in_site = [r for r in records if r.in_site]
+    by_state = Counter(r.state.value for r in in_site)
+    by_rack: dict[str, Counter[str]] = {}
+    for r in in_site:
+        by_rack.setdefault(r.rack, Counter())[r.state.value] += 1
+    failed = [
+        {
+            "host": r.hostname,
+            "rack": r.rack,
+            "reason": r.reason,
+            "failed_while": r.resume_from.value if r.resume_from else None,
+            "since": _ts(r.updated_at),
+        }
+        for r in in_site
+        if r.state is State.failed
+    ]
+    return {
+        "site": ctx.site.name,
+        "state_db": str(ctx.store.path),
+        "hosts": len(in_site),
+        "by_state": {s.value: by_state.get(s.value, 0) for s in State},
+        "by_rack": {rack: dict(sorted(c.items())) for rack, c in by_rack.items()},
+        "failed": failed,
+        "not_in_site": [r.hostname for r in records if not r.in_site],
+    }
+
+
+def _render_status(payload: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]{payload['site']}[/]: {payload['hosts']} hosts  ([dim]{payload['state_db']}[/])")
+    states = [st.value for st in State if payload["by_state"][st.value]]
+    table = Table(title="hosts per state", title_justify="left")
+    table.add_column("state")
+    table.add_column("hosts", justify="right")
+    for s in State:
+        n = payload["by_state"][s.value]
+        if n:
+            style = "red" if s is State.failed else ("green" if s is State.golden else "")
+            table.add_row(f"[{style}]{s.value}[/]" if style else s.value, str(n))
+    console.print(table)
+
+    racks = Table(title="per rack", title_justify="left")
+    racks.add_column("rack")
+    for name in states:
+        racks.add_column(name, justify="right")
+    for rack, c in payload["by_rack"].items():
+        racks.add_row(rack, *[str(c.get(name, "")) for name in states])
+    console.print(racks)
+
+    if payload["failed"]:
+        failed = Table(title="failed hosts", title_justify="left")
+        for col in ("host", "rack", "reason", "failed while", "since"):
+            failed.add_column(col)
+        for f in payload["failed"]:
+            failed.add_row(f["host"], f["rack"], f"[red]{f['reason']}[/]", f["failed_while"] or "", f["since"])
+        console.print(failed)
+    if payload["not_in_site"]:
+        console.print(f"[yellow]in the state store but no longer in the site:[/] {', '.join(payload['not_in_site'])}")
+
+
+@app.command()
+def status(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) -> None:
+    """Hosts per lifecycle state, per rack, and the failed hosts with their reasons."""
+    ctx = Context.open(site, db)
+    payload = status_payload(ctx, ctx.store.hosts())
+    if json_out:
+        emit_json(payload)
+    else:
+        _render_status(payload)
+
+
+@app.command()
+def history(
+    host: Annotated[str, typer.Argument(help="Host name as in the site file.")],
+    site: SiteOpt = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every recorded event of one host, oldest first."""
+    ctx = Context.open(site, db)
+    events = ctx.store.history(host)
+    if json_out:
+        emit_json(
+            [
+                {
+                    "id": e.id,
+                    "time": _ts(e.ts),
+                    "ts": e.ts,
+                    "from": e.from_state.value if e.from_state else None,
+                    "to": e.to_state.value,
+                    "command": e.command,
+                    "reason": e.reason,
+                    "actor": e.actor,
+                    "override": e.override,
+                    "evidence": e.evidence,
+                }
+                for e in events
+            ]
+        )
+        return
+    from rich.table import Table
+
+    table = Table(title=f"history of {host}", title_justify="left")
+    for col in ("time", "from", "to", "command", "reason", "actor"):
+        table.add_column(col)
+    for e in events:
+        to = f"[red]{e.to_state.value}[/]" if e.to_state is State.failed else e.to_state.value
+        reason = (e.reason or "") + (" [yellow](override)[/]" if e.override else "")
+        table.add_row(_ts(e.ts), e.from_state.value if e.from_state else "", to, e.command, reason, e.actor)
+    console.print(table)
+
+
+@app.command()
+def mark(
+    host: Annotated[str, typer.Argument(help="Host name as in the site file.")],
+    state: Annotated[str, typer.Argument(help=f"Target state: {', '.join(s.value for s in State)}.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (required; recorded in the history).")],
+    site: SiteOpt = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Operator override: put a host in any state, recorded as an override with its reason."""
+    ctx = Context.open(site, db)
+    outcome = ctx.store.mark(host, parse_state(state), reason=reason)
+    if json_out:
+        emit_json({"host": host, "from": outcome.before.value, "to": outcome.after.value, "override": True})
+    else:
+        console.print(f"{host}: {outcome.before.value} → {outcome.after.value} (override: {reason})")
+
+
+@app.command()
+def record(
+    host: Annotated[str, typer.Argument(help="Host name as in the site file.")],
+    state: Annotated[str, typer.Argument(help="Target state (a validated move, not an override).")],
+    command: Annotated[str, typer.Option("--command", help="What did the work, e.g. 'site.yml'.")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Machine-readable reason (failed only).")] = None,
+    evidence_file: Annotated[
+        Path | None, typer.Option("--evidence-file", help="JSON file of evidence, or - for stdin.")
+    ] = None,
+    site: SiteOpt = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Record a validated lifecycle move from a script or playbook (no-op when already reached)."""
+    evidence: Any = None
+    if evidence_file is not None:
+        try:
+            raw = sys.stdin.read() if str(evidence_file) == "-" else evidence_file.read_text(encoding="utf-8")
+            evidence = json.loads(raw)
+        except (OSError, ValueError) as exc:
+            raise BringupError(f"evidence {evidence_file}: not readable JSON ({exc})") from None
+    ctx = Context.open(site, db)
+    outcome = ctx.store.transition(host, parse_state(state), command=command, reason=reason, evidence=evidence)
+    if json_out:
+        emit_json(
+            {"host": host, "from": outcome.before.value, "to": outcome.after.value, "changed": outcome.changed}
+        )
+    elif outcome.changed:
+        console.print(f"{host}: {outcome.before.value} → {outcome.after.value}")
+    else:
+        console.print(f"{host}: already {outcome.after.value}, nothing to do")
+
+
+@app.command()
+def golden(
+    fmt: Annotated[HostfileFormat, typer.Option("--format", help="Hostfile flavour.")] = HostfileFormat.plain,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,
+    site: SiteOpt = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The golden hostfile: hosts that passed health and burn-in, for training jobs."""
+    ctx = Context.open(site, db)
+    hosts = golden_hosts(ctx.site, ctx.store)
+    if json_out:
+        emit_json({"site": ctx.site.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})
+        return
+    text = render_hostfile(hosts, fmt)
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+        console.print(f"wrote {len(hosts)} golden hosts to {output}", style="dim")
+    else:
+        sys.stdout.write(text)
+    if not hosts:
+        sys.stderr.write(f"no golden hosts yet in {ctx.site.name} (hosts earn it through health and burn-in)\n")
+
+
+__all__ = ["FLOW", "status_payload"]

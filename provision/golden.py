@@ -1,0 +1,92 @@
+"""The golden set: hosts that passed health and burn-in, written as hostfiles for jobs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from itertools import groupby
+
+from provision.site.model import Site
+from provision.state import State, StateStore
+
+
+class HostfileFormat(StrEnum):
+    plain = "plain"
+    torchrun = "torchrun"
+    deepspeed = "deepspeed"
+    slurm = "slurm"
+
+
+@dataclass(frozen=True)
+class GoldenHost:
+    hostname: str
+    rack: str
+    gpus: int
+
+
+def golden_hosts(site: Site, store: StateStore) -> list[GoldenHost]:
+    out = []
+    for hostname in store.in_state(State.golden):
+        host = site.host(hostname)
+        if host is None:
+            continue
+        gpu = site.host_class(host).gpu
+        out.append(GoldenHost(hostname, host.rack, gpu.count if gpu else 0))
+    return out
+
+
+_TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")
+
+
+def compress_hostlist(hostnames: Sequence[str]) -> str:
+    """Slurm hostlist notation: gpu-r1-01,gpu-r1-02,gpu-r1-03,gpu-r2-01 → gpu-r1-[01-03],gpu-r2-01."""
+    parsed: list[tuple[str, int, int, str]] = []
+    for name in sorted(set(hostnames)):
+        m = _TRAILING_NUMBER.match(name)
+        if m:
+            parsed.append((m.group(1), len(m.group(2)), int(m.group(2)), name))
+        else:
+            parsed.append((name, 0, -1, name))
+    parts: list[str] = []
+    for (prefix, width), group in groupby(sorted(parsed), key=lambda p: (p[0], p[1])):
+        items = list(group)
+        if width == 0:
+            parts.extend(item[3] for item in items)
+            continue
+        ranges: list[tuple[int, int]] = []
+        for _, _, num, _ in items:
+            if ranges and num == ranges[-1][1] + 1:
+                ranges[-1] = (ranges[-1][0], num)
+            else:
+                ranges.append((num, num))
+        if len(items) == 1:
+            parts.append(items[0][3])
+            continue
+        spans = ",".join(
+            f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in ranges
+        )
+        parts.append(f"{prefix}[{spans}]")
+    return ",".join(parts)
+
+
+def render_hostfile(hosts: Sequence[GoldenHost], fmt: HostfileFormat, *, rdzv_port: int = 29500) -> str:
+    if fmt is HostfileFormat.plain:
+        return "".join(f"{h.hostname}\n" for h in hosts)
+    if fmt is HostfileFormat.deepspeed:
+        return "".join(f"{h.hostname} slots={h.gpus}\n" for h in hosts)
+    if fmt is HostfileFormat.slurm:
+        return compress_hostlist([h.hostname for h in hosts]) + "\n" if hosts else ""
+    # torchrun: one environment file that a launcher sources on every node.
+    if not hosts:
+        return ""
+    per_node = {h.gpus for h in hosts}
+    nproc = min(per_node)
+    lines = [
+        f"NNODES={len(hosts)}",
+        f"NPROC_PER_NODE={nproc}",
+        f"RDZV_ENDPOINT={hosts[0].hostname}:{rdzv_port}",
+        f"HOSTS=\"{' '.join(h.hostname for h in hosts)}\"",
+    ]
+    return "\n".join(lines) + "\n"
