@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from provision.errors import IllegalTransition
 from provision.state import FLOW, State, check_transition, reached
 
 
-@pytest.mark.parametrize(("a", "b"), list(zip(FLOW, FLOW[1:], strict=False)))
+@pytest.mark.parametrize(("a", "b"), list(itertools.pairwise(FLOW)))
 def test_each_step_forward_is_legal(a: State, b: State) -> None:
     check_transition(a, b)
 

@@ -118,7 +118,7 @@ def test_evidence_secrets_are_masked(store: StateStore) -> None:
 def test_a_database_that_is_not_ours_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "x.db"
     bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StateError, match="not a bringup state store|locked or unreadable"):
+    with pytest.raises(StateError, match=r"not a bringup state store|locked or unreadable"):
         StateStore(bad)
 
 
