@@ -1,0 +1,114 @@
+"""`python -m sim up|down|status|env|demo`: the simulated lab's entry point."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from provision.cli.context import default_site_path
+from provision.cli.output import console, emit_json, error_line
+from provision.errors import BringupError
+from provision.site import load_site
+from sim import secrets
+from sim.lab import Lab, LabContext, discover_services
+
+app = typer.Typer(
+    name="sim",
+    help="The simulated lab: BMCs, MAAS API, IB fabric and test hosts on loopback addresses.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+SiteOpt = Annotated[Path | None, typer.Option("--site", help="Site file (default: the embedded sim site).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def open_lab(site_path: Path | None) -> Lab:
+    site = load_site(site_path or default_site_path())
+    run_dir = site.directory / "state" / "lab"
+    values = secrets.load_or_create(run_dir)
+    secrets.export(values)
+    ctx = LabContext(site=site, run_dir=run_dir, secrets=values)
+    return Lab(discover_services(ctx), run_dir)
+
+
+@app.command()
+def up(site: SiteOpt = None, json_out: JsonOpt = False) -> None:
+    """Start every simulator of the site and wait until each answers."""
+    lab = open_lab(site)
+    with console.status("starting the simulated lab"):
+        lab.up()
+    if json_out:
+        emit_json(lab.status())
+        return
+    for name, info in lab.status().items():
+        console.print(f"  {name:<14} pid {info['pid']}  {'healthy' if info['healthy'] else '[red]not answering[/]'}")
+    console.print(f"lab is up ({len(lab.services)} services). Credentials for a shell: eval \"$(python -m sim env)\"")
+
+
+@app.command()
+def down(site: SiteOpt = None, json_out: JsonOpt = False) -> None:
+    """Stop every simulator of the site (SIGTERM, then SIGKILL to the whole process group)."""
+    lab = open_lab(site)
+    stopped = lab.down()
+    if json_out:
+        emit_json({"stopped": stopped})
+    else:
+        console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+
+
+@app.command()
+def status(site: SiteOpt = None, json_out: JsonOpt = False) -> None:
+    """Which simulators are running and healthy."""
+    lab = open_lab(site)
+    info = lab.status()
+    if json_out:
+        emit_json(info)
+        return
+    if not info:
+        console.print("no simulators are defined for this site")
+    for name, s in info.items():
+        state = "healthy" if s["healthy"] else ("running, not answering" if s["pid"] else "stopped")
+        console.print(f"  {name:<14} {state}")
+
+
+@app.command()
+def env(site: SiteOpt = None) -> None:
+    """Print `export` lines with the lab's credentials and endpoints, for `eval` in a shell."""
+    lab = open_lab(site)
+    values = {**secrets.load_or_create(lab.run_dir), **lab.exports()}
+    for name, value in values.items():
+        sys.stdout.write(f"export {name}='{value}'\n")
+
+
+@app.command()
+def demo(site: SiteOpt = None) -> None:
+    """Bring the lab up, run the bring-up on the embedded site, print the status, bring it down."""
+    from sim.demo import run_demo
+
+    code = run_demo(site)
+    raise typer.Exit(code)
+
+
+def main() -> int:
+    import click
+
+    try:
+        app(standalone_mode=False)
+    except BringupError as exc:
+        error_line(str(exc))
+        return 1
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

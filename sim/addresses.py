@@ -1,0 +1,54 @@
+"""The simulated lab's loopback address plan. Every simulator binds inside 127.0.0.0/8 only.
+
+    127.0.1.0/24    Debian test hosts, one sshd each (127.0.1.N)
+    127.0.2.0/24    lab services (127.0.2.1 MAAS API, 127.0.2.2 UFM REST, ...)
+    127.0.16.0/20   BMCs, one Redfish endpoint each (127.0.16.1 ... 127.0.31.254)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from provision.errors import BringupError
+
+LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+TEST_HOSTS = ipaddress.ip_network("127.0.1.0/24")
+SERVICES = ipaddress.ip_network("127.0.2.0/24")
+BMCS = ipaddress.ip_network("127.0.16.0/20")
+
+MAAS_ADDRESS = "127.0.2.1"
+UFM_ADDRESS = "127.0.2.2"
+
+
+class AddressPlanError(BringupError):
+    """An address the simulated lab would bind to is outside its plan."""
+
+
+def check_loopback(address: str) -> str:
+    """Refuse anything that is not a loopback IP literal: the lab never sends traffic elsewhere."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        raise AddressPlanError(f"{address!r}: the simulated lab only uses loopback IP addresses") from None
+    if ip not in LOOPBACK:
+        raise AddressPlanError(f"{address}: outside 127.0.0.0/8, the simulated lab never binds or sends there")
+    return address
+
+
+def in_range(address: str, network: ipaddress.IPv4Network) -> bool:
+    return ipaddress.ip_address(check_loopback(address)) in network
+
+
+def test_host_address(n: int) -> str:
+    """The N-th (1-based) Debian test host."""
+    if not 1 <= n <= 254:
+        raise AddressPlanError(f"test host #{n}: the plan has room for 254")
+    return str(TEST_HOSTS.network_address + n)
+
+
+def bmc_address(index: int) -> str:
+    """The index-th (0-based) BMC: 127.0.16.1, ..., skipping .0 and .255 of each /24."""
+    octet3, octet4 = 16 + index // 254, index % 254 + 1
+    if octet3 > 31:
+        raise AddressPlanError(f"BMC #{index}: the plan has room for {16 * 254}")
+    return f"127.0.{octet3}.{octet4}"

@@ -1,0 +1,249 @@
+"""The simulated lab's process manager: start, health-wait, stop and account for every simulator.
+
+Each simulator is a `Service`: a command line run as a child process in its own session (so the
+whole process group can be signalled), a health probe, and the environment it needs. `Lab.up()`
+starts them in order, writes a pid file per service under the lab's run directory and waits until
+each is healthy; `Lab.down()` sends SIGTERM to each group, waits, then SIGKILLs what is left, and
+removes the pid files. Nothing the lab starts outlives `down()`, and `Lab` is a context manager so a
+test or the demo can never leave a server behind.
+
+Simulators plug in without editing this file: any package `sim/<name>/` with a module `service.py`
+that defines `services(ctx: LabContext) -> list[Service]` is picked up by `discover_services`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import pkgutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from provision.errors import BringupError
+from provision.site import Site
+from sim.addresses import check_loopback
+
+Probe = Callable[[], bool]
+
+
+class LabError(BringupError):
+    """The simulated lab could not be started, probed or stopped."""
+
+
+@dataclass(frozen=True)
+class LabContext:
+    """What a simulator needs to know to describe its service: the site and where to keep files."""
+
+    site: Site
+    run_dir: Path
+    secrets: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    argv: list[str]
+    probe: Probe
+    env: dict[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 60.0
+    stop_timeout_s: float = 10.0
+    cwd: Path | None = None
+    exports: dict[str, str] = field(default_factory=dict)  # variables the lab exports for clients
+
+
+def tcp_probe(host: str, port: int, timeout_s: float = 0.5) -> Probe:
+    check_loopback(host)
+
+    def probe() -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return True
+        except OSError:
+            return False
+
+    return probe
+
+
+def discover_services(ctx: LabContext) -> list[Service]:
+    """Every simulator package's services for this site, in package-name order."""
+    import sim
+
+    found: list[Service] = []
+    for info in sorted(pkgutil.iter_modules(sim.__path__), key=lambda m: m.name):
+        if not info.ispkg:
+            continue
+        try:
+            module = importlib.import_module(f"sim.{info.name}.service")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"sim.{info.name}.service":
+                continue
+            raise
+        factory = getattr(module, "services", None)
+        if callable(factory):
+            found.extend(factory(ctx))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child still answers kill(0); reap it if it is ours.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+class Lab:
+    """The set of running simulators for one site, tracked through pid files in `run_dir`."""
+
+    def __init__(self, services: list[Service], run_dir: Path) -> None:
+        self.services = services
+        self.run_dir = run_dir
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _pidfile(self, name: str) -> Path:
+        return self.run_dir / f"{name}.pid"
+
+    def _logfile(self, name: str) -> Path:
+        return self.run_dir / f"{name}.log"
+
+    def running(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for pidfile in sorted(self.run_dir.glob("*.pid")):
+            try:
+                pid = int(pidfile.read_text().strip())
+            except (OSError, ValueError):
+                continue
+            if _alive(pid):
+                out[pidfile.stem] = pid
+        return out
+
+    def up(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        already = self.running()
+        try:
+            for svc in self.services:
+                if svc.name in already:
+                    if svc.probe():
+                        continue
+                    self._stop_one(svc.name, already[svc.name], svc.stop_timeout_s)
+                self._start(svc)
+        except BaseException:
+            self.down()
+            raise
+        self._write_exports()
+
+    def _start(self, svc: Service) -> None:
+        log = self._logfile(svc.name).open("ab")
+        env = {**os.environ, **svc.env, "PYTHONUNBUFFERED": "1"}
+        try:
+            proc = subprocess.Popen(
+                svc.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=svc.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise LabError(f"{svc.name}: cannot start {svc.argv[0]}: {exc}") from None
+        finally:
+            log.close()
+        self._procs[svc.name] = proc
+        self._pidfile(svc.name).write_text(f"{proc.pid}\n")
+        deadline = time.monotonic() + svc.start_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = self._tail(svc.name)
+                raise LabError(f"{svc.name} exited with code {proc.returncode} while starting: {tail}")
+            if svc.probe():
+                return
+            time.sleep(0.05)
+        raise LabError(f"{svc.name} did not become healthy within {svc.start_timeout_s:.0f} s: {self._tail(svc.name)}")
+
+    def _tail(self, name: str, lines: int = 5) -> str:
+        try:
+            text = self._logfile(name).read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+    def _stop_one(self, name: str, pid: int, timeout_s: float) -> None:
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        proc = self._procs.pop(name, None)
+        while time.monotonic() < deadline:
+            if proc is not None and proc.poll() is not None:
+                break
+            if proc is None and not _alive(pid):
+                break
+            time.sleep(0.05)
+        _signal_group(pid, signal.SIGKILL)  # anything left in the group, children included
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        with contextlib.suppress(FileNotFoundError):
+            self._pidfile(name).unlink()
+
+    def down(self) -> list[str]:
+        stopped = []
+        timeouts = {svc.name: svc.stop_timeout_s for svc in self.services}
+        for name, pid in reversed(list(self.running().items())):
+            self._stop_one(name, pid, timeouts.get(name, 10.0))
+            stopped.append(name)
+        for pidfile in self.run_dir.glob("*.pid"):
+            pidfile.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            (self.run_dir / "env.json").unlink()
+        return stopped
+
+    def status(self) -> dict[str, dict[str, object]]:
+        running = self.running()
+        return {
+            svc.name: {"pid": running.get(svc.name), "healthy": svc.name in running and svc.probe()}
+            for svc in self.services
+        }
+
+    def exports(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for svc in self.services:
+            out.update(svc.exports)
+        return out
+
+    def _write_exports(self) -> None:
+        path = self.run_dir / "env.json"
+        path.write_text(json.dumps(self.exports(), indent=2))
+        path.chmod(0o600)
+
+    @contextlib.contextmanager
+    def running_lab(self) -> Iterator[Lab]:
+        self.up()
+        try:
+            yield self
+        finally:
+            self.down()
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    """argv for running one of the project's modules with this interpreter."""
+    return [sys.executable, "-m", module, *args]
