@@ -234,6 +234,27 @@ class Tls(_Model):
     ca_bundle: str | None = None
 
 
+class Ssh(_Model):
+    """How the controller reaches the hosts once they run an OS (health checks, bisection, jobs)."""
+
+    user: str = "root"
+    port: Port = 22
+    key_file: str | None = Field(default=None, description="private key, relative to the site file")
+    known_hosts: str | None = Field(default=None, description="known_hosts file; none means trust on first use")
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    address_overrides: dict[str, str] = Field(
+        default_factory=dict, description="hostname → address, where DNS does not know the hosts yet"
+    )
+
+
+class Policy(_Model):
+    """Site decisions the lifecycle follows."""
+
+    golden_requires_burn_in: bool = True
+    health_concurrency: int = Field(default=64, ge=1, le=4096)
+    health_timeout_s: float = Field(default=120.0, gt=0)
+
+
 class SiteSpec(_Model):
     """The validated content of a site file."""
 
@@ -243,6 +264,8 @@ class SiteSpec(_Model):
     pxe_network: PxeNetwork | None = None
     fabric: FabricRef | None = None
     bmc_tls: Tls = Tls()
+    ssh: Ssh = Ssh()
+    policy: Policy = Policy()
     credentials: dict[str, Credential] = Field(default_factory=dict)
     host_classes: dict[str, HostClass] = Field(default_factory=dict)
     racks: list[Rack] = Field(min_length=1)
