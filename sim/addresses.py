@@ -39,7 +39,7 @@ def in_range(address: str, network: ipaddress.IPv4Network) -> bool:
     return ipaddress.ip_address(check_loopback(address)) in network
 
 
-def test_host_address(n: int) -> str:
+def lab_host_address(n: int) -> str:
     """The N-th (1-based) Debian test host."""
     if not 1 <= n <= 254:
         raise AddressPlanError(f"test host #{n}: the plan has room for 254")
