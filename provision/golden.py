@@ -46,7 +46,9 @@ def compress_hostlist(hostnames: Sequence[str]) -> str:
     for name in sorted(set(hostnames)):
         m = _TRAILING_NUMBER.match(name)
         if m:
-            parsed.append((m.group(1), len(m.group(2)), int(m.group(2)), name))
+            digits = m.group(2)
+            padded = len(digits) if digits.startswith("0") and len(digits) > 1 else 1
+            parsed.append((m.group(1), padded, int(digits), name))
         else:
             parsed.append((name, 0, -1, name))
     parts: list[str] = []

@@ -1,0 +1,127 @@
+"""The `provision` CLI: every command has --site/--json, errors are one line and exit 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from provision.cli import main
+from provision.golden import GoldenHost, HostfileFormat, compress_hostlist, render_hostfile
+from provision.state import State, StateStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    target = tmp_path / "sim"
+    target.mkdir()
+    shutil.copy(REPO / "inventory" / "sim" / "site.yml", target / "site.yml")
+    return target / "site.yml"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_status_json_counts_states_racks_and_failures(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = StateStore(site.parent / "state" / "sim.db")
+    store.sync_site([("gpu-r1-01", "r1"), ("gpu-r1-02", "r1")])
+    store.transition("gpu-r1-01", State.bmc_reachable, command="test")
+    store.fail("gpu-r1-02", "bmc_auth", command="harvest-macs", evidence={"status": 401})
+    code, out, _ = _run(capsys, "status", "--site", str(site), "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["hosts"] == 17
+    assert payload["by_state"]["declared"] == 15 and payload["by_state"]["failed"] == 1
+    assert payload["by_rack"]["r1"] == {"bmc_reachable": 1, "declared": 6, "failed": 1}
+    assert payload["failed"][0]["host"] == "gpu-r1-02" and payload["failed"][0]["reason"] == "bmc_auth"
+    assert payload["failed"][0]["failed_while"] == "declared"
+
+
+def test_status_table_names_failed_hosts(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(capsys, "mark", "gpu-r2-03", "failed", "--reason", "xid_79", "--site", str(site))
+    code, out, _ = _run(capsys, "status", "--site", str(site))
+    assert code == 0 and "failed hosts" in out and "gpu-r2-03" in out and "xid_79" in out
+
+
+def test_mark_then_history_shows_the_override(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "mark", "gpu-r1-05", "deployed", "--reason", "installed by hand", "--site", str(site))
+    assert code == 0 and "declared → deployed" in out
+    code, out, _ = _run(capsys, "history", "gpu-r1-05", "--site", str(site), "--json")
+    events = json.loads(out)
+    assert [e["to"] for e in events] == ["declared", "deployed"]
+    assert events[-1]["override"] is True and events[-1]["reason"] == "installed by hand"
+
+
+def test_record_is_validated_and_idempotent(site: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    evidence = tmp_path / "e.json"
+    evidence.write_text('{"task": "nvidia_driver : install"}')
+    code, _, err = _run(capsys, "record", "gpu-r1-01", "configured", "--command", "site.yml", "--site", str(site))
+    assert code == 1 and "declared → configured skips" in err and len(err.strip().splitlines()) == 1
+    _run(capsys, "mark", "gpu-r1-01", "deployed", "--reason", "maas", "--site", str(site))
+    code, out, _ = _run(capsys, "record", "gpu-r1-01", "configured", "--command", "site.yml",
+                        "--evidence-file", str(evidence), "--site", str(site), "--json")
+    assert code == 0 and json.loads(out)["changed"] is True
+    code, out, _ = _run(capsys, "record", "gpu-r1-01", "configured", "--command", "site.yml", "--site", str(site), "--json")
+    assert json.loads(out)["changed"] is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["history", "no-such-host"], "host 'no-such-host' is not in the state store"),
+        (["mark", "gpu-r1-01", "shiny", "--reason", "x"], "unknown state 'shiny'"),
+        (["mark", "gpu-r1-01", "failed", "--reason", "it broke"], "machine-readable reason"),
+        (["record", "gpu-r1-01", "failed", "--command", "x"], "machine-readable reason"),
+    ],
+)
+def test_errors_are_one_line_and_exit_1(site: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, _, err = _run(capsys, *argv, "--site", str(site))
+    assert code == 1
+    assert message in err and "Traceback" not in err
+    assert err.startswith("error:")
+
+
+def test_bad_site_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "site.yml"
+    text = (REPO / "inventory" / "sim" / "site.yml").read_text()
+    bad.write_text(text.replace("address: 127.0.16.3,", "address: 127.0.16.300,").replace("u: 2,", "u: 0,"))
+    code, _, err = _run(capsys, "status", "--site", str(bad))
+    assert code == 1 and "3 problems" in err
+    assert "racks[0].hosts[2].bmc.address: not an IP address or hostname" in err
+    assert "racks[0].hosts[0].u: Input should be greater than or equal to 1" in err
+    assert "racks[1].hosts[0].u: Input should be greater than or equal to 1" in err
+
+
+def test_golden_hostfiles(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for host in ("gpu-r1-01", "gpu-r1-02", "gpu-r2-07"):
+        _run(capsys, "mark", host, "golden", "--reason", "test", "--site", str(site))
+    code, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "deepspeed")
+    assert code == 0 and out == "gpu-r1-01 slots=2\ngpu-r1-02 slots=2\ngpu-r2-07 slots=2\n"
+    _, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "slurm")
+    assert out == "gpu-r1-[01-02],gpu-r2-07\n"
+    _, out, _ = _run(capsys, "golden", "--site", str(site), "--json")
+    assert json.loads(out)["gpus"] == 6
+
+
+def test_hostlist_compression_and_torchrun_env() -> None:
+    assert compress_hostlist(["n1", "n2", "n3", "n5", "x", "n10"]) == "n[1-3,5,10],x"
+    assert compress_hostlist(["a-01", "a-02", "a-04"]) == "a-[01-02,04]"
+    hosts = [GoldenHost("a", "r1", 8), GoldenHost("b", "r1", 8)]
+    text = render_hostfile(hosts, HostfileFormat.torchrun)
+    assert "NNODES=2" in text and "NPROC_PER_NODE=8" in text and "RDZV_ENDPOINT=a:29500" in text
+
+
+def test_console_script_runs(site: Path) -> None:
+    exe = Path(sys.executable).with_name("provision")
+    out = subprocess.run([str(exe), "status", "--site", str(site), "--json"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["site"] == "sim"
