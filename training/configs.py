@@ -1,0 +1,130 @@
+"""Named model and run configurations.
+
+Each model is a plain function returning a frozen `ModelConfig`, so a config is greppable and
+can be diffed in review. Shapes follow the published Llama 3 configs (RMSNorm, RoPE, GQA, SwiGLU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+ACTIVATION_CHECKPOINT_MODES = ("none", "full", "selective", "ops")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    rope_theta: float = 500000.0
+    rms_norm_eps: float = 1e-5
+    max_seq_len: int = 8192
+    tie_embeddings: bool = False
+    init_std: float = 0.02
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def layer_params(self) -> int:
+        h, f = self.hidden_size, self.intermediate_size
+        attn = h * h * 2 + h * self.kv_dim * 2  # q, o, k, v
+        mlp = 3 * h * f
+        norms = 2 * h
+        return attn + mlp + norms
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
+
+    def num_params(self) -> int:
+        return self.num_layers * self.layer_params() + self.embedding_params() + self.hidden_size
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token: 6·N for the dense matmuls plus 12·L·h·s for attention scores."""
+        return 6.0 * self.num_params() + 12.0 * self.num_layers * self.hidden_size * seq_len
+
+    def with_layers(self, num_layers: int) -> ModelConfig:
+        """A slice of this model: same width and heads, fewer decoder layers."""
+        return replace(self, name=f"{self.name}-slice{num_layers}", num_layers=num_layers)
+
+
+def llama3_70b() -> ModelConfig:
+    return ModelConfig("llama3_70b", vocab_size=128256, hidden_size=8192, intermediate_size=28672,
+                       num_layers=80, num_heads=64, num_kv_heads=8)
+
+
+def llama3_8b() -> ModelConfig:
+    return ModelConfig("llama3_8b", vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                       num_layers=32, num_heads=32, num_kv_heads=8)
+
+
+def llama3_1b() -> ModelConfig:
+    """The 1B-class proxy: Llama 3.2 1B's shape with untied embeddings (1.50B parameters)."""
+    return ModelConfig("llama3_1b", vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                       num_layers=16, num_heads=32, num_kv_heads=8)
+
+
+def tiny() -> ModelConfig:
+    """CI model: a few hundred thousand parameters, same architecture."""
+    return ModelConfig("tiny", vocab_size=512, hidden_size=64, intermediate_size=176, num_layers=2,
+                       num_heads=4, num_kv_heads=2, rope_theta=10000.0, max_seq_len=512)
+
+
+MODELS: dict[str, Callable[[], ModelConfig]] = {
+    "llama3_70b": llama3_70b,
+    "llama3_8b": llama3_8b,
+    "llama3_1b": llama3_1b,
+    "tiny": tiny,
+}
+
+
+def model_config(name: str) -> ModelConfig:
+    """Look a model up by name; `NAME-sliceK` keeps the first K decoder layers of NAME."""
+    base, _, sliced = name.partition("-slice")
+    if base not in MODELS:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}")
+    cfg = MODELS[base]()
+    return cfg.with_layers(int(sliced)) if sliced else cfg
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What a run does, apart from the model's shape. Defaults are the production ones."""
+
+    seq_len: int = 4096
+    micro_batch: int = 2
+    grad_accum: int = 1
+    steps: int = 1000
+    lr: float = 3e-4
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    seed: int = 1234
+    activation_checkpoint: str = "none"  # none | full | selective (every k-th layer) | ops (save matmuls)
+    ac_every: int = 2
+    compile: bool = False
+    document_mask: bool = False  # True: block-causal mask per document; False: positions reset only
+    loss_chunk_tokens: int = 4096
+    checkpoint_every: int = 200
+    keep_checkpoints: int = 2
+    log_every: int = 1
+    gc_every: int = 50
+    slow_step_factor: float = 3.0
+    slow_step_window: int = 20
+
+    def __post_init__(self) -> None:
+        if self.activation_checkpoint not in ACTIVATION_CHECKPOINT_MODES:
+            raise ValueError(f"activation_checkpoint must be one of {ACTIVATION_CHECKPOINT_MODES}")
+        if self.micro_batch < 1 or self.grad_accum < 1 or self.seq_len < 2:
+            raise ValueError("micro_batch, grad_accum >= 1 and seq_len >= 2 are required")

@@ -1,0 +1,247 @@
+"""Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) in plain PyTorch modules.
+
+Parameter names follow Hugging Face's `LlamaForCausalLM` (model.layers.N.self_attn.q_proj.weight, …)
+so that merged checkpoints load there unchanged. Attention goes through
+`torch.nn.functional.scaled_dot_product_attention` (FlashAttention / cuDNN / memory-efficient
+kernels on GPU). The loss is computed in token chunks under activation checkpointing so the
+fp32 logits of a 128k vocabulary are never materialised for the whole batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+from training.configs import ModelConfig
+
+IGNORE_INDEX = -100
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def rope_tables(head_dim: int, max_len: int, theta: float, device: torch.device | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim))
+    t = torch.arange(max_len, dtype=torch.float64, device=device)
+    freqs = torch.outer(t, inv)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().float(), emb.sin().float()
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [B, H, S, D]; cos/sin: [B, 1, S, D] gathered at the tokens' position ids."""
+    return x * cos + _rotate_half(x) * sin
+
+
+class Linear(nn.Linear):
+    def __init__(self, fan_in: int, fan_out: int, std: float) -> None:
+        self.init_std = std
+        super().__init__(fan_in, fan_out, bias=False)
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.weight, mean=0.0, std=self.init_std, a=-3 * self.init_std,
+                              b=3 * self.init_std)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        h, d = cfg.hidden_size, cfg.head_dim
+        out_std = cfg.init_std / math.sqrt(2 * (layer_idx + 1))
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, d
+        self.q_proj = Linear(h, cfg.num_heads * d, cfg.init_std)
+        self.k_proj = Linear(h, cfg.kv_dim, cfg.init_std)
+        self.v_proj = Linear(h, cfg.kv_dim, cfg.init_std)
+        self.o_proj = Linear(cfg.num_heads * d, h, out_std)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: torch.Tensor | None) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        rep = self.num_heads // self.num_kv_heads
+        if rep > 1:
+            # Explicit repeat rather than enable_gqa: every fused SDPA backend accepts it.
+            k = k[:, :, None].expand(b, self.num_kv_heads, rep, s, self.head_dim).reshape(b, -1, s, self.head_dim)
+            v = v[:, :, None].expand(b, self.num_kv_heads, rep, s, self.head_dim).reshape(b, -1, s, self.head_dim)
+        if mask is None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        out_std = cfg.init_std / math.sqrt(2 * (layer_idx + 1))
+        self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size, cfg.init_std)
+        self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size, cfg.init_std)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, out_std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+_SAVE_OPS: set[Any] = set()
+
+
+def _ops_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """Op-level selective checkpointing: keep matmul and attention outputs, recompute the rest."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    if not _SAVE_OPS:
+        aten = torch.ops.aten
+        for name in ("mm", "addmm", "bmm", "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+                     "_scaled_dot_product_flash_attention_for_cpu"):
+            if hasattr(aten, name):
+                _SAVE_OPS.add(getattr(aten, name).default)
+    return CheckpointPolicy.MUST_SAVE if op in _SAVE_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = Attention(cfg, layer_idx)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg, layer_idx)
+        self.checkpoint_mode = "none"
+
+    def _block(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+               mask: torch.Tensor | None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                mask: torch.Tensor | None) -> torch.Tensor:
+        if self.checkpoint_mode == "full" and torch.is_grad_enabled():
+            out: torch.Tensor = checkpoint(self._block, x, cos, sin, mask, use_reentrant=False)
+            return out
+        if self.checkpoint_mode == "ops" and torch.is_grad_enabled():
+            ctx = partial(create_selective_checkpoint_contexts, _ops_policy)
+            out = checkpoint(self._block, x, cos, sin, mask, use_reentrant=False, context_fn=ctx)
+            return out
+        return self._block(x, cos, sin, mask)
+
+
+class LlamaBody(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.model = LlamaBody(cfg)
+        self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, cfg.init_std)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        # RoPE tables are recomputed rather than stored: they never enter a checkpoint and are
+        # correct after a meta-device build.
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.loss_chunk_tokens = 4096
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        nn.init.normal_(self.model.embed_tokens.weight, std=1.0)
+        for m in self.modules():
+            if isinstance(m, Linear | RMSNorm):
+                m.reset_parameters()
+
+    def set_activation_checkpointing(self, mode: str, every: int = 2) -> None:
+        """none | full (every layer) | selective (every `every`-th layer, full) | ops (op-level)."""
+        for i, layer in enumerate(self.model.layers):
+            assert isinstance(layer, DecoderLayer)
+            if mode == "selective":
+                layer.checkpoint_mode = "full" if i % every == 0 else "none"
+            else:
+                layer.checkpoint_mode = mode
+
+    def _rope_at(self, position_ids: torch.Tensor, device: torch.device
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._rope is None or self._rope[0].device != device:
+            self._rope = rope_tables(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, device)
+        cos, sin = self._rope
+        return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)
+
+    def hidden_states(self, input_ids: torch.Tensor, position_ids: torch.Tensor,
+                      doc_ids: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = self._rope_at(position_ids, x.device)
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+        mask = document_mask(doc_ids) if doc_ids is not None else None
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, mask)
+        out: torch.Tensor = self.model.norm(x)
+        return out
+
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor,
+                doc_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Returns the summed token loss (fp32) over labels != -100; the caller normalises."""
+        h = self.hidden_states(input_ids, position_ids, doc_ids)
+        return chunked_cross_entropy_sum(h, self.lm_head.weight, labels, self.loss_chunk_tokens)
+
+    def logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        h = self.hidden_states(input_ids, position_ids)
+        out: torch.Tensor = self.lm_head(h)
+        return out
+
+
+def document_mask(doc_ids: torch.Tensor) -> torch.Tensor:
+    """[B, S] document ids -> [B, 1, S, S] boolean block-causal mask (True = attend)."""
+    s = doc_ids.shape[1]
+    causal = torch.ones(s, s, dtype=torch.bool, device=doc_ids.device).tril()
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]
+    return (same & causal)[:, None]
+
+
+def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    logits = F.linear(h, weight).float()
+    return F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+def chunked_cross_entropy_sum(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                              chunk_tokens: int) -> torch.Tensor:
+    flat_h = h.reshape(-1, h.shape[-1])
+    flat_y = labels.reshape(-1)
+    total = flat_h.new_zeros((), dtype=torch.float32)
+    fn: Callable[..., torch.Tensor] = _chunk_loss
+    for start in range(0, flat_h.shape[0], chunk_tokens):
+        hs, ys = flat_h[start:start + chunk_tokens], flat_y[start:start + chunk_tokens]
+        if torch.is_grad_enabled():
+            total = total + checkpoint(fn, hs, weight, ys, use_reentrant=False)
+        else:
+            total = total + fn(hs, weight, ys)
+    return total

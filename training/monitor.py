@@ -1,0 +1,217 @@
+"""Per-step metrics (loss, grad norm, tokens/s/GPU, MFU, memory) to JSONL and a Prometheus
+textfile; slow-step detection with stack dumps on every rank; controlled garbage collection."""
+
+from __future__ import annotations
+
+import faulthandler
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity) from the vendors' datasheets.
+PEAK_BF16_TFLOPS: dict[str, float] = {
+    "H200": 989.0,
+    "GH200": 989.0,
+    "H100 SXM": 989.0,
+    "H100 80GB HBM3": 989.0,
+    "H100 NVL": 835.0,
+    "H100 PCIe": 756.0,
+    "H800": 989.0,
+    "A100": 312.0,
+    "A800": 312.0,
+    "L40S": 362.0,
+    "B200": 2250.0,
+    "B100": 1750.0,
+}
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """Longest matching table key wins ('H100 PCIe' before 'H100')."""
+    best: tuple[int, float] | None = None
+    for key, value in PEAK_BF16_TFLOPS.items():
+        if key.lower() in device_name.lower() and (best is None or len(key) > best[0]):
+            best = (len(key), value)
+    if best is None and "H100" in device_name:
+        return 989.0
+    return best[1] if best else None
+
+
+def mfu(tokens_per_s_per_gpu: float, flops_per_token: float, peak: float | None) -> float | None:
+    if not peak:
+        return None
+    return tokens_per_s_per_gpu * flops_per_token / (peak * 1e12)
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    loss: float
+    grad_norm: float
+    lr: float
+    step_seconds: float
+    tokens: int  # tokens processed by this rank this step (padding included)
+    tokens_per_s_per_gpu: float
+    mfu: float | None
+    mem_allocated_gb: float
+    mem_peak_gb: float
+    slow: bool
+
+
+class GcController:
+    """Automatic GC off; a collection at the same step on every rank, so no rank pauses alone
+    (an unsynchronised gen-2 collection on one host stalls every collective: Imbue's MFU drift)."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        gc.disable()
+        gc.collect()
+        gc.freeze()
+
+    def step(self, step: int) -> None:
+        if self.every > 0 and step % self.every == 0:
+            gc.collect(1)
+
+    def close(self) -> None:
+        gc.unfreeze()
+        gc.enable()
+
+
+def dump_stacks(out_dir: Path, rank: int, tag: str) -> Path:
+    """py-spy when present (native frames too), faulthandler's all-threads dump otherwise."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"stacks_{tag}_rank{rank}.txt"
+    pyspy = shutil.which("py-spy")
+    if pyspy:
+        try:
+            r = subprocess.run([pyspy, "dump", "--pid", str(os.getpid())], capture_output=True, text=True,
+                               timeout=30, check=False)
+            if r.returncode == 0:
+                path.write_text(r.stdout)
+                return path
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    with open(path, "w") as f:
+        faulthandler.dump_traceback(file=f, all_threads=True)
+    return path
+
+
+class SlowStepDetector:
+    """Flags a step slower than `factor` x the rolling median of the last `window` steps.
+
+    A watchdog thread fires while the step is still running, so a rank stuck in a collective is
+    caught in the act and every rank (all of them wait on the same collective) dumps its own stacks.
+    """
+
+    def __init__(self, factor: float, window: int, out_dir: Path, rank: int, warmup: int = 3) -> None:
+        self.factor, self.window, self.warmup = factor, window, warmup
+        self.times: deque[float] = deque(maxlen=window)
+        self.out_dir, self.rank = out_dir, rank
+        self.slow_steps = 0
+        self._step = -1
+        self._start = 0.0
+        self._dumped = -1
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="slow-step-watchdog", daemon=True)
+        self._thread.start()
+
+    def threshold(self) -> float | None:
+        if len(self.times) < self.warmup:
+            return None
+        return self.factor * statistics.median(self.times)
+
+    def begin(self, step: int) -> None:
+        with self._lock:
+            self._step, self._start = step, time.monotonic()
+
+    def end(self, seconds: float) -> bool:
+        """Record a finished step; True when it was slow."""
+        thr = self.threshold()
+        slow = thr is not None and seconds > thr
+        if slow:
+            self.slow_steps += 1
+            if self._dumped != self._step:
+                dump_stacks(self.out_dir, self.rank, f"step{self._step}")
+                self._dumped = self._step
+        else:
+            self.times.append(seconds)
+        with self._lock:
+            self._step = -1
+        return slow
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            thr = self.threshold()
+            with self._lock:
+                step, start = self._step, self._start
+            if thr is None or step < 0 or self._dumped == step:
+                continue
+            if time.monotonic() - start > thr:
+                self._dumped = step
+                dump_stacks(self.out_dir, self.rank, f"step{step}_inflight")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+class MetricsWriter:
+    """JSONL (every rank's own file) and a Prometheus textfile per rank, written atomically for the
+    node exporter's textfile collector."""
+
+    def __init__(self, run_dir: Path, rank: int, job: str, prom_dir: Path | None = None) -> None:
+        self.rank, self.job = rank, job
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.jsonl = open(run_dir / f"metrics_rank{rank}.jsonl", "a", buffering=1)  # noqa: SIM115
+        self.prom_path = (prom_dir or run_dir) / f"training_rank{rank}.prom"
+        self.prom_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def event(self, kind: str, **fields: object) -> None:
+        self.jsonl.write(json.dumps({"event": kind, "time": time.time(), "rank": self.rank, **fields}) + "\n")
+
+    def step(self, rec: StepRecord, slow_total: int) -> None:
+        self.jsonl.write(json.dumps({"event": "step", "time": time.time(), "rank": self.rank,
+                                     **rec.__dict__}) + "\n")
+        labels = f'job="{self.job}",rank="{self.rank}"'
+        gauges = {
+            "training_step": rec.step,
+            "training_loss": rec.loss,
+            "training_grad_norm": rec.grad_norm,
+            "training_learning_rate": rec.lr,
+            "training_step_seconds": rec.step_seconds,
+            "training_tokens_per_second_per_gpu": rec.tokens_per_s_per_gpu,
+            "training_mfu_ratio": rec.mfu if rec.mfu is not None else float("nan"),
+            "training_gpu_memory_allocated_bytes": rec.mem_allocated_gb * 2**30,
+            "training_gpu_memory_peak_bytes": rec.mem_peak_gb * 2**30,
+        }
+        lines = []
+        for name, value in gauges.items():
+            lines += [f"# TYPE {name} gauge", f"{name}{{{labels}}} {_prom_float(float(value))}"]
+        lines += ["# TYPE training_slow_steps_total counter", f"training_slow_steps_total{{{labels}}} {slow_total}"]
+        tmp = self.prom_path.with_suffix(".prom.tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, self.prom_path)
+
+    def close(self) -> None:
+        self.jsonl.close()
+
+
+def _prom_float(v: float) -> str:
+    if v != v:
+        return "NaN"
+    if v in (float("inf"), float("-inf")):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,237 @@
+"""The training worker: one process per GPU (or per CPU rank under gloo), started by torchrun."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from training.checkpoint import (
+    ExtraState,
+    capture_rng,
+    latest_complete,
+    mark_complete,
+    read_extras,
+    restore_rng,
+    step_dir,
+    write_extra,
+)
+from training.configs import ModelConfig, TrainConfig, model_config
+from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
+from training.engines import Engine, lr_at
+from training.monitor import GcController, MetricsWriter, SlowStepDetector, StepRecord, log, mfu, peak_tflops
+from training.tokenizer import load_tokenizer
+
+
+def add_train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="model name (llama3_70b, llama3_8b, llama3_1b, tiny, NAME-sliceK)")
+    p.add_argument("--engine", choices=("fsdp", "deepspeed"), default="fsdp")
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--data", type=Path, nargs="*", default=[], help="JSONL/text shards or folders")
+    p.add_argument("--tokenizer", type=Path, help="tokenizer.json (required with --data)")
+    p.add_argument("--synthetic", action="store_true", help="random tokens (throughput runs)")
+    p.add_argument("--split-documents", type=int, choices=(0, 1), default=1)
+    p.add_argument("--resume", choices=("auto", "never"), default="auto")
+    p.add_argument("--prom-dir", type=Path, help="node exporter textfile directory")
+    p.add_argument("--job-name", default="bringup-train")
+    p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps (0: no limit)")
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        if isinstance(default, bool):
+            p.add_argument(flag, type=int, choices=(0, 1), default=None)
+        elif isinstance(default, int | float | str):
+            p.add_argument(flag, type=type(default), default=None)
+
+
+def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
+    kw: dict[str, object] = {}
+    for f in fields(TrainConfig):
+        v = getattr(args, f.name, None)
+        if v is not None:
+            kw[f.name] = bool(v) if isinstance(f.default, bool) else v
+    return TrainConfig(**kw)  # type: ignore[arg-type]
+
+
+def build_engine(name: str, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device) -> Engine:
+    if name == "fsdp":
+        from training.engines.fsdp import FsdpEngine
+
+        return FsdpEngine(mcfg, tcfg, device)
+    from training.engines.zero3 import DeepSpeedEngine
+
+    return DeepSpeedEngine(mcfg, tcfg, device)
+
+
+def _fault_requested(step: int, rank: int) -> str | None:
+    """TRAINING_FAULT='kill:RANK:STEP' kills that rank after STEP, on the first attempt only
+    (the supervisor exports TRAINING_ATTEMPT). Used by the restart test and for fire drills."""
+    spec = os.environ.get("TRAINING_FAULT", "")
+    if not spec or os.environ.get("TRAINING_ATTEMPT", "0") != "0":
+        return None
+    kind, r, s = spec.split(":")
+    return kind if int(r) == rank and int(s) == step else None
+
+
+def run(args: argparse.Namespace) -> int:
+    tcfg = train_config_from_args(args)
+    mcfg = model_config(args.config)
+    if tcfg.seq_len > mcfg.max_seq_len:
+        raise ValueError(f"seq_len {tcfg.seq_len} > model max_seq_len {mcfg.max_seq_len}")
+    cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if cuda else "gloo", device_id=device if cuda else None)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(tcfg.seed)
+    run_dir: Path = args.run_dir
+    ckpt_root = run_dir / "checkpoints"
+    metrics = MetricsWriter(run_dir, rank, args.job_name, args.prom_dir)
+
+    t0 = time.monotonic()
+    engine = build_engine(args.engine, mcfg, tcfg, device)
+    metrics.event("built", engine=args.engine, model=mcfg.name, params=mcfg.num_params(), world=world,
+                  seconds=time.monotonic() - t0, train=asdict(tcfg))
+
+    start_step = 0
+    loader_state: LoaderState | None = None
+    resume_from = latest_complete(ckpt_root) if args.resume == "auto" else None
+    files = discover_files(args.data) if args.data else []
+    if resume_from is not None:
+        engine.load(resume_from)
+        extras = read_extras(resume_from)
+        start_step = extras[0].step
+        if any(e.step != start_step for e in extras):
+            raise RuntimeError(f"{resume_from}: ranks disagree on the step")
+        if len(extras) == world:
+            mine = extras[rank]
+            restore_rng(mine.torch_rng, mine.cuda_rng)
+            loader_state = mine.loader
+        else:
+            # Restart on fewer (or more) hosts: what was left to read is dealt out again.
+            loader_state = reshard_states([e.loader for e in extras], files, world)[rank] if files else None
+        metrics.event("resumed", checkpoint=str(resume_from), step=start_step, old_world=len(extras))
+        if rank == 0:
+            log(f"resumed from {resume_from} at step {start_step} (saved by {len(extras)} ranks, now {world})")
+
+    source: Iterator[tuple[Batch, LoaderState]]
+    if args.synthetic:
+        syn = SyntheticLoader(mcfg.vocab_size, tcfg.seq_len, tcfg.micro_batch, tcfg.seed + start_step, rank)
+        source = iter(syn)
+    else:
+        if not files or args.tokenizer is None:
+            raise ValueError("--data and --tokenizer are required unless --synthetic")
+        tok = load_tokenizer(args.tokenizer)
+        if tok.get_vocab_size() > mcfg.vocab_size:
+            raise ValueError(f"tokenizer vocabulary {tok.get_vocab_size()} > model's {mcfg.vocab_size}")
+        if loader_state is None:
+            loader = PackedLoader.fresh(files, tok, tcfg.seq_len, tcfg.micro_batch, rank, world, tcfg.seed,
+                                        split_documents=bool(args.split_documents))
+        else:
+            loader = PackedLoader(files, tok, tcfg.seq_len, tcfg.micro_batch, loader_state,
+                                  split_documents=bool(args.split_documents))
+        source = iter(loader)
+    prefetch = Prefetcher(source, depth=2)
+
+    peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
+    flops_tok = mcfg.flops_per_token(tcfg.seq_len)
+    gc_ctl = GcController(tcfg.gc_every)
+    detector = SlowStepDetector(tcfg.slow_step_factor, tcfg.slow_step_window, run_dir / "stacks", rank)
+    tokens_per_step = tcfg.micro_batch * tcfg.seq_len * tcfg.grad_accum
+    last_state: LoaderState | None = None
+    step = start_step
+    end_step = tcfg.steps if not args.max_steps_this_run else min(tcfg.steps, start_step + args.max_steps_this_run)
+    try:
+        while step < end_step:
+            step += 1
+            if _pending_marks and engine.saved():
+                # Rank 0's save completes only after every rank's shard is written (DCP's final
+                # gather; DeepSpeed's save ends in a barrier), so rank 0 alone can mark it.
+                _finalise_pending(ckpt_root, rank, tcfg.keep_checkpoints)
+            gc_ctl.step(step)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+            detector.begin(step)
+            t = time.perf_counter()
+            pairs = [next(prefetch) for _ in range(tcfg.grad_accum)]
+            last_state = pairs[-1][1]
+            lr = lr_at(step, tcfg)
+            loss, gnorm = engine.train_step([b for b, _ in pairs], lr)
+            seconds = time.perf_counter() - t
+            slow = detector.end(seconds)
+            tps = tokens_per_step / seconds
+            mem_alloc = torch.cuda.memory_allocated(device) / 2**30 if cuda else 0.0
+            mem_peak = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else 0.0
+            rec = StepRecord(step, loss, gnorm, lr, seconds, tokens_per_step, tps, mfu(tps, flops_tok, peak),
+                             mem_alloc, mem_peak, slow)
+            metrics.step(rec, detector.slow_steps)
+            if rank == 0 and (step % tcfg.log_every == 0 or step == end_step):
+                m = f" mfu {rec.mfu:.1%}" if rec.mfu is not None else ""
+                log(f"step {step} loss {loss:.4f} gnorm {gnorm:.3f} lr {lr:.2e} {seconds * 1e3:.0f} ms "
+                    f"{tps:,.0f} tok/s/gpu{m} mem {mem_peak:.1f} GiB{' SLOW' if slow else ''}")
+            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
+                _save(engine, ckpt_root, step, rank, world, last_state, tcfg.keep_checkpoints, metrics)
+            fault = _fault_requested(step, rank)
+            if fault == "kill":
+                engine.wait_saved()
+                _finalise_pending(ckpt_root, rank, tcfg.keep_checkpoints)
+                log(f"rank {rank}: TRAINING_FAULT kill after step {step}")
+                os.kill(os.getpid(), signal.SIGKILL)
+    finally:
+        prefetch.close()
+        detector.close()
+        gc_ctl.close()
+    engine.wait_saved()
+    _finalise_pending(ckpt_root, rank, tcfg.keep_checkpoints)
+    metrics.event("finished", step=step)
+    metrics.close()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+_pending_marks: list[Path] = []
+
+
+def _finalise_pending(root: Path, rank: int, keep: int) -> None:
+    while _pending_marks:
+        path = _pending_marks.pop(0)
+        if rank == 0:
+            mark_complete(root, path, keep)
+
+
+def _save(engine: Engine, root: Path, step: int, rank: int, world: int, loader: LoaderState | None, keep: int,
+          metrics: MetricsWriter) -> None:
+    t = time.perf_counter()
+    # At most one save in flight: the previous one must be on disk (and marked) first.
+    engine.wait_saved()
+    _finalise_pending(root, rank, keep)
+    path = step_dir(root, step)
+    cpu, cu = capture_rng()
+    write_extra(path, rank, ExtraState(step, loader or LoaderState(0, 0, rank, world), cpu, cu, engine.name, world))
+    engine.save(path)
+    _pending_marks.append(path)
+    metrics.event("checkpoint", step=step, path=str(path), blocking_seconds=time.perf_counter() - t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m training train")
+    add_train_args(p)
+    return run(p.parse_args(argv))
+
+
+def describe(args: argparse.Namespace) -> str:
+    return json.dumps({"config": args.config, "engine": args.engine, "train": asdict(train_config_from_args(args))})
