@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from itertools import groupby
 
-from provision.site.model import Site
+from provision.site.index import SiteIndex
 from provision.state import State, StateStore
 
 
@@ -26,15 +26,13 @@ class GoldenHost:
     gpus: int
 
 
-def golden_hosts(site: Site, store: StateStore) -> list[GoldenHost]:
-    out = []
-    for hostname in store.in_state(State.golden):
-        host = site.host(hostname)
-        if host is None:
-            continue
-        gpu = site.host_class(host).gpu
-        out.append(GoldenHost(hostname, host.rack, gpu.count if gpu else 0))
-    return out
+def golden_hosts(site: SiteIndex, store: StateStore) -> list[GoldenHost]:
+    by_name = {h.hostname: h for h in site.hosts}
+    return [
+        GoldenHost(name, by_name[name].rack, by_name[name].gpus)
+        for name in store.in_state(State.golden)
+        if name in by_name
+    ]
 
 
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")

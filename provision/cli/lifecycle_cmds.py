@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
-from provision.cli.context import Context
+from provision.cli.context import IndexContext
 from provision.cli.output import console, emit_json
 from provision.errors import BringupError
 from provision.golden import HostfileFormat, golden_hosts, render_hostfile
@@ -23,7 +23,7 @@ def _ts(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-def status_payload(ctx: Context, records: list[HostRecord]) -> dict[str, Any]:
+def status_payload(ctx: IndexContext, records: list[HostRecord]) -> dict[str, Any]:
     in_site = [r for r in records if r.in_site]
     by_state = Counter(r.state.value for r in in_site)
     by_rack: dict[str, Counter[str]] = {}
@@ -88,7 +88,7 @@ def _render_status(payload: dict[str, Any]) -> None:
 @app.command()
 def status(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) -> None:
     """Hosts per lifecycle state, per rack, and the failed hosts with their reasons."""
-    ctx = Context.open(site, db)
+    ctx = IndexContext.open(site, db)
     payload = status_payload(ctx, ctx.store.hosts())
     if json_out:
         emit_json(payload)
@@ -104,7 +104,7 @@ def history(
     json_out: JsonOpt = False,
 ) -> None:
     """Every recorded event of one host, oldest first."""
-    ctx = Context.open(site, db)
+    ctx = IndexContext.open(site, db)
     events = ctx.store.history(host)
     if json_out:
         emit_json(
@@ -147,7 +147,7 @@ def mark(
     json_out: JsonOpt = False,
 ) -> None:
     """Operator override: put a host in any state, recorded as an override with its reason."""
-    ctx = Context.open(site, db)
+    ctx = IndexContext.open(site, db)
     outcome = ctx.store.mark(host, parse_state(state), reason=reason)
     if json_out:
         emit_json({"host": host, "from": outcome.before.value, "to": outcome.after.value, "override": True})
@@ -176,7 +176,7 @@ def record(
             evidence = json.loads(raw)
         except (OSError, ValueError) as exc:
             raise BringupError(f"evidence {evidence_file}: not readable JSON ({exc})") from None
-    ctx = Context.open(site, db)
+    ctx = IndexContext.open(site, db)
     outcome = ctx.store.transition(host, parse_state(state), command=command, reason=reason, evidence=evidence)
     if json_out:
         emit_json(
@@ -197,7 +197,7 @@ def golden(
     json_out: JsonOpt = False,
 ) -> None:
     """The golden hostfile: hosts that passed health and burn-in, for training jobs."""
-    ctx = Context.open(site, db)
+    ctx = IndexContext.open(site, db)
     hosts = golden_hosts(ctx.site, ctx.store)
     if json_out:
         emit_json({"site": ctx.site.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})

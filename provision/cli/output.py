@@ -1,15 +1,36 @@
-"""Output helpers shared by every command: JSON to stdout, tables via rich, errors as one line."""
+"""Output helpers shared by every command: JSON to stdout, tables via rich, errors as one line.
+
+rich is imported on first use: `--json` output never pays for it.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+@cache
+def _console(stderr: bool) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+class _LazyConsole:
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_console(self._stderr), name)
+
+
+console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 def emit_json(payload: Any) -> None:

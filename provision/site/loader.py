@@ -7,7 +7,6 @@ every CLI command) pays for libyaml's parse and pydantic's validation and nothin
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter, defaultdict
@@ -18,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from provision.errors import SiteError
+from provision.site.index import cache_dir, content_key, index_hosts, resolve_site_path, write_index
 from provision.site.model import Site, SiteSpec
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -141,8 +141,7 @@ def _parse(text: str, file: Path) -> Any:
     same data ~5 ms; every CLI command loads the site, so the parsed form is kept beside the state
     store. The key is the content's hash, so an edited file is always parsed again.
     """
-    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
-    cache = file.parent / "state" / ".site-cache" / f"{file.stem}-{digest}.json"
+    cache = cache_dir(file) / f"{file.stem}-{content_key(text)}.json"
     try:
         return json.loads(cache.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -162,13 +161,6 @@ def _parse(text: str, file: Path) -> Any:
     except OSError:
         pass  # a read-only checkout still works, only slower
     return data
-
-
-def resolve_site_path(path: Path) -> Path:
-    """A site is a YAML file, or a directory holding `site.yml`."""
-    if path.is_dir():
-        return path / "site.yml"
-    return path
 
 
 def load_site(path: Path | str) -> Site:
@@ -199,7 +191,9 @@ def load_site(path: Path | str) -> Site:
     else:
         problems = _cross_checks(spec) + _file_checks(spec, file.parent)
         if not problems:
-            return Site(spec=spec, path=file.resolve())
+            site = Site(spec=spec, path=file.resolve())
+            write_index(file, content_key(text), site.name, index_hosts(site))
+            return site
 
     root = yaml.compose(text, Loader=_SafeLoader)
     rendered = []

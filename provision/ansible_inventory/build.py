@@ -1,0 +1,133 @@
+"""Build the Ansible inventory (the `ansible-inventory --list` JSON shape) from a site and its state store.
+
+Groups: `rack_<rack>`, `role_<role>`, `class_<host class>`, `state_<state>` for every lifecycle state, and
+`configurable`: the hosts `site.yml` may configure (deployed or later, or failed after having been
+deployed). Host variables: how to reach the host (from the site's `ssh` settings), where it sits, its
+BMC (address only, never a credential), the hardware and versions its class expects, its state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provision.site import Site, load_site
+from provision.site.model import Host, HostClass
+from provision.state import FLOW, HostRecord, State, StateStore
+
+CONFIGURABLE_GROUP = "configurable"
+FIRST_CONFIGURABLE = State.deployed
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def group_name(prefix: str, value: str) -> str:
+    """A valid Ansible group name: `rack_r1`, `class_hgx_h200_sim`."""
+    return f"{prefix}_{_UNSAFE.sub('_', value)}"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hostvars: Mapping[str, Mapping[str, Any]]
+    groups: Mapping[str, tuple[str, ...]]
+    all_vars: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_list(self) -> dict[str, Any]:
+        """The JSON `ansible-inventory --list` (and a script inventory) prints."""
+        out: dict[str, Any] = {
+            "_meta": {"hostvars": {h: dict(v) for h, v in self.hostvars.items()}},
+            "all": {"children": ["ungrouped", *sorted(self.groups)], "vars": dict(self.all_vars)},
+            "ungrouped": {"hosts": []},
+        }
+        for name, hosts in sorted(self.groups.items()):
+            out[name] = {"hosts": list(hosts)}
+        return out
+
+
+def _configurable(record: HostRecord | None) -> bool:
+    if record is None:
+        return False
+    rank = {state: i for i, state in enumerate(FLOW)}
+    if record.state is State.failed:
+        return record.resume_from is not None and rank[record.resume_from] >= rank[FIRST_CONFIGURABLE]
+    return rank[record.state] >= rank[FIRST_CONFIGURABLE]
+
+
+def _hardware(cls: HostClass) -> dict[str, Any]:
+    return {
+        "gpu": cls.gpu.model_dump() if cls.gpu else None,
+        "ib": cls.ib.model_dump(mode="json") if cls.ib else None,
+        "pcie": cls.pcie.model_dump() if cls.pcie else None,
+        "nvme_data_disks": cls.nvme_data_disks,
+        "nvswitch": cls.nvswitch,
+    }
+
+
+def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, Any]:
+    ssh = site.spec.ssh
+    cls = site.host_class(host)
+    out: dict[str, Any] = {
+        "ansible_host": ssh.address_overrides.get(host.hostname, host.hostname),
+        "ansible_user": ssh.user,
+        "ansible_port": ssh.port,
+        "bringup_rack": host.rack,
+        "bringup_u": host.u,
+        "bringup_role": host.role.value,
+        "bringup_class": host.host_class,
+        "bringup_bmc": {"address": host.bmc.address, "port": host.bmc.port},
+        "bringup_hardware": _hardware(cls),
+        "bringup_versions": {k: v for k, v in cls.versions.model_dump().items() if v is not None},
+        "bringup_state": record.state.value if record else State.declared.value,
+    }
+    if record is not None and record.state is State.failed:
+        out["bringup_state_reason"] = record.reason
+        out["bringup_resume_from"] = record.resume_from.value if record.resume_from else None
+    if ssh.key_file:
+        out["ansible_ssh_private_key_file"] = str((site.directory / ssh.key_file).resolve())
+    common_args = [f"-o ConnectTimeout={int(ssh.connect_timeout_s)}"]
+    if ssh.known_hosts:
+        known = (site.directory / ssh.known_hosts).resolve()
+        common_args.append(f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes")
+    out["ansible_ssh_common_args"] = " ".join(common_args)
+    return out
+
+
+def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: Path | None = None) -> Inventory:
+    """Pure: the inventory for `site` given the state store's records (hosts it lacks count as declared)."""
+    hostvars: dict[str, dict[str, Any]] = {}
+    groups: dict[str, list[str]] = {group_name("state", s.value): [] for s in State}
+    groups[CONFIGURABLE_GROUP] = []
+    for host in site.hosts():
+        record = records.get(host.hostname)
+        hostvars[host.hostname] = _host_vars(site, host, record)
+        state = record.state if record else State.declared
+        for group in (
+            group_name("rack", host.rack),
+            group_name("role", host.role.value),
+            group_name("class", host.host_class),
+            group_name("state", state.value),
+        ):
+            groups.setdefault(group, []).append(host.hostname)
+        if _configurable(record):
+            groups[CONFIGURABLE_GROUP].append(host.hostname)
+    all_vars: dict[str, Any] = {"bringup_site_name": site.name, "bringup_site_file": str(site.path.resolve())}
+    if state_db is not None:
+        all_vars["bringup_state_db"] = str(state_db.resolve())
+    return Inventory(
+        hostvars=hostvars,
+        groups={name: tuple(sorted(hosts)) for name, hosts in groups.items()},
+        all_vars=all_vars,
+    )
+
+
+def load_inventory(site_path: Path, state_db: Path | None = None) -> Inventory:
+    """Read the site and the state store (declaring hosts the store does not know yet) and build."""
+    site = load_site(site_path)
+    db = state_db if state_db is not None else site.default_state_path()
+    with StateStore(db) as store:
+        store.sync_site((h.hostname, h.rack) for h in site.hosts())
+        records = {r.hostname: r for r in store.hosts()}
+    return build_inventory(site, records, state_db=db)

@@ -1,0 +1,495 @@
+"""An async Redfish client for one BMC: httpx over HTTP/1.1 keep-alive, Basic auth or a Redfish session.
+
+One `RedfishClient` talks to one BMC. It discovers resources by following `@odata.id` links from the
+service root, uses `$expand` only when the service root advertises it, retries connection failures
+and 5xx answers a bounded number of times with exponential backoff (never 401/403, never a timeout),
+and turns every failure into a typed `RedfishError` (see `errors.py`) that carries the BMC's
+`@Message.ExtendedInfo`. Credentials only ever go into one request header; they are never part of a
+URL, an error message or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from provision.redfish.errors import (
+    RedfishAuthError,
+    RedfishError,
+    RedfishNotFound,
+    RedfishProtocolError,
+    RedfishServerError,
+    RedfishTimeout,
+    RedfishTlsError,
+    RedfishUnreachable,
+    RedfishUnsupported,
+    error_for_status,
+    extended_info,
+)
+from provision.site.credentials import Login
+
+ROOT = "/redfish/v1/"
+AuthMode = Literal["session", "basic"]
+_RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    timeout_s: float = 10.0
+    retries: int = 2
+    backoff_s: float = 0.5
+    backoff_max_s: float = 4.0
+    auth: AuthMode = "session"
+    max_body_bytes: int = 4 * 1024 * 1024
+    connections: int = 4
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A BMC's answer with its body read (bounded) and the connection released."""
+
+    status_code: int
+    headers: httpx.Headers
+    content: bytes
+    reason_phrase: str
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One Redfish resource as the BMC sent it, with its ETag when the BMC offered one."""
+
+    path: str
+    data: Mapping[str, Any]
+    etag: str | None = None
+    status: int = 200
+
+    def link(self, key: str) -> str | None:
+        """The `@odata.id` of a navigation property, or None when the resource has no such link."""
+        return odata_id(self.data.get(key))
+
+    def require_link(self, key: str) -> str:
+        found = self.link(key)
+        if found is None:
+            raise RedfishProtocolError(f"{self.path} has no {key} link", path=self.path)
+        return found
+
+
+def odata_id(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        target = value.get("@odata.id")
+        if isinstance(target, str) and target.startswith("/"):
+            return target
+    return None
+
+
+def _is_expanded(value: Any) -> bool:
+    return isinstance(value, Mapping) and odata_id(value) is not None and len(value) > 1
+
+
+def tls_context(verify: bool, ca_bundle: str | None = None) -> ssl.SSLContext:
+    """One context for every BMC of a site (building one per client costs milliseconds each).
+
+    Verification is on unless the site opts out; `ca_bundle` replaces the system trust store, which is
+    how a site trusts its iDRACs' own CA.
+    """
+    if not verify:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    if ca_bundle:
+        try:
+            return ssl.create_default_context(cafile=ca_bundle)
+        except (OSError, ssl.SSLError) as exc:
+            raise RedfishTlsError(f"cannot load the BMC CA bundle {ca_bundle}: {exc}") from None
+    return ssl.create_default_context()
+
+
+def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+class RedfishClient:
+    """One BMC. Use as `async with RedfishClient(...) as bmc:`; the session is deleted on exit."""
+
+    def __init__(
+        self,
+        base_url: str,
+        login: Login | None,
+        *,
+        tls: ssl.SSLContext | bool = True,
+        options: ClientOptions | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.endpoint = self.base_url.split("://", 1)[-1]
+        self._login = login
+        self.options = options or ClientOptions()
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            verify=tls,
+            http1=True,
+            http2=False,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(self.options.timeout_s),
+            limits=httpx.Limits(
+                max_connections=self.options.connections, max_keepalive_connections=self.options.connections
+            ),
+            transport=transport,
+            headers={"Accept": "application/json", "OData-Version": "4.0"},
+        )
+        self._token: str | None = None
+        self._session_path: str | None = None
+        self._basic = False
+        self._root: Resource | None = None
+        self.requests = 0
+
+    # lifecycle -----------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> RedfishClient:
+        try:
+            await self.open()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def open(self) -> Resource:
+        """Read the service root and authenticate (a session when the BMC offers one, else Basic)."""
+        root = await self.root()
+        if self._login is None:
+            return root
+        if self.options.auth == "basic":
+            self._basic = True
+            return root
+        sessions = self._sessions_path(root)
+        if sessions is None:
+            self._basic = True
+            return root
+        await self._create_session(sessions)
+        return root
+
+    def _sessions_path(self, root: Resource) -> str | None:
+        links = root.data.get("Links")
+        if isinstance(links, Mapping):
+            found = odata_id(links.get("Sessions"))
+            if found:
+                return found
+        service = root.link("SessionService")
+        return f"{service.rstrip('/')}/Sessions" if service else None
+
+    async def _create_session(self, sessions: str) -> None:
+        assert self._login is not None
+        body = {"UserName": self._login.username, "Password": self._login.password.reveal()}
+        try:
+            resp = await self._send("POST", sessions, body=body, auth=False, retry_5xx=False)
+        except (RedfishNotFound, RedfishUnsupported):
+            self._basic = True  # a BMC without sessions: fall back to Basic on every request
+            return
+        token = resp.headers.get("X-Auth-Token")
+        if not token:
+            raise RedfishProtocolError(
+                "session created without an X-Auth-Token header", endpoint=self.endpoint, method="POST", path=sessions
+            )
+        self._token = token
+        location = resp.headers.get("Location")
+        if location:
+            self._session_path = httpx.URL(location).path
+        else:
+            data = self._json(resp, "POST", sessions)
+            self._session_path = odata_id(data)
+
+    async def close(self) -> None:
+        """Delete the session (BMCs allow few at a time) and close the connections."""
+        try:
+            if self._token and self._session_path:
+                path = self._session_path
+                self._session_path = None
+                try:
+                    async with asyncio.timeout(min(self.options.timeout_s, 5.0)):
+                        await self._send("DELETE", path, retry_5xx=False)
+                except (RedfishError, TimeoutError):
+                    pass  # the BMC expires it on its own; nothing else to do
+            self._token = None
+        finally:
+            await self._http.aclose()
+
+    # requests ------------------------------------------------------------------------------------
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self._token:
+            return {"X-Auth-Token": self._token}
+        if self._login is not None and (self._basic or self.options.auth == "basic"):
+            raw = f"{self._login.username}:{self._login.password.reveal()}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+        return {}
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        auth: bool = True,
+        retry_5xx: bool = True,
+    ) -> Answer:
+        """One request with the bounded retries; returns a 2xx response with its body read."""
+        opts = self.options
+        attempt = 0
+        reauthed = False
+        while True:
+            try:
+                resp = await self._attempt(method, path, body, headers, auth)
+            except RedfishUnreachable:
+                if attempt >= opts.retries:
+                    raise
+                await asyncio.sleep(min(opts.backoff_s * 2.0**attempt, opts.backoff_max_s))
+                attempt += 1
+                continue
+            status = resp.status_code
+            if 200 <= status < 300:
+                return resp
+            if status in _RETRYABLE_STATUS and retry_5xx and attempt < opts.retries:
+                await asyncio.sleep(self._retry_delay(resp, attempt))
+                attempt += 1
+                continue
+            if status == 401 and auth and self._token and not reauthed and self._root is not None:
+                # The session expired (or the BMC restarted): log in once more, then give up.
+                reauthed = True
+                self._token = None
+                sessions = self._sessions_path(self._root)
+                if sessions:
+                    await self._create_session(sessions)
+                    continue
+            raise self._error(resp, method, path)
+
+    def _retry_delay(self, resp: Answer, attempt: int) -> float:
+        delay = self.options.backoff_s * 2.0**attempt
+        after = resp.headers.get("Retry-After", "")
+        if after.isdigit():
+            delay = max(delay, float(after))
+        return min(delay, self.options.backoff_max_s)
+
+    async def _attempt(
+        self, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool
+    ) -> Answer:
+        all_headers = {**(self._auth_headers() if auth else {}), **(headers or {})}
+        content: bytes | None = None
+        if body is not None:
+            content = json.dumps(body).encode()
+            all_headers["Content-Type"] = "application/json"
+        request = self._http.build_request(method, path, content=content, headers=all_headers)
+        self.requests += 1
+        err: dict[str, Any] = {"endpoint": self.endpoint, "method": method, "path": path}
+        try:
+            async with asyncio.timeout(self.options.timeout_s):
+                resp = await self._http.send(request, stream=True)
+                try:
+                    content = await self._read_capped(resp, method, path)
+                finally:
+                    await resp.aclose()
+        except (TimeoutError, httpx.TimeoutException):
+            raise RedfishTimeout(f"no answer within {self.options.timeout_s:g} s", **err) from None
+        except httpx.TransportError as exc:
+            cause = _ssl_cause(exc)
+            if cause is not None:
+                raise RedfishTlsError(f"TLS handshake failed: {_short(cause)}", **err) from None
+            raise RedfishUnreachable(f"connection failed: {_short(exc)}", **err) from None
+        return Answer(resp.status_code, resp.headers, content, resp.reason_phrase)
+
+    async def _read_capped(self, resp: httpx.Response, method: str, path: str) -> bytes:
+        cap = self.options.max_body_bytes
+        declared = resp.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise RedfishProtocolError(
+                f"response of {declared} bytes is over the {cap}-byte limit",
+                endpoint=self.endpoint,
+                method=method,
+                path=path,
+                status=resp.status_code,
+            )
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.aiter_raw():
+            size += len(chunk)
+            if size > cap:
+                raise RedfishProtocolError(
+                    f"response is over the {cap}-byte limit",
+                    endpoint=self.endpoint,
+                    method=method,
+                    path=path,
+                    status=resp.status_code,
+                )
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        encoding = resp.headers.get("Content-Encoding", "").lower()
+        if encoding in ("gzip", "deflate"):
+            import zlib
+
+            try:
+                raw = zlib.decompress(raw, 47 if encoding == "gzip" else 15)
+            except zlib.error as exc:
+                raise RedfishProtocolError(
+                    f"cannot decode {encoding} body: {exc}", endpoint=self.endpoint, method=method, path=path
+                ) from None
+            if len(raw) > cap:
+                raise RedfishProtocolError(
+                    f"response is over the {cap}-byte limit", endpoint=self.endpoint, method=method, path=path
+                )
+        return raw
+
+    def _json(self, resp: Answer, method: str, path: str) -> Mapping[str, Any]:
+        raw = resp.content
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            kind = resp.headers.get("Content-Type", "no content type")
+            raise RedfishProtocolError(
+                f"answer is not JSON ({kind}, {len(raw)} bytes: {exc})",
+                endpoint=self.endpoint,
+                method=method,
+                path=path,
+                status=resp.status_code,
+            ) from None
+        if not isinstance(data, dict):
+            raise RedfishProtocolError(
+                f"answer is JSON but not an object ({type(data).__name__})",
+                endpoint=self.endpoint,
+                method=method,
+                path=path,
+                status=resp.status_code,
+            )
+        return data
+
+    def _error(self, resp: Answer, method: str, path: str) -> RedfishError:
+        status = resp.status_code
+        cls = error_for_status(status)
+        try:
+            body: Any = json.loads(resp.content) if resp.content.strip() else None
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        messages, ids = extended_info(body)
+        if 300 <= status < 400:
+            target = resp.headers.get("Location", "nowhere")
+            detail = f"redirected to {target}; point the site file at the final address (redirects are not followed)"
+        elif cls is RedfishAuthError:
+            detail = "authentication refused (check the credential named in the site file)"
+        elif cls is RedfishServerError:
+            detail = f"BMC error after {self.options.retries + 1} attempts"
+        else:
+            detail = resp.reason_phrase or "request failed"
+        return cls(detail, endpoint=self.endpoint, method=method, path=path, status=status, messages=messages,
+                   message_ids=ids)
+
+    # public API ----------------------------------------------------------------------------------
+
+    async def root(self) -> Resource:
+        """The service root (`/redfish/v1/`), read without credentials first as the standard allows."""
+        if self._root is None:
+            try:
+                resp = await self._send("GET", ROOT, auth=False)
+            except RedfishAuthError:
+                if self._login is None:
+                    raise
+                self._basic = True  # some BMCs want credentials even for the root
+                resp = await self._send("GET", ROOT)
+            self._root = Resource(ROOT, self._json(resp, "GET", ROOT), resp.headers.get("ETag"), resp.status_code)
+        return self._root
+
+    async def get(self, path: str) -> Resource:
+        resp = await self._send("GET", path)
+        return Resource(path, self._json(resp, "GET", path), resp.headers.get("ETag"), resp.status_code)
+
+    async def patch(self, path: str, body: Mapping[str, Any], *, etag: str | None = None) -> Resource:
+        headers = {"If-Match": etag} if etag else None
+        resp = await self._send("PATCH", path, body=dict(body), headers=headers)
+        return Resource(path, self._json(resp, "PATCH", path), resp.headers.get("ETag"), resp.status_code)
+
+    async def post(self, path: str, body: Mapping[str, Any]) -> Resource:
+        # A 5xx to an action may or may not have run it: only a 503 ("not now") is safe to repeat.
+        resp = await self._send("POST", path, body=dict(body), retry_5xx=False)
+        return Resource(path, self._json(resp, "POST", path), resp.headers.get("ETag"), resp.status_code)
+
+    async def expand_levels(self) -> int:
+        """How many levels of `$expand=.` the BMC offers (0 when it does not advertise ExpandQuery)."""
+        root = await self.root()
+        features = root.data.get("ProtocolFeaturesSupported")
+        expand = features.get("ExpandQuery") if isinstance(features, Mapping) else None
+        if not isinstance(expand, Mapping) or not expand.get("NoLinks"):
+            return 0
+        if not expand.get("Levels"):
+            return 1
+        max_levels = expand.get("MaxLevels")
+        return int(max_levels) if isinstance(max_levels, int) and max_levels > 0 else 1
+
+    async def get_expanded(self, path: str, levels: int) -> Resource:
+        """GET with `$expand=.($levels=N)` when the BMC supports it (capped at what it offers)."""
+        offered = await self.expand_levels()
+        n = min(levels, offered)
+        if n <= 0:
+            return await self.get(path)
+        return await self.get(f"{path}?$expand=.($levels={n})")
+
+    async def resolve(self, value: Any, context: str) -> Resource:
+        """A navigation property: the inline resource when the BMC expanded it, else GET its link."""
+        target = odata_id(value)
+        if target is None:
+            raise RedfishProtocolError(f"{context}: expected an @odata.id link, got {type(value).__name__}",
+                                       endpoint=self.endpoint)
+        if _is_expanded(value):
+            return Resource(target, value)
+        return await self.get(target)
+
+    async def members(self, collection: Resource | str, *, levels: int = 1) -> list[Resource]:
+        """Every member of a collection (following `Members@odata.nextLink`), fetched concurrently
+        when the BMC did not expand them."""
+        if isinstance(collection, str):
+            collection = await self.get_expanded(collection, levels)
+        out: list[Resource] = []
+        page: Resource | None = collection
+        while page is not None:
+            raw = page.data.get("Members")
+            if not isinstance(raw, list):
+                raise RedfishProtocolError(f"{page.path} is not a collection (no Members list)",
+                                           endpoint=self.endpoint, path=page.path)
+            out.extend(await asyncio.gather(*(self.resolve(m, page.path) for m in raw)))
+            nxt = page.data.get("Members@odata.nextLink")
+            page = await self.get(nxt) if isinstance(nxt, str) and nxt.startswith("/") else None
+        return out
+
+    async def child_members(self, resource: Resource, key: str) -> list[Resource]:
+        """Members of the collection a resource links to under `key` (inline when it was expanded)."""
+        value = resource.data.get(key)
+        if isinstance(value, Mapping) and isinstance(value.get("Members"), list):
+            return await self.members(Resource(odata_id(value) or resource.path, value))
+        target = odata_id(value)
+        if target is None:
+            raise RedfishProtocolError(f"{resource.path} has no {key} link", endpoint=self.endpoint,
+                                       path=resource.path)
+        return await self.members(target)
