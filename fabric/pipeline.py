@@ -1,0 +1,76 @@
+"""Inputs -> topology -> identification -> report: what `fabric validate` does, callable from code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from fabric.baseline import design_from_topology
+from fabric.design import Design, Location, load_design
+from fabric.errors import FabricError, ParseError
+from fabric.identify import Identification, identify
+from fabric.parsers import parse_any
+from fabric.topology import Topology, merge
+from fabric.validate import Report, validate
+
+
+@dataclass(frozen=True)
+class Result:
+    design: Design
+    topology: Topology
+    identification: Identification
+    report: Report
+
+
+def read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
+    if b"\x00" in data[:65536]:
+        raise ParseError(str(path), None, "binary data: expected the text output of an InfiniBand tool")
+    return data.decode("utf-8", errors="replace")
+
+
+def load_captures(paths: list[Path], fmt: str = "auto") -> Topology:
+    return merge(parse_any(read_text(p), str(p), fmt) for p in paths)
+
+
+def topology_from_texts(texts: list[tuple[str, str]], fmt: str = "auto") -> Topology:
+    return merge(parse_any(text, label, fmt) for label, text in texts)
+
+
+def baseline_design(path: Path, fmt: str = "auto") -> Design:
+    return design_from_topology(load_captures([path], fmt), name=f"baseline {path.name}")
+
+
+def site_design(site_path: Path) -> Design:
+    """The design a site file links to, with host locations taken from the site's racks."""
+    from provision.site import load_site
+
+    site = load_site(site_path)
+    design_path = site.fabric_design
+    if design_path is None:
+        raise FabricError(f"{site.path}: the site has no `fabric: {{design: ...}}` cabling design to validate against")
+    design = load_design(design_path)
+    return with_site_locations(design, site)
+
+
+def with_site_locations(design: Design, site: Any) -> Design:
+    placed: dict[str, Location] = {}
+    for rack in site.spec.racks:
+        for host in rack.hosts:
+            placed[host.hostname] = Location(str(getattr(rack, "row", "") or ""), rack.name, getattr(host, "u", None))
+    nodes = {name: (replace(n, location=placed[n.host]) if n.host in placed else n) for name, n in design.nodes.items()}
+    return replace(design, nodes=nodes)
+
+
+def run(design: Design, topology: Topology) -> Result:
+    ident = identify(design, topology)
+    if design.nodes and topology.nodes and not ident.by_guid:
+        raise FabricError(
+            f"none of the {len(topology.nodes)} discovered nodes matches the design {design.name!r} (by GUID, "
+            "description or cabling): is this a capture of a different fabric?"
+        )
+    return Result(design, topology, ident, validate(design, topology, ident))
