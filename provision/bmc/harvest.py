@@ -1,0 +1,211 @@
+"""Harvest one host: system facts, NICs (with the chassis tree as cross-check), the PXE NIC, GPUs.
+
+Discovery follows `@odata.id` links from the service root. On a Dell service root the ComputerSystem
+is first asked for at its well-known iDRAC path (one round trip saved); any 404 there falls back to
+the Systems collection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from provision.bmc.inventory import (
+    NetworkFunction,
+    Nic,
+    PxeChoice,
+    PxeDevice,
+    SystemInfo,
+    choose_pxe_nic,
+    count_gpus,
+    parse_bios_pxe,
+    parse_ethernet_interface,
+    parse_network_device_function,
+    parse_system,
+)
+from provision.bmc.triage import HostProblem
+from provision.redfish import (
+    RedfishClient,
+    RedfishNotFound,
+    RedfishProtocolError,
+    RedfishUnsupported,
+    Resource,
+    odata_id,
+)
+from provision.site.model import HostClass
+
+IDRAC_SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
+T = TypeVar("T")
+
+
+async def find_system(client: RedfishClient) -> Resource:
+    root = await client.root()
+    oem = root.data.get("Oem")
+    if root.data.get("Vendor") == "Dell" or (isinstance(oem, Mapping) and "Dell" in oem):
+        try:
+            return await client.get(IDRAC_SYSTEM)
+        except RedfishNotFound:
+            pass
+    systems = await client.get(root.require_link("Systems"))
+    members = systems.data.get("Members")
+    first = odata_id(members[0]) if isinstance(members, list) and members else None
+    if first is None:
+        raise RedfishProtocolError("the Systems collection is empty", endpoint=client.endpoint, path=systems.path)
+    return await client.get(first)
+
+
+def first_link(resource: Resource, *keys: str) -> str | None:
+    """`Links.Chassis[0]` style: the first @odata.id under a nested list of links."""
+    value: Any = resource.data
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    if isinstance(value, list) and value:
+        return odata_id(value[0])
+    return odata_id(value)
+
+
+async def _optional(work: Awaitable[T], notes: list[str], what: str) -> T | None:
+    """Parts of the inventory some BMCs do not have: missing is a note, not a failure."""
+    try:
+        return await work
+    except (RedfishNotFound, RedfishUnsupported, RedfishProtocolError) as exc:
+        notes.append(f"{what}: {exc.detail}")
+        return None
+
+
+@dataclass(frozen=True)
+class HostInventory:
+    system: SystemInfo
+    nics: tuple[Nic, ...]
+    functions: tuple[NetworkFunction, ...] | None
+    pxe_devices: tuple[PxeDevice, ...]
+    pxe: PxeChoice
+    bmc_firmware: str | None
+    gpus: int | None
+    ib_functions: int | None
+    cross_check: dict[str, Any]
+    notes: tuple[str, ...]
+    raw: dict[str, Any]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "system_id": self.system.id,
+            "serial": self.system.serial,
+            "service_tag": self.system.service_tag,
+            "manufacturer": self.system.manufacturer,
+            "model": self.system.model,
+            "bios_version": self.system.bios_version,
+            "bmc_firmware": self.bmc_firmware,
+            "power_state": self.system.power_state,
+            "health": self.system.health_rollup or self.system.health,
+            "pxe_nic": self.pxe.nic.id if self.pxe.nic else None,
+            "pxe_mac": self.pxe.nic.mac if self.pxe.nic else None,
+            "pxe_source": self.pxe.source,
+            "macs": {n.id: n.mac for n in self.nics},
+            "links": {n.id: n.link for n in self.nics},
+            "gpus": self.gpus,
+            "ib_functions": self.ib_functions,
+        }
+
+
+async def _network_functions(client: RedfishClient, system: Resource) -> list[Resource] | None:
+    chassis_path = first_link(system, "Links", "Chassis")
+    if chassis_path is None:
+        return None
+    chassis = await client.get(chassis_path)
+    adapters_path = chassis.link("NetworkAdapters")
+    if adapters_path is None:
+        return None
+    adapters = await client.members(adapters_path, levels=3)
+    per_adapter = await asyncio.gather(*(client.child_members(a, "NetworkDeviceFunctions") for a in adapters
+                                         if a.data.get("NetworkDeviceFunctions") is not None))
+    return [f for funcs in per_adapter for f in funcs]
+
+
+def _cross_check(nics: tuple[Nic, ...], functions: tuple[NetworkFunction, ...] | None) -> dict[str, Any]:
+    if functions is None:
+        return {"checked": False}
+    by_id = {f.id: f for f in functions}
+    mismatches = [
+        {"nic": n.id, "ethernet_interface": n.mac, "network_device_function": by_id[n.id].mac}
+        for n in nics
+        if n.id in by_id and by_id[n.id].mac and n.mac and by_id[n.id].mac != n.mac
+    ]
+    missing = sorted(n.id for n in nics if n.id not in by_id)
+    return {"checked": True, "mismatches": mismatches, "not_in_chassis": missing}
+
+
+async def harvest(client: RedfishClient, host_class: HostClass, system: Resource | None = None) -> HostInventory:
+    """Read one host's inventory; raises RedfishError on BMC failures (the caller triages)."""
+    system = system or await find_system(client)
+    notes: list[str] = []
+    eth_path = system.link("EthernetInterfaces")
+    if eth_path is None:
+        raise RedfishProtocolError("the ComputerSystem has no EthernetInterfaces link", endpoint=client.endpoint,
+                                   path=system.path)
+    bios_path = system.link("Bios")
+    manager_path = first_link(system, "Links", "ManagedBy")
+    proc_path = system.link("Processors")
+
+    async def nothing() -> None:
+        return None
+
+    eth, bios, manager, procs, funcs = await asyncio.gather(
+        client.members(eth_path),
+        _optional(client.get(bios_path), notes, "BIOS") if bios_path else nothing(),
+        _optional(client.get(manager_path), notes, "manager") if manager_path else nothing(),
+        _optional(client.members(proc_path), notes, "processors") if proc_path and host_class.gpu else nothing(),
+        _optional(_network_functions(client, system), notes, "network adapters"),
+    )
+    nics = tuple(parse_ethernet_interface(r.data) for r in eth)
+    functions = tuple(parse_network_device_function(r.data) for r in funcs) if funcs is not None else None
+    attributes = bios.data.get("Attributes") if bios is not None else None
+    pxe_devices = parse_bios_pxe(attributes) if isinstance(attributes, Mapping) else ()
+    pxe = choose_pxe_nic(nics, pxe_devices, host_class.pxe_nic)
+    fw = manager.data.get("FirmwareVersion") if manager is not None else None
+    gpus = count_gpus(p.data for p in procs) if procs is not None else None
+    ib = sum(1 for f in functions if (f.kind or "").lower() == "infiniband") if functions is not None else None
+    raw = {
+        "system": {k: v for k, v in system.data.items() if k in (
+            "@odata.id", "Id", "Manufacturer", "Model", "SerialNumber", "SKU", "BiosVersion", "PowerState",
+            "Status", "UUID", "Boot")},
+        "ethernet_interfaces": [dict(r.data) for r in eth],
+        "bios_pxe": {k: v for k, v in (attributes or {}).items() if k.startswith("PxeDev") or k == "BootMode"},
+        "manager": {k: manager.data.get(k) for k in ("@odata.id", "FirmwareVersion", "Model")} if manager else None,
+        "network_device_functions": [
+            {k: r.data.get(k) for k in ("@odata.id", "Id", "NetDevFuncType", "Ethernet")} for r in funcs
+        ] if funcs is not None else None,
+        "gpus": [{k: p.data.get(k) for k in ("Id", "Model", "ProcessorType")} for p in procs
+                 if str(p.data.get("ProcessorType", "")).upper() == "GPU"] if procs is not None else None,
+    }
+    return HostInventory(
+        system=parse_system(system.data),
+        nics=nics,
+        functions=functions,
+        pxe_devices=pxe_devices,
+        pxe=pxe,
+        bmc_firmware=fw if isinstance(fw, str) else None,
+        gpus=gpus,
+        ib_functions=ib,
+        cross_check=_cross_check(nics, functions),
+        notes=tuple(notes),
+        raw=raw,
+    )
+
+
+def check(inventory: HostInventory, host_class: HostClass) -> None:
+    """Raise HostProblem when the inventory stops the bring-up: no usable PXE NIC, or hardware other
+    than the host class expects. Counts the BMC does not expose are not judged."""
+    evidence = {"inventory": inventory.summary(), "raw": inventory.raw}
+    if inventory.pxe.problem:
+        raise HostProblem(inventory.pxe.problem, inventory.pxe.detail, evidence)
+    wrong = []
+    if host_class.gpu and inventory.gpus is not None and inventory.gpus != host_class.gpu.count:
+        wrong.append(f"{inventory.gpus} GPUs where the host class expects {host_class.gpu.count}")
+    if host_class.ib and inventory.ib_functions is not None and inventory.ib_functions != host_class.ib.hca_count:
+        wrong.append(f"{inventory.ib_functions} InfiniBand functions where the host class expects "
+                     f"{host_class.ib.hca_count}")
+    if wrong:
+        raise HostProblem("unexpected_hardware", "; ".join(wrong), evidence)

@@ -1,0 +1,199 @@
+"""Pure parsers from Redfish JSON to frozen inventory records, and the PXE NIC choice.
+
+No I/O here: each function takes the JSON a BMC sent (already decoded) and returns dataclasses, so the
+same code reads a live BMC, the simulator and the real iDRAC captures in the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_MAC = re.compile(r"^[0-9a-f]{12}$")
+_PXE_ATTR = re.compile(r"^PxeDev(\d+)(EnDis|Interface)$")
+_ONBOARD = ("NIC.Embedded.", "NIC.Integrated.")
+
+
+def normalize_mac(value: Any) -> str | None:
+    """`B8:CE:F6:94:F0:B8`, `b8-ce-f6-94-f0-b8` or `B8CEF694F0B8` → `b8:ce:f6:94:f0:b8`; None if not a
+    unicast, non-zero MAC."""
+    if not isinstance(value, str):
+        return None
+    raw = re.sub(r"[:.\-]", "", value.strip().lower())
+    if not _MAC.match(raw) or raw == "0" * 12 or int(raw[:2], 16) & 1:
+        return None
+    return ":".join(raw[i : i + 2] for i in range(0, 12, 2))
+
+
+def _str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _status(data: Mapping[str, Any], key: str) -> str | None:
+    status = data.get("Status")
+    return _str(status, key) if isinstance(status, Mapping) else None
+
+
+@dataclass(frozen=True)
+class Nic:
+    id: str  # the FQDD on iDRAC (NIC.Integrated.1-1-1), the member Id elsewhere
+    mac: str | None
+    permanent_mac: str | None
+    link: str | None  # LinkUp / LinkDown / NoLink as the BMC says it; None when it does not say
+    speed_mbps: int | None
+    enabled: bool | None
+    description: str | None
+
+    @property
+    def link_up(self) -> bool | None:
+        if self.link is None:
+            return None
+        return self.link.lower() in ("linkup", "up")
+
+    @property
+    def onboard(self) -> bool:
+        return self.id.startswith(_ONBOARD)
+
+
+def parse_ethernet_interface(data: Mapping[str, Any]) -> Nic:
+    speed = data.get("SpeedMbps")
+    enabled = data.get("InterfaceEnabled")
+    return Nic(
+        id=_str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1],
+        mac=normalize_mac(data.get("MACAddress")) or normalize_mac(data.get("PermanentMACAddress")),
+        permanent_mac=normalize_mac(data.get("PermanentMACAddress")),
+        link=_str(data, "LinkStatus"),
+        speed_mbps=speed if isinstance(speed, int) and not isinstance(speed, bool) else None,
+        enabled=enabled if isinstance(enabled, bool) else None,
+        description=_str(data, "Description"),
+    )
+
+
+@dataclass(frozen=True)
+class NetworkFunction:
+    id: str
+    kind: str | None  # NetDevFuncType: Ethernet, InfiniBand, FibreChannel, ...
+    mac: str | None
+
+
+def parse_network_device_function(data: Mapping[str, Any]) -> NetworkFunction:
+    eth = data.get("Ethernet")
+    mac = None
+    if isinstance(eth, Mapping):
+        mac = normalize_mac(eth.get("MACAddress")) or normalize_mac(eth.get("PermanentMACAddress"))
+    return NetworkFunction(
+        id=_str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1],
+        kind=_str(data, "NetDevFuncType"),
+        mac=mac,
+    )
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    id: str
+    manufacturer: str | None
+    model: str | None
+    serial: str | None
+    service_tag: str | None
+    bios_version: str | None
+    power_state: str | None
+    health: str | None
+    health_rollup: str | None
+    uuid: str | None
+
+
+def parse_system(data: Mapping[str, Any]) -> SystemInfo:
+    manufacturer = _str(data, "Manufacturer")
+    tag = None
+    # Dell keeps the service tag in SKU (SerialNumber is the board's); others have no such field.
+    if manufacturer and manufacturer.lower().startswith("dell"):
+        tag = _str(data, "SKU")
+    return SystemInfo(
+        id=_str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1],
+        manufacturer=manufacturer,
+        model=_str(data, "Model"),
+        serial=_str(data, "SerialNumber"),
+        service_tag=tag,
+        bios_version=_str(data, "BiosVersion"),
+        power_state=_str(data, "PowerState"),
+        health=_status(data, "Health"),
+        health_rollup=_status(data, "HealthRollup"),
+        uuid=_str(data, "UUID"),
+    )
+
+
+@dataclass(frozen=True)
+class PxeDevice:
+    index: int
+    interface: str | None
+    enabled: bool
+
+
+def parse_bios_pxe(attributes: Mapping[str, Any]) -> tuple[PxeDevice, ...]:
+    """The iDRAC BIOS's UEFI PXE devices (`PxeDevNEnDis`/`PxeDevNInterface`), lowest N first."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        m = _PXE_ATTR.match(key)
+        if m:
+            found.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    return tuple(
+        PxeDevice(i, v.get("Interface") if isinstance(v.get("Interface"), str) else None,
+                  str(v.get("EnDis", "")).lower() == "enabled")
+        for i, v in sorted(found.items())
+    )
+
+
+def count_gpus(processors: Iterable[Mapping[str, Any]]) -> int:
+    return sum(1 for p in processors if str(p.get("ProcessorType", "")).upper() == "GPU")
+
+
+@dataclass(frozen=True)
+class PxeChoice:
+    nic: Nic | None
+    source: str  # bios:PxeDevN, site:<fqdd>, site:first-onboard-link-up
+    problem: str | None  # None, or no_pxe_nic / pxe_nic_link_down
+    detail: str
+
+
+def choose_pxe_nic(nics: Sequence[Nic], pxe_devices: Sequence[PxeDevice], site_fqdd: str | None) -> PxeChoice:
+    """Which NIC will PXE-boot: the BIOS's first enabled PXE device when it names one, else the site's
+    rule (the host class's FQDD, or the first onboard NIC with link up)."""
+    by_id = {n.id: n for n in nics}
+    enabled = [d for d in pxe_devices if d.enabled and d.interface]
+    if enabled:
+        dev = enabled[0]
+        source = f"bios:PxeDev{dev.index}"
+        nic = by_id.get(dev.interface or "")
+        if nic is None:
+            return PxeChoice(None, source, "no_pxe_nic",
+                             f"BIOS PxeDev{dev.index} boots from {dev.interface}, which the BMC does not list")
+        return _check_link(nic, source)
+    if site_fqdd:
+        source = f"site:{site_fqdd}"
+        nic = by_id.get(site_fqdd)
+        if nic is None:
+            why = "; the BIOS enables no PXE device" if pxe_devices else ""
+            listed = ", ".join(sorted(by_id)) or "none"
+            return PxeChoice(None, source, "no_pxe_nic",
+                             f"the site's PXE NIC {site_fqdd} is not among the host's NICs ({listed}){why}")
+        return _check_link(nic, source)
+    onboard = sorted((n for n in nics if n.onboard), key=lambda n: n.id) or list(nics)
+    for nic in onboard:
+        if nic.link_up and nic.mac:
+            return PxeChoice(nic, "site:first-onboard-link-up", None, f"{nic.id} is the first onboard NIC with link")
+    if onboard:
+        return PxeChoice(None, "site:first-onboard-link-up", "pxe_nic_link_down",
+                         f"no onboard NIC has link ({', '.join(n.id for n in onboard)})")
+    return PxeChoice(None, "site:first-onboard-link-up", "no_pxe_nic", "the BMC lists no NICs")
+
+
+def _check_link(nic: Nic, source: str) -> PxeChoice:
+    if nic.mac is None:
+        return PxeChoice(nic, source, "no_pxe_nic", f"{nic.id} has no usable MAC address")
+    if nic.link_up is False:
+        return PxeChoice(nic, source, "pxe_nic_link_down",
+                         f"{nic.id} ({nic.mac}) reports {nic.link}: check the cable and the switch port")
+    return PxeChoice(nic, source, None, f"{nic.id} ({nic.mac})")

@@ -1,0 +1,231 @@
+"""Fan-out over a site's BMCs: bounded concurrency, a deadline per host, triage, and state records.
+
+One bad host never stops or slows the others: each host runs in its own task under a semaphore and a
+deadline, and every failure becomes a `failed` record with its reason and evidence. Records are written
+by one writer thread as soon as each host finishes a step, so a `kill -9` mid-run loses nothing
+already recorded, and a re-run only touches hosts that still need the step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.bmc.harvest import check, find_system, harvest
+from provision.bmc.power import PowerAction, PowerPolicy, arm_pxe_once, power, power_state, reset, wait_power
+from provision.bmc.triage import Failure, triage
+from provision.redfish import ClientOptions, RedfishClient, tls_context
+from provision.site import Host, Site
+from provision.site.credentials import Login, login
+from provision.state import HostRecord, State, StateStore
+
+HARVEST = "harvest-macs"
+PXE = "pxe-boot"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    concurrency: int = 128
+    host_timeout_s: float = 120.0
+    client: ClientOptions = field(default_factory=ClientOptions)
+    power_timeout_s: float = 60.0
+    poll_s: float = 1.0
+    boot_mode: str | None = "UEFI"
+    power_policy: PowerPolicy = PowerPolicy.off_on
+
+
+@dataclass(frozen=True)
+class HostResult:
+    host: str
+    ok: bool
+    skipped: bool = False
+    reason: str | None = None
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    remediation: str = ""
+
+
+def select_hosts(site: Site, patterns: str | None) -> list[Host]:
+    """Hosts whose name matches any of the comma-separated glob patterns (all hosts when none)."""
+    hosts = site.hosts()
+    if not patterns:
+        return hosts
+    globs = [p.strip() for p in patterns.split(",") if p.strip()]
+    return [h for h in hosts if any(fnmatch.fnmatchcase(h.hostname, g) for g in globs)]
+
+
+def needs_harvest(record: HostRecord) -> bool:
+    if record.state is State.failed:
+        return record.resume_from in (None, State.declared, State.bmc_reachable)
+    return record.state in (State.declared, State.bmc_reachable)
+
+
+def needs_pxe(record: HostRecord) -> bool:
+    if record.state is State.failed:
+        return record.resume_from is State.macs_harvested
+    return record.state is State.macs_harvested
+
+
+def base_url(host: Host) -> str:
+    address = f"[{host.bmc.address}]" if ":" in host.bmc.address else host.bmc.address
+    return f"https://{address}:{host.bmc.port}"
+
+
+class Fanout:
+    def __init__(self, site: Site, store: StateStore, options: RunOptions | None = None) -> None:
+        self.site = site
+        self.store = store
+        self.options = options or RunOptions()
+        tls = site.spec.bmc_tls
+        bundle = str((site.directory / tls.ca_bundle).resolve()) if tls.ca_bundle else None
+        self._tls = tls_context(tls.verify, bundle)
+        self._logins: dict[str, Login] = {}
+        self._writer: ThreadPoolExecutor | None = None
+
+    def _login(self, host: Host) -> Login:
+        name = host.bmc.credential
+        if name not in self._logins:
+            self._logins[name] = login(self.site, name)
+        return self._logins[name]
+
+    def client(self, host: Host) -> RedfishClient:
+        return RedfishClient(base_url(host), self._login(host), tls=self._tls, options=self.options.client)
+
+    async def _write(self, fn: Callable[[], Any]) -> Any:
+        assert self._writer is not None
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn)
+
+    async def record(self, host: str, to: State, command: str, evidence: Any) -> None:
+        await self._write(functools.partial(self.store.transition, host, to, command=command, evidence=evidence))
+
+    async def record_failure(self, host: Host, command: str, failure: Failure) -> None:
+        evidence = {**failure.evidence, "bmc": base_url(host), "detail": failure.detail}
+        await self._write(functools.partial(self.store.fail, host.hostname, failure.reason, command=command,
+                                            evidence=evidence))
+
+    async def _each(self, hosts: Iterable[Host], command: str | None,
+                    work: Callable[[Host], Awaitable[dict[str, Any]]]) -> list[HostResult]:
+        """Run `work` for every host, at most `concurrency` at once, each under its deadline. When
+        `command` is set, failures are recorded in the state store under it."""
+        opts = self.options
+        sem = asyncio.Semaphore(opts.concurrency)
+
+        async def one(host: Host) -> HostResult:
+            async with sem:
+                try:
+                    async with asyncio.timeout(opts.host_timeout_s):
+                        data = await work(host)
+                    return HostResult(host.hostname, True, data=data)
+                except Exception as exc:  # every failure of one host is triaged, none escapes
+                    failure = triage(exc, timeout_s=opts.host_timeout_s)
+                    if command is not None:
+                        await self.record_failure(host, command, failure)
+                    return HostResult(host.hostname, False, reason=failure.reason, detail=failure.detail,
+                                      data=failure.evidence, remediation=failure.remediation)
+
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="state-writer")
+        try:
+            return list(await asyncio.gather(*(one(h) for h in hosts)))
+        finally:
+            self._writer.shutdown(wait=True)
+            self._writer = None
+
+    # the three operations ------------------------------------------------------------------------
+
+    def _split(self, hosts: list[Host], wanted: Callable[[HostRecord], bool]) -> tuple[list[Host], list[HostResult]]:
+        todo: list[Host] = []
+        skipped: list[HostResult] = []
+        for host in hosts:
+            rec = self.store.get(host.hostname)
+            if wanted(rec):
+                todo.append(host)
+            else:
+                why = f"{rec.state.value}" + (f" ({rec.reason})" if rec.reason else "")
+                skipped.append(HostResult(host.hostname, rec.state is not State.failed, skipped=True,
+                                          reason=rec.reason, detail=f"nothing to do: {why}",
+                                          data=_last_inventory(self.store, host.hostname)))
+        return todo, skipped
+
+    async def harvest_macs(self, hosts: list[Host]) -> list[HostResult]:
+        todo, skipped = self._split(hosts, needs_harvest)
+
+        async def work(host: Host) -> dict[str, Any]:
+            cls = self.site.host_class(host)
+            async with self.client(host) as bmc:
+                system = await find_system(bmc)
+                await self.record(host.hostname, State.bmc_reachable, HARVEST,
+                                  {"bmc": base_url(host), "system": system.path})
+                inventory = await harvest(bmc, cls, system)
+            check(inventory, cls)
+            summary = inventory.summary()
+            await self.record(host.hostname, State.macs_harvested, HARVEST, {
+                "bmc": base_url(host), "inventory": summary, "pxe": {"source": inventory.pxe.source,
+                                                                       "detail": inventory.pxe.detail},
+                "cross_check": inventory.cross_check, "notes": list(inventory.notes), "raw": inventory.raw})
+            return summary
+
+        return await self._each(todo, HARVEST, work) + skipped
+
+    async def pxe_boot(self, hosts: list[Host]) -> list[HostResult]:
+        todo, skipped = self._split(hosts, needs_pxe)
+        opts = self.options
+
+        async def work(host: Host) -> dict[str, Any]:
+            async with self.client(host) as bmc:
+                system = await find_system(bmc)
+                armed = await arm_pxe_once(bmc, system, opts.boot_mode)
+                state = power_state(system)
+                resets: list[str] = []
+                if state in ("On", "PoweringOn"):
+                    if opts.power_policy is PowerPolicy.restart:
+                        await reset(bmc, system, "ForceRestart")
+                        resets.append("ForceRestart")
+                    else:
+                        await reset(bmc, system, "ForceOff")
+                        resets.append("ForceOff")
+                        await wait_power(bmc, system.path, "Off", opts.power_timeout_s, opts.poll_s, "ForceOff")
+                        await reset(bmc, system, "On")
+                        resets.append("On")
+                else:
+                    await reset(bmc, system, "On")
+                    resets.append("On")
+                after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
+            boot_after = after.data.get("Boot") or {}
+            inventory = _last_inventory(self.store, host.hostname)
+            evidence = {"bmc": base_url(host), **armed, "power_before": state, "resets": resets,
+                        "power_state": power_state(after), "pxe_mac": inventory.get("pxe_mac"),
+                        "pxe_nic": inventory.get("pxe_nic"),
+                        "boot_after_power_on": {k: boot_after.get(k) for k in
+                                                ("BootSourceOverrideTarget", "BootSourceOverrideEnabled")}}
+            await self.record(host.hostname, State.pxe_armed, PXE, evidence)
+            return evidence
+
+        return await self._each(todo, PXE, work) + skipped
+
+    async def power(self, hosts: list[Host], action: PowerAction) -> list[HostResult]:
+        opts = self.options
+
+        async def work(host: Host) -> dict[str, Any]:
+            async with self.client(host) as bmc:
+                system = await find_system(bmc)
+                return await power(bmc, system, action, timeout_s=opts.power_timeout_s, poll_s=opts.poll_s)
+
+        return await self._each(hosts, None, work)
+
+
+def _last_inventory(store: StateStore, hostname: str) -> dict[str, Any]:
+    """The inventory summary of the host's latest successful harvest (empty when never harvested)."""
+    for event in reversed(store.history(hostname)):
+        if event.to_state is State.macs_harvested and isinstance(event.evidence, dict):
+            inventory = event.evidence.get("inventory")
+            return dict(inventory) if isinstance(inventory, dict) else {}
+    return {}
+
+
+def harvested(store: StateStore, hosts: Iterable[Host]) -> dict[str, dict[str, Any]]:
+    return {h.hostname: inv for h in hosts if (inv := _last_inventory(store, h.hostname))}

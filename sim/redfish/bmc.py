@@ -1,0 +1,304 @@
+"""One simulated iDRAC: authentication, sessions, ETags, `$expand`, boot override and power.
+
+Behaviour pinned to the Redfish specification (DSP0266) and iDRAC9 practice:
+- the service root answers without credentials; everything else needs Basic auth or `X-Auth-Token`;
+- `POST SessionService/Sessions` returns 201 with `X-Auth-Token` and `Location`; sessions are limited
+  per BMC, so a client that does not delete them runs out;
+- the ComputerSystem carries an ETag; a PATCH with a stale `If-Match` gets 412;
+- a boot override with `BootSourceOverrideEnabled: Once` is consumed by the next boot;
+- power changes take `power_delay_s` (PowerState reads PoweringOn/PoweringOff meanwhile);
+- errors carry `error.@Message.ExtendedInfo` with Base registry message ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import copy
+import hmac
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.redfish import tree
+from sim.redfish.faults import Fault
+from sim.redfish.http import HANG, Request, Response, _Hang
+from sim.redfish.identity import ServerIdentity
+
+MAX_SESSIONS = 16
+_EXPAND = re.compile(r"\$expand=([.*~])(?:\(\$levels=(\d+)\))?")
+
+
+def message(status: int, text: str, message_id: str, resolution: str = "None") -> Response:
+    return Response.of(status, {"error": {
+        "code": "Base.1.12.GeneralError",
+        "message": "A general error has occurred. See ExtendedInfo for more information",
+        "@Message.ExtendedInfo": [{"Message": text, "MessageId": message_id, "Resolution": resolution,
+                                   "Severity": "Critical" if status >= 500 else "Warning"}],
+    }})
+
+
+@dataclass
+class Settings:
+    latency_s: float = 0.0
+    slow_s: float = 2.0
+    power_delay_s: float = 1.0
+
+
+@dataclass
+class SimBmc:
+    ident: ServerIdentity
+    username: str
+    password: str
+    settings: Settings
+    faults: frozenset[Fault] = frozenset()
+    power: str = "Off"
+    boot: dict[str, Any] = field(default_factory=lambda: {
+        "BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
+        "BootSourceOverrideMode": "UEFI"})
+    version: int = 1
+    sessions: dict[str, str] = field(default_factory=dict)  # token → session id
+    boots: list[str] = field(default_factory=list)  # what each boot booted from
+    requests: int = 0
+    resets: list[str] = field(default_factory=list)
+    _tree: dict[str, Any] = field(default_factory=dict)
+    _power_task: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self._tree = tree.static_tree(self.ident, self.faults)
+
+    def set_faults(self, faults: frozenset[Fault]) -> None:
+        self.faults = faults
+        self.rebuild()
+
+    @property
+    def etag(self) -> str:
+        return f'W/"{self.version}"'
+
+    @property
+    def health(self) -> str:
+        return "Critical" if Fault.power_fault in self.faults else "OK"
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"address": self.ident.address, "port": self.ident.port, "power": self.power, "boot": dict(self.boot),
+                "faults": sorted(f.value for f in self.faults), "sessions": len(self.sessions),
+                "boots": list(self.boots), "resets": list(self.resets), "requests": self.requests}
+
+    # resources -----------------------------------------------------------------------------------
+
+    def resource(self, path: str) -> dict[str, Any] | None:
+        if path == tree.SYSTEM:
+            return tree.system_resource(self.ident, self.power, self.boot, self.health)
+        if path == tree.CHASSIS:
+            return tree.chassis_resource(self.ident, self.power, self.health)
+        if path == tree.V1:
+            return tree.service_root(self.ident.uuid)
+        if path == tree.SESSIONS:
+            return tree.collection(path, "Session", "Session Collection",
+                                   [f"{tree.SESSIONS}/{sid}" for sid in self.sessions.values()])
+        found = self._tree.get(path)
+        return copy.deepcopy(found) if found is not None else None
+
+    def _expand(self, value: Any, levels: int, mode: str, parent: str, under_links: bool = False) -> Any:
+        if isinstance(value, dict):
+            target = value.get("@odata.id")
+            if len(value) == 1 and isinstance(target, str) and levels > 0:
+                subordinate = target.startswith(parent.rstrip("/") + "/")
+                wanted = (mode == "*" or (mode == "." and not under_links and subordinate)
+                          or (mode == "~" and under_links))
+                if wanted:
+                    found = self.resource(target)
+                    if found is not None:
+                        return self._expand(found, levels - 1, mode, target)
+                return value
+            return {k: self._expand(v, levels, mode, parent, under_links or k == "Links") for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._expand(v, levels, mode, parent, under_links) for v in value]
+        return value
+
+    # request handling ----------------------------------------------------------------------------
+
+    def _authorized(self, req: Request) -> bool:
+        if Fault.wrong_password in self.faults:
+            return False
+        token = req.headers.get("x-auth-token")
+        if token is not None:
+            return token in self.sessions
+        auth = req.headers.get("authorization", "")
+        if not auth.lower().startswith("basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(auth[6:]).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return hmac.compare_digest(user, self.username) and hmac.compare_digest(password, self.password)
+
+    async def handle(self, req: Request) -> Response | _Hang:
+        self.requests += 1
+        if Fault.hang in self.faults:
+            return HANG
+        delay = self.settings.latency_s + (self.settings.slow_s if Fault.slow in self.faults else 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if Fault.http_503 in self.faults:
+            resp = message(503, "The iDRAC is busy processing another request; retry the operation later.",
+                           "Base.1.12.ServiceTemporarilyUnavailable", "Retry the operation after some time.")
+            resp.headers["Retry-After"] = "1"
+            return resp
+        path = req.path.rstrip("/") or "/"
+        if path == "/redfish" and req.method == "GET":
+            return Response.of(200, {"v1": "/redfish/v1/"})
+        if path == tree.V1 and req.method == "GET":
+            return Response.of(200, self.resource(tree.V1))
+        if path == tree.SESSIONS and req.method == "POST":
+            return self._login(req)
+        if not self._authorized(req):
+            return message(401, "The authentication credentials included with this request are missing or invalid.",
+                           "Base.1.12.NoValidSession", "Log in with valid credentials and retry.")
+        if req.method == "GET":
+            return self._get(path, req.query)
+        if req.method == "PATCH" and path == tree.SYSTEM:
+            return self._patch_system(req)
+        if req.method == "POST" and path == f"{tree.SYSTEM}/Actions/ComputerSystem.Reset":
+            return self._reset(req)
+        if req.method == "DELETE" and path.startswith(tree.SESSIONS + "/"):
+            sid = path.rsplit("/", 1)[1]
+            for token, known in list(self.sessions.items()):
+                if known == sid:
+                    del self.sessions[token]
+                    return Response.of(200, {"@Message.ExtendedInfo": [
+                        {"Message": "The request completed successfully.", "MessageId": "Base.1.12.Success"}]})
+            return message(404, f"The session {sid} was not found.", "Base.1.12.ResourceMissingAtURI")
+        if self.resource(path) is not None:
+            return message(405, f"The operation {req.method} is not allowed on {path}.",
+                           "Base.1.12.OperationNotAllowed")
+        return message(404, f"The resource at the URI {path} was not found.", "Base.1.12.ResourceMissingAtURI",
+                       "Place a valid resource at the URI or correct the URI and resubmit the request.")
+
+    def _login(self, req: Request) -> Response:
+        try:
+            body = req.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("UserName"), str):
+            return message(400, "The request body submitted was malformed JSON or is missing UserName/Password.",
+                           "Base.1.12.MalformedJSON")
+        ok = (Fault.wrong_password not in self.faults
+              and hmac.compare_digest(str(body.get("UserName")), self.username)
+              and hmac.compare_digest(str(body.get("Password", "")), self.password))
+        if not ok:
+            return message(401, "Unable to log in: the user name or password is incorrect.",
+                           "Base.1.12.NoValidSession",
+                           "Log in with valid credentials and retry.")
+        if len(self.sessions) >= MAX_SESSIONS:
+            return message(400, "The maximum number of user sessions is reached.", "Base.1.12.SessionLimitExceeded",
+                           "Close one or more sessions before creating a session.")
+        token = secrets.token_hex(16)
+        sid = str(1000 + self.requests)
+        self.sessions[token] = sid
+        location = f"{tree.SESSIONS}/{sid}"
+        return Response.of(201, {"@odata.id": location, "@odata.type": "#Session.v1_3_0.Session", "Id": sid,
+                                 "Name": "User Session", "UserName": self.username},
+                           {"X-Auth-Token": token, "Location": location})
+
+    def _get(self, path: str, query: str) -> Response:
+        found = self.resource(path)
+        if found is None:
+            return message(404, f"The resource at the URI {path} was not found.", "Base.1.12.ResourceMissingAtURI",
+                           "Place a valid resource at the URI or correct the URI and resubmit the request.")
+        match = _EXPAND.search(query.replace("%24", "$").replace("%28", "(").replace("%29", ")")
+                               .replace("%3D", "=").replace("%3d", "="))
+        if match:
+            found = self._expand(found, int(match.group(2) or 1), match.group(1), path)
+        headers = {"ETag": self.etag} if path == tree.SYSTEM else {}
+        return Response.of(200, found, headers)
+
+    def _patch_system(self, req: Request) -> Response:
+        if_match = req.headers.get("if-match")
+        if if_match is not None and if_match not in (self.etag, "*"):
+            return message(412, "The ETag supplied did not match the ETag required to change this resource.",
+                           "Base.1.12.PreconditionFailed", "Try the operation again using the appropriate ETag.")
+        try:
+            body = req.json()
+        except ValueError:
+            return message(400, "The request body submitted was malformed JSON.", "Base.1.12.MalformedJSON")
+        boot = body.get("Boot") if isinstance(body, dict) else None
+        if not isinstance(boot, dict) or set(body) != {"Boot"}:
+            return message(400, "Only the Boot property can be modified on this simulated system.",
+                           "Base.1.12.PropertyNotWritable")
+        allowed = {"BootSourceOverrideTarget": tree.BOOT_TARGETS,
+                   "BootSourceOverrideEnabled": ["Once", "Continuous", "Disabled"],
+                   "BootSourceOverrideMode": ["UEFI", "Legacy"]}
+        for key, value in boot.items():
+            if key not in allowed:
+                return message(400, f"The property {key} is not in the list of valid properties for the resource.",
+                               "Base.1.12.PropertyUnknown")
+            if value not in allowed[key]:
+                return message(400, f"The value {value} for the property {key} is not in the list of acceptable "
+                               "values.", "Base.1.12.PropertyValueNotInList")
+        self.boot.update(boot)
+        self.version += 1
+        return Response.of(200, {"@Message.ExtendedInfo": [
+            {"Message": "Successfully Completed Request", "MessageId": "Base.1.12.Success", "Severity": "OK"}]},
+            {"ETag": self.etag})
+
+    def _reset(self, req: Request) -> Response:
+        try:
+            body = req.json()
+        except ValueError:
+            body = None
+        kind = body.get("ResetType") if isinstance(body, dict) else None
+        if kind not in tree.RESET_TYPES:
+            return message(400, f"The value {kind} for the parameter ResetType is not in the list of acceptable "
+                           "values.", "Base.1.12.ActionParameterValueNotInList")
+        on = self.power in ("On", "PoweringOn")
+        if kind in ("On",) and on:
+            return message(409, "Unable to perform the reset operation: the server is already powered on.",
+                           "Base.1.12.ResetOperationNotAllowed")
+        if kind in ("ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart") and not on:
+            return message(409, "Unable to perform the reset operation: the server is powered off.",
+                           "Base.1.12.ResetOperationNotAllowed")
+        self.resets.append(str(kind))
+        if Fault.power_fault in self.faults:
+            return Response(204)  # accepted, but the server never changes state
+        if self._power_task is not None and not self._power_task.done():
+            self._power_task.cancel()
+        if kind in ("On", "PushPowerButton") and not on:
+            self._power_task = asyncio.create_task(self._power_on())
+        elif kind in ("ForceOff", "GracefulShutdown", "PushPowerButton"):
+            self._power_task = asyncio.create_task(self._power_off())
+        elif kind in ("ForceRestart", "GracefulRestart", "PowerCycle"):
+            self._power_task = asyncio.create_task(self._restart())
+        return Response(204)
+
+    async def _power_on(self) -> None:
+        self.power = "PoweringOn"
+        await asyncio.sleep(self.settings.power_delay_s)
+        self.power = "On"
+        self._booted()
+
+    async def _power_off(self) -> None:
+        self.power = "PoweringOff"
+        await asyncio.sleep(self.settings.power_delay_s)
+        self.power = "Off"
+        self.version += 1
+
+    async def _restart(self) -> None:
+        await self._power_off()
+        await self._power_on()
+
+    def _booted(self) -> None:
+        """The server POSTs: a Once override is used for this boot and then cleared."""
+        if self.boot["BootSourceOverrideEnabled"] in ("Once", "Continuous"):
+            self.boots.append(self.boot["BootSourceOverrideTarget"])
+            if self.boot["BootSourceOverrideEnabled"] == "Once":
+                self.boot["BootSourceOverrideEnabled"] = "Disabled"
+                self.boot["BootSourceOverrideTarget"] = "None"
+        else:
+            self.boots.append("Hdd")
+        self.version += 1
