@@ -8,7 +8,7 @@ import sys
 import click
 
 import provision.cli.bmc_cmds  # noqa: F401
-import provision.cli.health_cmds  # noqa: F401
+import provision.cli.health_cmds as _health_cmds  # noqa: F401
 from provision.cli import lifecycle_cmds  # noqa: F401  (registers commands)
 from provision.cli.app import app
 from provision.cli.output import error_line

@@ -1,0 +1,86 @@
+"""Which hosts a command acts on: `--hosts` patterns over the site's host names.
+
+A pattern is a comma-separated list of items; each item is a shell glob (`gpu-r1-*`), a Slurm-style
+range (`gpu-r1-[01-04,07]`), `rack:NAME`, or `@FILE` (a hostfile: one host per line, as `provision
+golden` writes it in any format but torchrun). No pattern means every GPU host.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from pathlib import Path
+
+from provision.health.errors import HealthError
+from provision.site.model import Host, Role, Site
+
+_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<spans>[0-9,\-]+)\](?P<suffix>[^\[\]]*)$")
+
+
+def expand_ranges(item: str) -> list[str]:
+    """`gpu-[01-03,07]` → gpu-01, gpu-02, gpu-03, gpu-07 (zero padding kept); other items unchanged."""
+    match = _RANGE.match(item)
+    if match is None:
+        return [item]
+    names: list[str] = []
+    for span in match["spans"].split(","):
+        first, _, last = span.partition("-")
+        if not first:
+            raise HealthError(f"--hosts {item!r}: empty range")
+        width = len(first)
+        stop = int(last) if last else int(first)
+        if stop < int(first):
+            raise HealthError(f"--hosts {item!r}: range {span} runs backwards")
+        names.extend(f"{match['prefix']}{n:0{width}d}{match['suffix']}" for n in range(int(first), stop + 1))
+    return names
+
+
+def _split_items(pattern: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    items, depth, current = [], 0, ""
+    for char in pattern:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        if char == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += char
+    items.append(current.strip())
+    return [item for item in items if item]
+
+
+def _hostfile(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise HealthError(f"--hosts @{path}: cannot read ({exc.strerror or exc})") from None
+    return [line.split()[0] for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def select_hosts(site: Site, pattern: str | None) -> list[Host]:
+    """The site's hosts that `pattern` names, in site order; every item must name at least one host."""
+    hosts = site.hosts()
+    if not pattern:
+        return [h for h in hosts if h.role is Role.gpu]
+    chosen: set[str] = set()
+    names = {h.hostname for h in hosts}
+    for item in _split_items(pattern):
+        if item.startswith("@"):
+            listed = _hostfile(Path(item[1:]))
+            unknown = [name for name in listed if name not in names]
+            if unknown:
+                raise HealthError(f"--hosts {item}: not in the site: {', '.join(unknown[:5])}")
+            matched = set(listed)
+        elif item.startswith("rack:"):
+            matched = {h.hostname for h in hosts if h.rack == item[5:]}
+        else:
+            matched = set()
+            for name in expand_ranges(item):
+                matched |= set(fnmatch.filter(names, name))
+        if not matched:
+            raise HealthError(f"--hosts: {item!r} matches no host of site {site.name}")
+        chosen |= matched
+    return [h for h in hosts if h.hostname in chosen]

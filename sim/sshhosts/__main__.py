@@ -1,0 +1,62 @@
+"""`python -m sim.sshhosts --site SITE --run-dir DIR [--faults FILE]`: serve every host of the site over SSH."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from provision.errors import BringupError
+from provision.site import load_site
+from provision.site.model import Role
+from sim.sshhosts.addresses import DEFAULT_PORT
+from sim.sshhosts.faults import load_faults
+from sim.sshhosts.server import Files, SshHostsServer, plan_hosts, quiet_asyncssh
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sim.sshhosts", description=__doc__)
+    p.add_argument("--site", required=True, type=Path)
+    p.add_argument("--run-dir", required=True, type=Path, help="where keys, known_hosts and the address map go")
+    p.add_argument("--faults", required=True, type=Path, help="faults file (see sim/sshhosts/faults.py)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--first-index", type=int, default=0, help="offset into 127.0.32.0/20 (to run two labs)")
+    p.add_argument("--agent-mode", choices=("fork", "spawn"), default="fork",
+                   help="fork: the agent's main() in a child of a preloaded process; spawn: python3 -m tools.health")
+    p.add_argument("--all-roles", action="store_true", help="serve every host, not only GPU hosts")
+    return p
+
+
+async def _serve(server: SshHostsServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    print(f"serving {len(server.hosts)} simulated SSH hosts", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    quiet_asyncssh()
+    try:
+        site = load_site(args.site)
+        faults = load_faults(args.faults)
+    except BringupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    names = [h.hostname for h in site.hosts() if args.all_roles or h.role is Role.gpu]
+    files = Files(args.run_dir / "sshhosts")
+    hosts = plan_hosts(names, faults, files, args.port, args.first_index)
+    asyncio.run(_serve(SshHostsServer(hosts, files, faults, agent_mode=args.agent_mode)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
