@@ -157,6 +157,9 @@ def _port_line(b: TopologyBuilder, guids: _Guids, current: Node, line: str, no: 
     if rates:
         w, s = rates[-1]
         width, speed = normalise_width(w), normalise_speed(s)
+    elif "#" in rest:
+        b.warn(no, "expected a port line ending in 'lid <n> <width>x<speed>' (truncated?), link kept without "
+               f"its rate: {printable(line)}")
     b.note_peer(peer_guid, _TYPE[prefix], desc)
     b.add_port(End(current.guid, pnum), End(peer_guid, int(peer_port)), width, speed, no)
 

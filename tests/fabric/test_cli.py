@@ -1,0 +1,177 @@
+"""`fabric` command line: exit codes 0/1/2, --json, worklist and node-name-map files, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fabric.asbuilt import AsBuilt
+from fabric.cli import main
+from fabric.design import Design, Port
+from tests.fabric.conftest import FIXTURES, SIM_DESIGN, realdata_text
+
+
+def _capture(tmp_path: Path, ab: AsBuilt, name: str = "cap.txt") -> Path:
+    path = tmp_path / name
+    path.write_text(ab.render(only=ab.reachable("gpu-r1-01/mlx5_0")))
+    return path
+
+
+def test_clean_exits_0_and_prints_the_summary(sim_design: Design, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    cap = _capture(tmp_path, AsBuilt.from_design(sim_design))
+    nnm = tmp_path / "node-name-map"
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap), "--node-name-map", str(nnm)]) == 0
+    out = capsys.readouterr().out
+    assert "clean: cabled as designed" in out and "leaf-spine" in out
+    assert nnm.read_text().count('"leaf-A-r3-') == 8
+
+
+def test_findings_exit_1_with_json_and_worklist(sim_design: Design, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    ab = AsBuilt.from_design(sim_design)
+    leaf = sim_design.switches()[0].name
+    ab.swap(Port(leaf, 1), Port(leaf, 2))
+    cap = _capture(tmp_path, ab)
+    wl = tmp_path / "work.csv"
+    code = main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap), "--json", "--worklist", str(wl)])
+    assert code == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert [f["kind"] for f in payload["findings"]] == ["swapped"]
+    assert payload["summary"]["total_findings"] == 1
+    lines = wl.read_text().splitlines()
+    assert lines[0].startswith("row,rack,u,device,port,kind,action") and len(lines) == 2
+
+
+def test_real_ibsim_capture_against_the_sim_design(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", "--design", str(SIM_DESIGN), "--discovered",
+                 str(FIXTURES / "ibsim-sim-site.iblinkinfo.txt"), "--json"])
+    assert code == 1
+    found = sorted(f["kind"] for f in json.loads(capsys.readouterr().out)["findings"])
+    assert found == ["degraded", "port_down"]
+
+
+def test_baseline_mode_without_a_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = realdata_text("ibnetdiscover__NVIDIA-topograph__tests_output_ibnetdiscover_example.out")
+    good = tmp_path / "good.txt"
+    good.write_text(text)
+    assert main(["validate", "--baseline", str(good), "--discovered", str(good)]) == 0
+    # today: one leaf port's cable moved to another free port of the same leaf
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("[1]\t\"H-e09d7303007a4bd8\""))
+    lines[i] = lines[i].replace("[1]\t", "[60]\t", 1)
+    j = next(k for k, ln in enumerate(lines) if ln.startswith("[1](e09d7303007a4bd8)"))
+    lines[j] = lines[j].replace('"S-2c5eab0300b87b40"[1]', '"S-2c5eab0300b87b40"[60]')
+    today = tmp_path / "today.txt"
+    today.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["validate", "--baseline", str(good), "--discovered", str(today), "--json"]) == 1
+    [f] = json.loads(capsys.readouterr().out)["findings"]
+    assert f["kind"] == "miswired" and f["b"]["port"] == 60 and "A09-P1-IBLEAF-04-04[1]" in f["fix"]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.write_bytes(b"\x7fELF\x00\x00garbage"), "binary data"),
+        (lambda p: p.write_text(""), "empty input"),
+        (lambda p: p.write_text("#\n# Topology file: x\n" + (FIXTURES / "ibsim-sim-site.ibnetdiscover.txt").read_text()
+                                * 2), "two captures concatenated"),
+    ],
+)
+def test_bad_captures_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], make, message) -> None:  # type: ignore[no-untyped-def]
+    cap = tmp_path / "cap.txt"
+    make(cap)
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fabric: error: ") and message in err and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_capture_of_another_fabric_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    other = tmp_path / "other.txt"
+    other.write_text(realdata_text("ibnetdiscover__Mellanox-ufm_sdk_3.0__topo_small_topo_file.txt"))
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(other)]) == 2
+    assert "a capture of a different fabric" in capsys.readouterr().err
+
+
+def test_bad_design_exits_2_naming_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "d.yml"
+    bad.write_text('fabric: t\nswitches:\n  - {"name": "s1", "ports": 4, "tier": 1}\nhosts: []\nlinks:\n'
+                   '  - ["s1", 1, "s2", 1, "C1"]\n  - ["s1", 2, "s1", 3, "C2"]\n  - ["s1", 2, "s1", 4, "C3"]\n')
+    assert main(["design", "check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "'s2' is not a declared switch" in err and "duplicate port s1[2]" in err and err.count("\n") == 1
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--discovered", "x"]) == 2
+    assert "exactly one of --site, --design or --baseline" in capsys.readouterr().err
+    assert main(["validate", "--design", str(SIM_DESIGN)]) == 2
+
+
+def test_live_without_hca_or_sim_exits_2(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                         tmp_path: Path) -> None:
+    monkeypatch.delenv("BRINGUP_IBSIM_STATE", raising=False)
+    monkeypatch.setattr("fabric.live.SYS_IB", tmp_path / "none")
+    assert main(["validate", "--design", str(SIM_DESIGN), "--live"]) == 2
+    assert "no InfiniBand HCA on this host" in capsys.readouterr().err
+
+
+def test_design_generate_and_check_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "d.yml"
+    assert main(["design", "generate", "--hosts", "4", "--hcas", "2", "--radix", "8", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["cas"] == 8 and out.is_file()
+    assert main(["design", "check", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_identify_reports_unplaced_switch(sim_design: Design, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from fabric.topology import NodeType
+
+    ab = AsBuilt.from_design(sim_design)
+    ab.add_node("extra", NodeType.SWITCH, 8, "Quantum Mellanox Technologies", 0xABC0)
+    ab.plug(Port("extra", 1), Port(sim_design.switches()[0].name, 18))
+    cap = _capture(tmp_path, ab)
+    assert main(["identify", "--design", str(SIM_DESIGN), "--discovered", str(cap), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert len(payload["placed"]) == 141 and len(payload["unplaced"]) == 1
+    assert "ports where the design expects no switch" in payload["unplaced"][0]["reason"]
+
+
+def _site_with_design(tmp_path: Path) -> Path:
+    import shutil
+
+    site = tmp_path / "site.yml"
+    text = (SIM_DESIGN.parent.parent / "site.yml").read_text()
+    if "\nfabric:" not in text:
+        text += "\nfabric:\n  design: fabric/design.yml\n"
+    site.write_text(text)
+    (tmp_path / "fabric").mkdir()
+    shutil.copy(SIM_DESIGN, tmp_path / "fabric" / "design.yml")
+    return site
+
+
+def test_site_mode_uses_the_sites_design_and_host_locations(sim_design: Design, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    site = _site_with_design(tmp_path)
+    ab = AsBuilt.from_design(sim_design)
+    ab.degrade(Port(sim_design.switches()[1].name, 12), width="1X")  # gpu-r2-04/mlx5_1
+    cap = _capture(tmp_path, ab)
+    assert main(["validate", "--site", str(site), "--discovered", str(cap), "--json"]) == 1
+    [f] = json.loads(capsys.readouterr().out)["findings"]
+    assert f["kind"] == "degraded" and f["b"]["name"] == "gpu-r2-04/mlx5_1"
+    assert f["b"]["location"] == {"row": "A", "rack": "r2", "u": 14}  # from the site's racks
+
+
+def test_site_without_fabric_design_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = tmp_path / "site.yml"
+    text = (SIM_DESIGN.parent.parent / "site.yml").read_text()
+    site.write_text("\n".join(ln for ln in text.splitlines() if not ln.startswith("fabric:")
+                              and not ln.startswith("  design:")) + "\n")
+    assert main(["validate", "--site", str(site), "--discovered", str(FIXTURES / "ufm-links.json")]) == 2
+    assert "no `fabric: {design: ...}`" in capsys.readouterr().err
