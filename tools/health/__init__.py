@@ -1,0 +1,1 @@
+"""Node-side health agent: stdlib-only checks of one GPU host (see tools/README.md)."""

@@ -1,0 +1,72 @@
+"""Command line: ``python3 -m tools.health --config FILE --level fast|long|all [--json] [--textfile PATH]``.
+
+Exit code: 0 healthy, 1 unhealthy but usable, 2 critical (never allocate), 3 unknown (could not tell,
+including a bad config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import agent, textfile
+from .catalog import CHECKS
+from .config import load_config
+from .errors import ConfigError
+from .outcome import EXIT_CODES, OK, UNKNOWN
+from .runner import LiveRunner, ReplayRunner
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m tools.health", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, type=Path, help="expectations JSON rendered by the controller")
+    p.add_argument("--level", choices=("fast", "long", "all"), default="fast")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--textfile", type=Path, help="also write a Prometheus textfile (.prom) here, atomically")
+    p.add_argument("--replay", type=Path, help="read every probe from DIR/<probe>.out (+ .rc) instead of the host")
+    p.add_argument("--record", type=Path, help="write every probe's output to DIR in the replay layout")
+    p.add_argument("--root", type=Path, default=Path("/"), help="read /sys and /proc under this root")
+    p.add_argument("--only", default="", help="comma-separated check names")
+    p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
+    return p
+
+
+def _human(report: agent.Report) -> str:
+    out = [f"health {report.level}: {report.verdict.upper()} (exit {report.exit_code}) in {report.duration_s:.2f} s"]
+    for o in report.outcomes:
+        out.append(f"  {o.status:<14} {o.check:<24} {o.summary}")
+        if o.status not in (OK, "not_applicable") and o.remediation:
+            out.append(f"  {'':<14} {'':<24} -> {o.remediation}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    if "--list-checks" in (argv if argv is not None else sys.argv[1:]):
+        for c in CHECKS:
+            print(f"{c.level:<5} {c.name:<24} probes: {', '.join(c.probes)}")
+        return 0
+    args = _parser().parse_args(argv)
+    try:
+        exp = load_config(args.config)
+    except ConfigError as exc:
+        if args.json:
+            print(json.dumps({"verdict": UNKNOWN, "exit_code": EXIT_CODES[UNKNOWN], "error": "config",
+                              "problems": exc.problems}))
+        print(str(exc), file=sys.stderr)
+        return EXIT_CODES[UNKNOWN]
+    runner = ReplayRunner(args.replay) if args.replay else LiveRunner(root=args.root)
+    only = tuple(x for x in args.only.split(",") if x)
+    report = agent.run(exp, runner, args.level, only, record_dir=args.record)
+    if args.textfile:
+        textfile.write_atomically(args.textfile, textfile.render(report.outcomes, report.level, report.host,
+                                                                  time.time(), report.duration_s))
+    print(json.dumps(report.as_dict(), indent=2) if args.json else _human(report))
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Expectations for one host, rendered by the controller from the site file (JSON), validated at load.
+
+Nothing here pins a version, a count or a site figure: those come from the file. The defaults are
+policy (thresholds, Xid lists) that a site may override.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+# Hardware Xids Imbue treated as critical (../shared/REFERENCE.md, "GPUs").
+DEFAULT_CRITICAL_XIDS: tuple[int, ...] = (
+    48, 56, 57, 58, 62, 63, 64, *range(68, 78), *range(79, 87), 88, 89, 92, *range(94, 106),
+    *range(110, 121), 122, 123, 124, 125,
+)
+
+DEFAULT_SUSPICIOUS_CLOCK_EVENTS: tuple[str, ...] = (
+    "HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown",
+)
+
+DEFAULT_IB_COUNTER_MAX: Mapping[str, int] = {
+    "symbol_error": 0,
+    "link_error_recovery": 0,
+    "link_downed": 0,
+    "port_rcv_errors": 0,
+    "port_rcv_remote_physical_errors": 0,
+    "local_link_integrity_errors": 0,
+    "excessive_buffer_overrun_errors": 0,
+}
+
+
+@dataclass(frozen=True)
+class GpuExpect:
+    count: int
+    model: str
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    vbios_versions: tuple[str, ...] = ()
+    ecc_required: bool = True
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    nvlinks_per_gpu: int = 0
+    nvlink_error_max: int = 0
+    nvswitch: bool = False
+    peermem_required: bool = False
+    suspicious_clock_events: tuple[str, ...] = DEFAULT_SUSPICIOUS_CLOCK_EVENTS
+
+
+@dataclass(frozen=True)
+class IbExpect:
+    hca_count: int = 0
+    active_ports: int | None = None  # default: one active port per HCA
+    rate_gbps: float | None = None
+    width: str | None = None  # e.g. "4X"
+    link_layer: str = "InfiniBand"
+    firmware: tuple[str, ...] = ()
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    counter_max: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_IB_COUNTER_MAX))
+
+
+@dataclass(frozen=True)
+class KernelLogExpect:
+    xid_critical: tuple[int, ...] = DEFAULT_CRITICAL_XIDS
+    sxid_expected: tuple[int, ...] = ()
+    # Regular expressions (re.search) for kernel log lines at warning level or above that are normal here.
+    expected_patterns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SystemExpect:
+    swap_allowed: bool = False
+    cpu_governor: str | None = None
+    clock_sync_required: bool = True
+    docker_image: str | None = None  # image for `docker run --gpus all`; absent: docker is not expected
+
+
+@dataclass(frozen=True)
+class StorageExpect:
+    disk_max_used_pct: float = 95.0
+    zpools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LongExpect:
+    stress_tflops_floor: float
+    membw_floor_gbps: float
+    allreduce_busbw_floor_gbps: float
+    python: str | None = None  # interpreter that has PyTorch; default: the one running the agent
+    stress_seconds: float = 30.0
+    matmul_size: int = 8192
+    membw_mib: int = 4096
+    allreduce_sizes_mib: tuple[int, ...] = (1024, 2048, 4096)
+    allreduce_iters: int = 20
+    # Extra environment for the GPU worker (NCCL tuning). NVLink multicast stays off whatever this says.
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    command_s: float = 10.0
+    docker_s: float = 90.0
+    long_margin_s: float = 240.0  # added to the work a long check is asked to do
+
+
+@dataclass(frozen=True)
+class Expectations:
+    gpu: GpuExpect
+    host: str | None = None
+    schema_version: int = 1
+    ib: IbExpect = field(default_factory=IbExpect)
+    kernel_log: KernelLogExpect = field(default_factory=KernelLogExpect)
+    system: SystemExpect = field(default_factory=SystemExpect)
+    storage: StorageExpect = field(default_factory=StorageExpect)
+    long: LongExpect | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+
+
+SCHEMA_VERSION = 1
+
+
+def load_config(path: Path) -> Expectations:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{path}: cannot read: {exc}"]) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError([f"{path}: not JSON: {exc}"]) from exc
+    return parse_config(data)
+
+
+def parse_config(data: Any) -> Expectations:
+    problems: list[str] = []
+    result = _build(Expectations, data, "", problems)
+    if not problems and isinstance(result, Expectations):
+        problems.extend(_semantic_problems(result))
+    if problems:
+        raise ConfigError(problems)
+    assert isinstance(result, Expectations)
+    return result
+
+
+def _semantic_problems(exp: Expectations) -> list[str]:
+    problems = []
+    if exp.schema_version != SCHEMA_VERSION:
+        problems.append(f"schema_version: this agent reads version {SCHEMA_VERSION}, not {exp.schema_version}")
+    if exp.gpu.count < 0:
+        problems.append("gpu.count: must be >= 0")
+    if exp.ib.hca_count < 0:
+        problems.append("ib.hca_count: must be >= 0")
+    if not 0 < exp.storage.disk_max_used_pct <= 100:
+        problems.append("storage.disk_max_used_pct: must be in (0, 100]")
+    for i, pattern in enumerate(exp.kernel_log.expected_patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            problems.append(f"kernel_log.expected_patterns[{i}]: not a regular expression: {exc}")
+    if exp.long is not None:
+        if exp.long.stress_seconds <= 0:
+            problems.append("long.stress_seconds: must be > 0")
+        if not exp.long.allreduce_sizes_mib or min(exp.long.allreduce_sizes_mib) <= 0:
+            problems.append("long.allreduce_sizes_mib: must list sizes > 0")
+    return problems
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp)
+
+
+def _build(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
+    label = where or "<top>"
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _build(inner[0], value, where, problems)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _build_dataclass(tp, value, where, problems)
+    if origin is tuple:
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        if not isinstance(value, list):
+            problems.append(f"{label}: expected a list, got {type(value).__name__}")
+            return ()
+        return tuple(_build(item_tp, v, f"{where}[{i}]", problems) for i, v in enumerate(value))
+    if origin is Mapping:
+        _key_tp, val_tp = typing.get_args(tp)
+        if not isinstance(value, dict):
+            problems.append(f"{label}: expected an object, got {type(value).__name__}")
+            return {}
+        return {str(k): _build(val_tp, v, f"{where}.{k}", problems) for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            problems.append(f"{label}: expected true/false, got {type(value).__name__}")
+        return value
+    if tp is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            problems.append(f"{label}: expected an integer, got {type(value).__name__}")
+        return value
+    if tp is float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            problems.append(f"{label}: expected a number, got {type(value).__name__}")
+            return value
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            problems.append(f"{label}: expected a string, got {type(value).__name__}")
+        return value
+    raise TypeError(f"config schema has an unsupported type {_type_name(tp)} at {label}")
+
+
+def _build_dataclass(cls: type, value: Any, where: str, problems: list[str]) -> Any:
+    label = where or "<top>"
+    if not isinstance(value, dict):
+        problems.append(f"{label}: expected an object, got {type(value).__name__}")
+        return None
+    before = len(problems)
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in value:
+        if key not in known:
+            problems.append(f"{where + '.' if where else ''}{key}: unknown key (known: {', '.join(sorted(known))})")
+    kwargs: dict[str, Any] = {}
+    for name, fld in known.items():
+        sub = f"{where}.{name}" if where else name
+        if name in value:
+            kwargs[name] = _build(hints[name], value[name], sub, problems)
+        elif fld.default is dataclasses.MISSING and fld.default_factory is dataclasses.MISSING:
+            problems.append(f"{sub}: required key missing")
+    if len(problems) > before:
+        return None
+    return cls(**kwargs)

@@ -1,0 +1,219 @@
+"""Kernel log checks: hardware Xid, unexpected SXid, PCIe "bandwidth limited" lines, lines outside the site list.
+
+Reads ``dmesg -x`` (facility and level decoded), falling back to ``journalctl -k`` where dmesg is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .check import FAST, Check, Results, could_not_run, cut_mid_line, truncated, unparseable
+from .config import Expectations
+from .errors import ParseError
+from .outcome import CRITICAL, OK, WARN, Outcome, unknown
+
+DMESG_PROBE = "dmesg"
+JOURNAL_PROBE = "journalctl-k"
+
+LEVELS = ("emerg", "alert", "crit", "err", "warn", "notice", "info", "debug")
+_WARN_OR_WORSE = set(LEVELS[:5])
+
+_DECODED = re.compile(r"^(?P<fac>[a-z0-9]+)\s*:(?P<lvl>[a-z]+)\s*:\s?(?P<rest>.*)$")
+_STAMP = re.compile(
+    r"^(\[\s*[\d.]+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|"
+    r"\d{4}-\d\d-\d\dT[\d:,.]+[+-]\d\d:?\d\d)\s?(?P<msg>.*)$"
+)
+_JOURNAL = re.compile(r"^(?:.*?\s)?kernel: (?P<msg>.*)$")
+_XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)\b")
+_SXID = re.compile(r"SXid \(PCI:(?P<pci>[0-9A-Fa-f:.]+)\): (?P<sxid>\d+)\b")
+_LIMITED = re.compile(r"available PCIe bandwidth, limited by")
+_OFF_BUS = re.compile(r"fallen off the bus")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    level: str | None  # None where the format carries no level
+    message: str
+    raw: str
+
+
+def parse_kernel_log(text: str) -> list[LogLine]:
+    """Split a kernel log into lines with level and message; raises ParseError if it is not a kernel log."""
+    lines: list[LogLine] = []
+    recognised = 0
+    total = 0
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        total += 1
+        level = None
+        body = raw
+        decoded = _DECODED.match(raw)
+        if decoded and decoded.group("lvl") in LEVELS:
+            level = decoded.group("lvl")
+            body = decoded.group("rest")
+        stamp = _STAMP.match(body)
+        journal = _JOURNAL.match(body)
+        if stamp:
+            recognised += 1
+            message = stamp.group("msg")
+        elif journal:
+            recognised += 1
+            message = journal.group("msg")
+        else:
+            if level is not None:
+                recognised += 1
+            message = body.strip()
+        lines.append(LogLine(level, message, raw))
+    if total == 0:
+        raise ParseError("empty kernel log (a booted kernel always logs)")
+    if recognised * 2 < total:
+        raise ParseError(f"only {recognised} of {total} lines look like kernel log lines (garbled output?)")
+    return lines
+
+
+def _log(results: Results, check: str) -> tuple[list[LogLine], str] | Outcome:
+    """The kernel log from dmesg, else from the journal; an Outcome when neither can be read."""
+    attempts = []
+    for probe in (DMESG_PROBE, JOURNAL_PROBE):
+        result = results.get(probe)
+        if result is None:
+            continue
+        if not result.ran:
+            attempts.append(could_not_run(check, result))
+            continue
+        if result.rc != 0:
+            attempts.append(unknown(check, f"{probe} exited {result.rc}", reason="probe_failed",
+                                    evidence=result.output.strip().splitlines()[:3]))
+            continue
+        if cut_mid_line(result.output):
+            attempts.append(truncated(check, probe))
+            continue
+        try:
+            return parse_kernel_log(result.output), probe
+        except ParseError as exc:
+            attempts.append(unparseable(check, probe, exc))
+    if not attempts:
+        return unknown(check, "no kernel log probe ran", reason="probe_missing")
+    return unknown(check, "kernel log unreadable: " + "; ".join(a.summary for a in attempts),
+                   reason=attempts[0].reason,
+                   remediation="Run the agent as root (dmesg is restricted for other users) or install journalctl.")
+
+
+def evaluate_xid(results: Results, exp: Expectations) -> Outcome:
+    name = "gpu_xid"
+    got = _log(results, name)
+    if isinstance(got, Outcome):
+        return got
+    lines, source = got
+    critical_set = set(exp.kernel_log.xid_critical)
+    hardware: list[str] = []
+    other: list[str] = []
+    xids: set[int] = set()
+    for line in lines:
+        match = _XID.search(line.message)
+        if match:
+            xid = int(match.group("xid"))
+            (hardware if xid in critical_set else other).append(line.message)
+            if xid in critical_set:
+                xids.add(xid)
+        elif _OFF_BUS.search(line.message):
+            hardware.append(line.message)
+    if hardware:
+        reason = "xid_" + "_".join(str(x) for x in sorted(xids)) if xids else "gpu_fallen_off_bus"
+        return Outcome(name, CRITICAL, f"hardware Xid in the kernel log ({source}): "
+                       + (", ".join(str(x) for x in sorted(xids)) or "GPU fallen off the bus"),
+                       reason=reason, evidence=tuple(hardware[:10]),
+                       remediation="Drain the host. Look up the Xid in NVIDIA's Xid catalogue; reset the GPU "
+                       "(power-cycle) and run the long checks; RMA the GPU if it recurs.")
+    summary = f"no hardware Xid ({source})"
+    if other:
+        found = sorted({int(m.group("xid")) for m in (_XID.search(x) for x in other) if m})
+        summary += f"; application Xid(s) ignored: {', '.join(map(str, found))}"
+    return Outcome(name, OK, summary, evidence=tuple(other[:5]))
+
+
+def evaluate_sxid(results: Results, exp: Expectations) -> Outcome:
+    name = "nvswitch_sxid"
+    got = _log(results, name)
+    if isinstance(got, Outcome):
+        return got
+    lines, source = got
+    expected = set(exp.kernel_log.sxid_expected)
+    hits: dict[int, list[str]] = {}
+    for line in lines:
+        match = _SXID.search(line.message)
+        if match and int(match.group("sxid")) not in expected:
+            hits.setdefault(int(match.group("sxid")), []).append(line.message)
+    if not hits:
+        return Outcome(name, OK, f"no unexpected SXid ({source})")
+    fatal = [s for s, msgs in hits.items() if any(re.search(r"\bFatal\b", m) for m in msgs)]
+    evidence = tuple(m for msgs in hits.values() for m in msgs[:3])
+    return Outcome(name, CRITICAL if fatal else WARN,
+                   f"unexpected SXid(s) {', '.join(map(str, sorted(hits)))}" + (" (fatal)" if fatal else ""),
+                   reason="sxid_" + "_".join(map(str, sorted(hits))), evidence=evidence[:10],
+                   remediation="Check nvidia-fabricmanager's log and the NVSwitch's links; fatal SXids need a "
+                   "host reset; recurring ones a baseboard RMA.")
+
+
+def evaluate_pcie_limited(results: Results, exp: Expectations) -> Outcome:
+    name = "pcie_bandwidth_limited"
+    got = _log(results, name)
+    if isinstance(got, Outcome):
+        return got
+    lines, source = got
+    limited = [line.message for line in lines if _LIMITED.search(line.message)]
+    if limited:
+        nic = any("mlx5" in m for m in limited)
+        return Outcome(name, WARN, f"{len(limited)} device(s) report limited PCIe bandwidth"
+                       + (" (mlx5 HCA)" if nic else ""), reason="pcie_bandwidth_limited", evidence=tuple(limited[:8]),
+                       remediation="A link trained below its capability: reseat the card or riser, check the slot's "
+                       "BIOS bifurcation setting; a NIC at x8 or gen3 cuts IB throughput.")
+    return Outcome(name, OK, f"no 'PCIe bandwidth limited' lines ({source})")
+
+
+def evaluate_unexpected(results: Results, exp: Expectations) -> Outcome:
+    name = "kernel_log_unexpected"
+    result = results[DMESG_PROBE]
+    if not result.ran:
+        return could_not_run(name, result)
+    if result.rc != 0:
+        return unknown(name, f"dmesg exited {result.rc}", reason="probe_failed",
+                       evidence=result.output.strip().splitlines()[:3],
+                       remediation="Run the agent as root (dmesg is restricted for other users).")
+    if cut_mid_line(result.output):
+        return truncated(name, DMESG_PROBE)
+    try:
+        lines = parse_kernel_log(result.output)
+    except ParseError as exc:
+        return unparseable(name, DMESG_PROBE, exc)
+    if not any(line.level for line in lines):
+        return unknown(name, "kernel log carries no levels (expected `dmesg -x` output)", reason="unparseable_output")
+    patterns = [re.compile(p) for p in exp.kernel_log.expected_patterns]
+    serious = [line for line in lines if line.level in _WARN_OR_WORSE]
+    odd = [line for line in serious if not any(p.search(line.message) for p in patterns)]
+    if odd:
+        return Outcome(name, WARN, f"{len(odd)} kernel log line(s) at warning or above outside the site's list",
+                       reason="unexpected_kernel_log", evidence=tuple(f"{x.level}: {x.message}" for x in odd[:20]),
+                       metrics=(("kernel_log_unexpected_lines", float(len(odd))),),
+                       remediation="Read each line: a new hardware fault gets fixed; a harmless line gets a pattern "
+                       "in the site file's kernel_log.expected_patterns.")
+    return Outcome(name, OK, f"{len(serious)} warning-or-worse line(s), all in the site's list",
+                   metrics=(("kernel_log_unexpected_lines", 0.0),))
+
+
+def _no_gpus(exp: Expectations) -> str | None:
+    return None if exp.gpu.count > 0 else "site declares no GPUs on this host"
+
+
+def _no_nvswitch(exp: Expectations) -> str | None:
+    return None if exp.gpu.nvswitch else "site declares no NVSwitch on this host"
+
+
+CHECKS = (
+    Check("gpu_xid", FAST, (DMESG_PROBE, JOURNAL_PROBE), evaluate_xid, _no_gpus),
+    Check("nvswitch_sxid", FAST, (DMESG_PROBE, JOURNAL_PROBE), evaluate_sxid, _no_nvswitch),
+    Check("pcie_bandwidth_limited", FAST, (DMESG_PROBE, JOURNAL_PROBE), evaluate_pcie_limited),
+    Check("kernel_log_unexpected", FAST, (DMESG_PROBE,), evaluate_unexpected),
+)

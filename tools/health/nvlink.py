@@ -1,0 +1,133 @@
+"""NVLink state (``nvidia-smi nvlink -s``) and error counters (``nvidia-smi nvlink -e``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .check import FAST, Check, single
+from .config import Expectations
+from .errors import ParseError
+from .outcome import CRITICAL, OK, WARN, Outcome
+
+STATUS_PROBE = "nvidia-smi-nvlink-s"
+ERRORS_PROBE = "nvidia-smi-nvlink-e"
+
+_GPU = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
+_LINK_STATE = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
+_LINK_ERROR = re.compile(r"^\s*Link (\d+): ([A-Za-z][A-Za-z ]*?) Errors?: (\d+|N/A)\s*$")
+
+
+@dataclass(frozen=True)
+class LinkState:
+    gpu: int
+    link: int
+    gbps: float | None  # None: inactive or unreadable
+    raw: str
+
+
+@dataclass(frozen=True)
+class LinkErrors:
+    gpu: int
+    link: int
+    counter: str
+    value: int | None
+
+
+def _split_gpus(text: str) -> list[tuple[int, list[str]]]:
+    blocks: list[tuple[int, list[str]]] = []
+    for line in text.splitlines():
+        match = _GPU.match(line.strip())
+        if match:
+            blocks.append((int(match.group(1)), []))
+        elif line.strip():
+            if not blocks:
+                raise ParseError(f"line before any 'GPU N:' header: {line.strip()[:80]!r}")
+            blocks[-1][1].append(line)
+    return blocks
+
+
+def parse_link_states(text: str) -> list[LinkState]:
+    states = []
+    for gpu, lines in _split_gpus(text):
+        for line in lines:
+            match = _LINK_STATE.match(line)
+            if not match:
+                raise ParseError(f"GPU {gpu}: unexpected line {line.strip()[:80]!r}")
+            value = match.group(2)
+            speed = re.match(r"^([\d.]+) GB/s$", value)
+            states.append(LinkState(gpu, int(match.group(1)), float(speed.group(1)) if speed else None, value))
+    return states
+
+
+def parse_link_errors(text: str) -> list[LinkErrors]:
+    counters = []
+    for gpu, lines in _split_gpus(text):
+        for line in lines:
+            match = _LINK_ERROR.match(line)
+            if not match:
+                raise ParseError(f"GPU {gpu}: unexpected line {line.strip()[:80]!r}")
+            value = match.group(3)
+            counters.append(LinkErrors(gpu, int(match.group(1)), match.group(2).strip(),
+                                       None if value == "N/A" else int(value)))
+    return counters
+
+
+def parse_nvlink_state(output: str, rc: int, exp: Expectations) -> Outcome:
+    name = "nvlink_state"
+    if rc != 0:
+        raise ParseError(f"nvidia-smi nvlink -s exited {rc}")
+    states = parse_link_states(output)
+    gpus = sorted({s.gpu for s in states} | {g for g, _ in _split_gpus(output)})
+    if len(gpus) != exp.gpu.count:
+        raise ParseError(f"link report covers {len(gpus)} GPUs, site expects {exp.gpu.count} (truncated?)")
+    want = exp.gpu.nvlinks_per_gpu
+    short = []
+    for gpu in gpus:
+        up = [s for s in states if s.gpu == gpu and s.gbps]
+        if len(up) < want:
+            down = [f"link {s.link}: {s.raw}" for s in states if s.gpu == gpu and not s.gbps]
+            short.append(f"GPU {gpu}: {len(up)} of {want} links up" + (f" ({'; '.join(down[:4])})" if down else ""))
+    if short:
+        return Outcome(name, CRITICAL, f"inactive NVLinks on {len(short)} GPU(s)", reason="nvlink_inactive",
+                       evidence=tuple(short),
+                       remediation="Reset the GPUs (reboot); if links stay down, reseat the baseboard/NVLink "
+                       "bridges or RMA. Never allocate: collectives would fall back to PCIe.")
+    speeds = sorted({s.gbps for s in states if s.gbps})
+    return Outcome(name, OK, f"{len(gpus)} GPU(s) x {want} NVLinks up at {', '.join(f'{v:g}' for v in speeds)} GB/s",
+                   metrics=(("nvlinks_up", float(sum(1 for s in states if s.gbps))),))
+
+
+def parse_nvlink_errors(output: str, rc: int, exp: Expectations) -> Outcome:
+    name = "nvlink_errors"
+    if rc != 0:
+        raise ParseError(f"nvidia-smi nvlink -e exited {rc}")
+    counters = parse_link_errors(output)
+    gpus = {g for g, _ in _split_gpus(output)}
+    if len(gpus) != exp.gpu.count:
+        raise ParseError(f"error report covers {len(gpus)} GPUs, site expects {exp.gpu.count} (truncated?)")
+    if not counters:
+        raise ParseError("no link error counters in the report")
+    total = sum(c.value or 0 for c in counters)
+    over = [c for c in counters if (c.value or 0) > exp.gpu.nvlink_error_max]
+    if over:
+        return Outcome(name, WARN, f"NVLink error counters above {exp.gpu.nvlink_error_max} on {len(over)} link "
+                       "counter(s)", reason="nvlink_errors",
+                       evidence=tuple(f"GPU {c.gpu} link {c.link}: {c.counter} {c.value}" for c in over[:16]),
+                       metrics=(("nvlink_errors_total", float(total)),),
+                       remediation="Watch whether the counters keep growing under load (nccl all-reduce); "
+                       "growing replay/CRC errors mean a marginal link: reseat or RMA.")
+    return Outcome(name, OK, f"{len(counters)} NVLink error counters, all within {exp.gpu.nvlink_error_max}",
+                   metrics=(("nvlink_errors_total", float(total)),))
+
+
+def _no_nvlink(exp: Expectations) -> str | None:
+    return None if exp.gpu.nvlinks_per_gpu > 0 and exp.gpu.count > 0 else "site declares no NVLink on this host"
+
+
+CHECKS = (
+    Check("nvlink_state", FAST, (STATUS_PROBE,), single("nvlink_state", STATUS_PROBE, parse_nvlink_state),
+          _no_nvlink),
+    Check("nvlink_errors", FAST, (ERRORS_PROBE,), single("nvlink_errors", ERRORS_PROBE, parse_nvlink_errors),
+          _no_nvlink),
+)
