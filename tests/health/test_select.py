@@ -1,0 +1,47 @@
+"""`--hosts` patterns: globs, Slurm ranges, racks and hostfiles; a pattern that names nothing is an error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision.health.errors import HealthError
+from provision.health.select import expand_ranges, select_hosts
+from provision.site import load_site
+
+SIM_SITE = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml"
+
+
+def _names(pattern: str | None) -> list[str]:
+    return [h.hostname for h in select_hosts(load_site(SIM_SITE), pattern)]
+
+
+def test_no_pattern_means_every_gpu_host() -> None:
+    names = _names(None)
+    assert len(names) == 16 and "ctl-01" not in names
+
+
+def test_globs_ranges_and_racks() -> None:
+    assert _names("gpu-r1-0[1-3]") == ["gpu-r1-01", "gpu-r1-02", "gpu-r1-03"]
+    assert _names("gpu-r2-[01,07-08]") == ["gpu-r2-01", "gpu-r2-07", "gpu-r2-08"]
+    assert _names("rack:r2,gpu-r1-0*")[:2] == ["gpu-r1-01", "gpu-r1-02"]
+    assert len(_names("rack:r2,gpu-r1-0*")) == 17
+    assert _names("ctl-01") == ["ctl-01"]
+
+
+def test_a_hostfile_in_any_golden_format(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# golden\ngpu-r1-02 slots=2\ngpu-r1-01 slots=2\n\n")
+    assert _names(f"@{hostfile}") == ["gpu-r1-01", "gpu-r1-02"]
+
+
+@pytest.mark.parametrize(("pattern", "message"), [("gpu-r9-*", "matches no host"), ("rack:r7", "matches no host"),
+                                                  ("gpu-r1-[05-02]", "backwards"), ("@/nonexistent", "cannot read")])
+def test_patterns_that_name_nothing_are_errors(pattern: str, message: str) -> None:
+    with pytest.raises(HealthError, match=message):
+        _names(pattern)
+
+
+def test_range_expansion_keeps_zero_padding() -> None:
+    assert expand_ranges("n[08-10]x") == ["n08x", "n09x", "n10x"]
