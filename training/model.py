@@ -211,7 +211,7 @@ class Llama(nn.Module):
                 doc_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Returns the summed token loss (fp32) over labels != -100; the caller normalises."""
         h = self.hidden_states(input_ids, position_ids, doc_ids)
-        return chunked_cross_entropy_sum(h, self.lm_head.weight, labels, self.loss_chunk_tokens)
+        return chunked_cross_entropy_sum(h, self.lm_head, labels, self.loss_chunk_tokens)
 
     def logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         h = self.hidden_states(input_ids, position_ids)
@@ -227,13 +227,15 @@ def document_mask(doc_ids: torch.Tensor) -> torch.Tensor:
     return (same & causal)[:, None]
 
 
-def _chunk_loss(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    logits = F.linear(h, weight).float()
+def _chunk_loss(h: torch.Tensor, head: nn.Module, labels: torch.Tensor) -> torch.Tensor:
+    logits = head(h).float()
     return F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
 
 
-def chunked_cross_entropy_sum(h: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+def chunked_cross_entropy_sum(h: torch.Tensor, head: nn.Module, labels: torch.Tensor,
                               chunk_tokens: int) -> torch.Tensor:
+    """Summed token loss, `chunk_tokens` rows of logits at a time, each chunk recomputed in the
+    backward pass. The head is called as a module so ZeRO-3's gather hooks see it."""
     flat_h = h.reshape(-1, h.shape[-1])
     flat_y = labels.reshape(-1)
     total = flat_h.new_zeros((), dtype=torch.float32)
@@ -241,7 +243,7 @@ def chunked_cross_entropy_sum(h: torch.Tensor, weight: torch.Tensor, labels: tor
     for start in range(0, flat_h.shape[0], chunk_tokens):
         hs, ys = flat_h[start:start + chunk_tokens], flat_y[start:start + chunk_tokens]
         if torch.is_grad_enabled():
-            total = total + checkpoint(fn, hs, weight, ys, use_reentrant=False)
+            total = total + checkpoint(fn, hs, head, ys, use_reentrant=False)
         else:
-            total = total + fn(hs, weight, ys)
+            total = total + fn(hs, head, ys)
     return total

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -42,6 +43,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", choices=("auto", "never"), default="auto")
     p.add_argument("--prom-dir", type=Path, help="node exporter textfile directory")
     p.add_argument("--job-name", default="bringup-train")
+    p.add_argument("--sdpa", choices=("auto", "cudnn", "flash"), default="auto",
+                   help="attention kernel to prefer on GPU (auto: PyTorch's own order)")
     p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps (0: no limit)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -154,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
     last_state: LoaderState | None = None
     step = start_step
     end_step = tcfg.steps if not args.max_steps_this_run else min(tcfg.steps, start_step + args.max_steps_this_run)
+    attention = _sdpa_preference(args.sdpa) if cuda else contextlib.nullcontext()
     try:
+        attention.__enter__()
         while step < end_step:
             step += 1
             if _pending_marks and engine.saved():
@@ -182,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
                 m = f" mfu {rec.mfu:.1%}" if rec.mfu is not None else ""
                 log(f"step {step} loss {loss:.4f} gnorm {gnorm:.3f} lr {lr:.2e} {seconds * 1e3:.0f} ms "
                     f"{tps:,.0f} tok/s/gpu{m} mem {mem_peak:.1f} GiB{' SLOW' if slow else ''}")
-            if step % tcfg.checkpoint_every == 0 or step == tcfg.steps:
+            if tcfg.checkpoint_every > 0 and (step % tcfg.checkpoint_every == 0 or step == tcfg.steps):
                 _save(engine, ckpt_root, step, rank, world, last_state, tcfg.keep_checkpoints, metrics)
             fault = _fault_requested(step, rank)
             if fault == "kill":
@@ -191,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
                 log(f"rank {rank}: TRAINING_FAULT kill after step {step}")
                 os.kill(os.getpid(), signal.SIGKILL)
     finally:
+        attention.__exit__(None, None, None)
         prefetch.close()
         detector.close()
         gc_ctl.close()
@@ -201,6 +207,17 @@ def run(args: argparse.Namespace) -> int:
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def _sdpa_preference(name: str) -> contextlib.AbstractContextManager[object]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    order = {"cudnn": [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION],
+             "flash": [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]}.get(name)
+    if order is None:
+        return contextlib.nullcontext()
+    order += [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    return sdpa_kernel(order, set_priority=True)
 
 
 _pending_marks: list[Path] = []

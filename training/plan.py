@@ -1,0 +1,146 @@
+"""Per-GPU memory budget for a model, an engine and a GPU count, before anything is launched.
+
+Bytes per parameter (mixed precision, AdamW), sharded over G data-parallel ranks:
+  FSDP2      fp32 sharded params 4 + fp32 sharded grads 4 + Adam m, v 8       = 16 / G
+  ZeRO-3     bf16 params 2 + bf16 grads 2 + fp32 master, m, v 12              = 16 / G
+(the ZeRO paper's 16Ψ/N_d). On top: unsharded working copies of the layers in flight (FSDP2:
+the current and the prefetched layer, plus the root's embeddings and head; ZeRO-3: the prefetch
+and reduce buckets, bounded by stage3_max_live_parameters), the fp32 gradients ZeRO-3 materialises for
+the optimizer step (one sub-group at a time), activations, and the loss's logits.
+
+Activations per token per decoder layer, bf16, fused attention (no s² term), as saved by
+`training.model` in eager mode: 9·h + 4·f elements with no checkpointing (layer input, both norm
+outputs, q and the GQA-expanded k and v, attention output and its o_proj copy, the residual,
+SwiGLU's gate, up, silu(gate) and product); h (the layer input) with full checkpointing plus one
+layer recomputed; op-level selective checkpointing keeps the matmul and attention outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+
+from training.configs import ModelConfig, model_config
+
+GIB = 2**30
+# Allocator fragmentation, CUDA context, NCCL buffers: what a GPU cannot give to tensors.
+RESERVED_GIB = 4.0
+ENGINES = ("fsdp", "deepspeed")
+AC_MODES = ("none", "selective", "ops", "full")
+
+
+@dataclass(frozen=True)
+class Budget:
+    engine: str
+    gpus: int
+    gpu_mem_gib: float
+    micro_batch: int
+    seq_len: int
+    activation_checkpoint: str
+    weights_gib: float
+    grads_gib: float
+    optimizer_gib: float
+    activations_gib: float
+    buffers_gib: float
+    total_gib: float
+    fits: bool
+
+
+def activation_bytes_per_token_layer(m: ModelConfig, mode: str) -> float:
+    h, f, kv = m.hidden_size, m.intermediate_size, m.kv_dim
+    full = 2.0 * (9 * h + 4 * f)
+    if mode == "none":
+        return full
+    if mode == "full":
+        return 2.0 * h
+    if mode == "ops":
+        return 2.0 * (h + (h + 2 * kv) + h + h + 2 * f + h)
+    if mode == "selective":  # every second layer fully checkpointed
+        return (full + 2.0 * h) / 2
+    raise ValueError(mode)
+
+
+def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int = 1, seq_len: int = 4096,
+         activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096) -> Budget:
+    n, g = m.num_params(), gpus
+    tokens = micro_batch * seq_len
+    layer = m.layer_params()
+    emb = m.embedding_params()
+    if engine == "fsdp":
+        weights = 4.0 * n / g + 2.0 * (2 * layer) + 2.0 * emb  # fp32 shards + 2 bf16 layers + root unsharded
+        grads = 4.0 * n / g + (2.0 + 4.0) * layer  # fp32 shards + one layer's bf16 grads and fp32 reduce copy
+        optim = 8.0 * n / g
+        buffers = 0.0
+    elif engine == "deepspeed":
+        weights = 2.0 * n / g
+        # bf16 partition + the fp32 copy of one optimizer sub-group (sub_group_size 1e9) at the step
+        grads = 2.0 * n / g + 4.0 * min(1e9, n / g)
+        optim = 12.0 * n / g
+        h = m.hidden_size
+        live = min(1e9, 2.0 * layer + emb)  # gathered params in flight, bounded by max_live_parameters
+        buffers = 2.0 * live + 2.0 * (0.9 * h * h) + 2 * 2.0 * (h * h)  # + prefetch and two reduce buckets
+    else:
+        raise ValueError(f"engine must be one of {ENGINES}")
+    per_layer = activation_bytes_per_token_layer(m, activation_checkpoint) * tokens
+    acts = per_layer * m.num_layers
+    if activation_checkpoint in ("full", "selective"):
+        acts += activation_bytes_per_token_layer(m, "none") * tokens  # one layer recomputed in backward
+    chunk = min(tokens, loss_chunk_tokens)
+    logits = chunk * m.vocab_size * (2 + 4 + 4 + 2)  # bf16 logits, fp32 upcast, fp32 grad, bf16 grad
+    acts += logits + 2.0 * m.hidden_size * tokens * 2  # + final norm in/out
+    total = (weights + grads + optim + acts + buffers) / GIB + RESERVED_GIB
+    return Budget(engine, gpus, gpu_mem_gib, micro_batch, seq_len, activation_checkpoint, weights / GIB,
+                  grads / GIB, optim / GIB, acts / GIB, buffers / GIB + RESERVED_GIB, total, total <= gpu_mem_gib)
+
+
+def min_gpus(m: ModelConfig, engine: str, gpu_mem_gib: float, seq_len: int = 4096) -> int | None:
+    """Fewest GPUs on which one sequence per GPU fits with full activation checkpointing."""
+    for g in range(1, 4097):
+        if plan(m, engine, g, gpu_mem_gib, 1, seq_len, "full").fits:
+            return g
+    return None
+
+
+def lightest_fitting_mode(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int,
+                          seq_len: int) -> str | None:
+    for mode in AC_MODES:
+        if plan(m, engine, gpus, gpu_mem_gib, micro_batch, seq_len, mode).fits:
+            return mode
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m training plan")
+    p.add_argument("--config", required=True)
+    p.add_argument("--gpus", type=int, required=True)
+    p.add_argument("--gpu-mem", type=float, required=True, help="GB per GPU as the vendor counts (80, 141)")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--activation-checkpoint", choices=AC_MODES, default=None,
+                   help="default: the lightest mode that fits")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(argv)
+    m = model_config(a.config)
+    # Vendors count GB (1e9); what CUDA can allocate is a little less again, taken from RESERVED_GIB.
+    mem_gib = a.gpu_mem * 1e9 / GIB
+    rows = []
+    for engine in ENGINES:
+        mode = a.activation_checkpoint or lightest_fitting_mode(m, engine, a.gpus, mem_gib, a.micro_batch,
+                                                                 a.seq_len) or "full"
+        b = plan(m, engine, a.gpus, mem_gib, a.micro_batch, a.seq_len, mode)
+        rows.append({**asdict(b), "min_gpus_full_checkpointing": min_gpus(m, engine, mem_gib, a.seq_len)})
+    if a.json:
+        print(json.dumps({"model": m.name, "params": m.num_params(), "budgets": rows}, indent=2))
+        return 0 if all(r["fits"] for r in rows) else 1
+    print(f"{m.name}: {m.num_params() / 1e9:.2f}B parameters, {a.gpus} x {a.gpu_mem:g} GB "
+          f"({mem_gib:.1f} GiB), micro-batch {a.micro_batch} x {a.seq_len} tokens")
+    hdr = f"{'engine':10} {'ckpt':9} {'weights':>8} {'grads':>8} {'optim':>8} {'activ':>8} {'buffers':>8} " \
+          f"{'total':>8}  fits  min GPUs"
+    print(hdr)
+    for r in rows:
+        print(f"{r['engine']:10} {r['activation_checkpoint']:9} {r['weights_gib']:8.1f} {r['grads_gib']:8.1f} "
+              f"{r['optimizer_gib']:8.1f} {r['activations_gib']:8.1f} {r['buffers_gib']:8.1f} {r['total_gib']:8.1f}"
+              f"  {'yes' if r['fits'] else 'NO ':4} {r['min_gpus_full_checkpointing']}")
+    print("(GiB per GPU; 'min GPUs': fewest GPUs of this size for one sequence each with full checkpointing)")
+    return 0 if all(r["fits"] for r in rows) else 1
