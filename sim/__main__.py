@@ -98,7 +98,7 @@ def main() -> int:
     import click
 
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except BringupError as exc:
         error_line(str(exc))
         return 1
@@ -107,7 +107,7 @@ def main() -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+"""`provision maas ...`: enlist, commission and deploy PXE-armed hosts through MAAS."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from typing import Annotated
+
+import typer
+
+from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
+from provision.cli.context import Context
+from provision.cli.output import console, emit_json
+from provision.errors import BringupError
+from provision.state import State
+
+maas_app = typer.Typer(help="MAAS: enlist with harvested MACs, commission, deploy.", no_args_is_help=True)
+app.add_typer(maas_app, name="maas")
+
+HostsOpt = Annotated[str | None, typer.Option("--hosts", help="Glob over host names, e.g. 'gpu-r1-*'.")]
+
+
+def _client(ctx: Context) -> object:
+    from provision.maas.client import MaasClient
+    from provision.site.credentials import resolve
+
+    maas = ctx.site.spec.maas
+    if maas is None:
+        raise BringupError(f"site {ctx.site.name} declares no MAAS endpoint (maas: url, api_key)")
+    return MaasClient(str(maas.url), resolve(maas.api_key, ctx.site.directory))
+
+
+@maas_app.command("deploy")
+def deploy(
+    hosts: HostsOpt = None,
+    distro: Annotated[str, typer.Option("--distro", help="Ubuntu series to deploy.")] = "jammy",
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024)] = 32,
+    timeout: Annotated[float, typer.Option("--timeout", help="Per-host deadline in seconds.")] = 1800.0,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls.")] = 2.0,
+    site: SiteOpt = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Enlist every PXE-armed host in MAAS, wait for commissioning, deploy the OS, record each step."""
+    from provision.maas.client import MaasClient
+    from provision.maas.flow import DeployOptions, HostOutcome, MaasDeployer
+
+    ctx = Context.open(site, db)
+    selected = [h for h in ctx.site.hosts() if hosts is None or fnmatch.fnmatch(h.hostname, hosts)]
+    if not selected:
+        raise BringupError(f"no host of {ctx.site.name} matches {hosts!r}")
+    client = _client(ctx)
+    assert isinstance(client, MaasClient)
+    options = DeployOptions(distro_series=distro, concurrency=concurrency, host_timeout_s=timeout, poll_s=poll)
+
+    async def run() -> list[HostOutcome]:
+        async with client:
+            deployer = MaasDeployer(ctx.site, ctx.store, client, options)
+            work, _ = deployer.todo(selected)
+            if json_out or not work:
+                return await deployer.run(selected)
+            from rich.progress import Progress
+
+            with Progress(console=console, transient=True) as bar:
+                task = bar.add_task("MAAS: enlist, commission, deploy", total=len(work))
+                deployer.progress = lambda _outcome: bar.advance(task)
+                return await deployer.run(selected)
+
+    outcomes = asyncio.run(run())
+    failed = [o for o in outcomes if o.state is State.failed]
+    if json_out:
+        emit_json(
+            [
+                {
+                    "host": o.host,
+                    "state": o.state.value,
+                    "reason": o.reason,
+                    "detail": o.detail,
+                    "system_id": o.system_id,
+                }
+                for o in outcomes
+            ]
+        )
+    else:
+        from rich.table import Table
+
+        table = Table(title="MAAS deployment", title_justify="left")
+        for col in ("host", "state", "reason", "detail"):
+            table.add_column(col)
+        for o in sorted(outcomes, key=lambda o: o.host):
+            style = "red" if o.state is State.failed else ("green" if o.state is State.deployed else "dim")
+            table.add_row(o.host, f"[{style}]{o.state.value}[/]", o.reason or "", o.detail)
+        console.print(table)
+        deployed = sum(o.state is State.deployed for o in outcomes)
+        console.print(f"{deployed} deployed, {len(failed)} failed, {len(outcomes) - deployed - len(failed)} skipped")
+    if failed:
+        raise typer.Exit(1)
+
+
+@maas_app.command("machines")
+def machines(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) -> None:
+    """What MAAS knows: every machine with its status."""
+    from provision.maas.client import MaasClient
+
+    ctx = Context.open(site, db)
+    client = _client(ctx)
+    assert isinstance(client, MaasClient)
+
+    async def run() -> list[dict[str, object]]:
+        async with client:
+            return [
+                {"hostname": m.hostname, "system_id": m.system_id, "status": m.status_name,
+                 "message": m.status_message, "power": m.power_state, "boot_mac": m.boot_mac}
+                for m in await client.machines()
+            ]
+
+    rows = asyncio.run(run())
+    if json_out:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="MAAS machines", title_justify="left")
+    for col in ("hostname", "system_id", "status", "power", "boot_mac", "message"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*(str(r[c] or "") for c in ("hostname", "system_id", "status", "power", "boot_mac", "message")))
+    console.print(table)

@@ -1,0 +1,170 @@
+"""Async MAAS REST API 2.0 client: OAuth 1.0 PLAINTEXT (oauthlib), multipart forms, `op=` actions."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+from oauthlib.oauth1 import SIGNATURE_PLAINTEXT, SIGNATURE_TYPE_AUTH_HEADER
+from oauthlib.oauth1 import Client as OAuthClient
+
+from provision.maas.errors import MaasError, MaasServerError, MaasUnreachable, error_for
+from provision.maas.machine import MaasMachine, parse_machine
+from provision.site.credentials import Secret
+
+FormValue = str | Sequence[str]
+
+
+def multipart(fields: Mapping[str, FormValue]) -> tuple[bytes, str]:
+    """Encode a form as multipart/form-data, repeating a field for each value (as MAAS expects)."""
+    boundary = uuid.uuid4().hex
+    out = bytearray()
+    for name, value in fields.items():
+        for item in [value] if isinstance(value, str) else value:
+            out += f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
+            out += item.encode() + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return bytes(out), f"multipart/form-data; boundary={boundary}"
+
+
+class MaasClient:
+    """One client per MAAS region. The API key is held as a `Secret` and only used to sign."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: Secret,
+        *,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+        verify: bool | str = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        parts = api_key.reveal().split(":")
+        if len(parts) != 3 or not all(parts):
+            raise MaasError("the MAAS API key must be consumer_key:token_key:token_secret")
+        self._oauth = OAuthClient(
+            client_key=parts[0],
+            client_secret="",
+            resource_owner_key=parts[1],
+            resource_owner_secret=parts[2],
+            signature_method=SIGNATURE_PLAINTEXT,
+            signature_type=SIGNATURE_TYPE_AUTH_HEADER,
+        )
+        self.base = url.rstrip("/") + "/api/2.0"
+        self.retries = retries
+        self._http = httpx.AsyncClient(timeout=timeout_s, verify=verify, transport=transport)
+
+    async def __aenter__(self) -> MaasClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self._http.aclose()
+
+    def _auth_header(self, url: str, method: str) -> str:
+        # PLAINTEXT signs no body; oauthlib adds nonce and timestamp.
+        _, headers, _ = self._oauth.sign(url, http_method=method)
+        return str(headers["Authorization"])
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        op: str | None = None,
+        params: Mapping[str, FormValue] | None = None,
+        form: Mapping[str, FormValue] | None = None,
+        what: str,
+    ) -> Any:
+        url = f"{self.base}/{path.lstrip('/')}"
+        query: list[tuple[str, str]] = [("op", op)] if op else []
+        for key, value in (params or {}).items():
+            query.extend((key, v) for v in ([value] if isinstance(value, str) else value))
+        full = str(httpx.URL(url, params=query))
+        body, ctype = multipart(form) if form is not None else (b"", "")
+        delay = 0.5
+        for attempt in range(self.retries + 1):
+            headers = {"Authorization": self._auth_header(full, method), "Accept": "application/json"}
+            if ctype:
+                headers["Content-Type"] = ctype
+            try:
+                response = await self._http.request(method, full, content=body or None, headers=headers)
+            except httpx.TimeoutException:
+                error: MaasError = MaasUnreachable(f"MAAS at {self.base} did not answer in time ({what})")
+            except httpx.HTTPError as exc:
+                error = MaasUnreachable(f"MAAS at {self.base} is unreachable ({what}): {type(exc).__name__}")
+            else:
+                if response.status_code < 400:
+                    if response.status_code == 204 or not response.content:
+                        return None
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise MaasError(f"MAAS answered {what} with something that is not JSON") from None
+                error = error_for(response.status_code, response.text, what)
+                if not isinstance(error, MaasServerError):
+                    raise error
+            if attempt == self.retries:
+                raise error
+            await asyncio.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    async def version(self) -> str:
+        data = await self._request("GET", "version/", what="version")
+        return str(data.get("version", "unknown")) if isinstance(data, dict) else "unknown"
+
+    async def machines(self, *, hostnames: Sequence[str] = ()) -> list[MaasMachine]:
+        data = await self._request(
+            "GET", "machines/", params={"hostname": list(hostnames)} if hostnames else None, what="machine list"
+        )
+        if not isinstance(data, list):
+            raise MaasError("MAAS machine list is not a list")
+        return [parse_machine(item) for item in data]
+
+    async def machine(self, system_id: str) -> MaasMachine:
+        return parse_machine(await self._request("GET", f"machines/{system_id}/", what=f"machine {system_id}"))
+
+    async def create_machine(
+        self,
+        *,
+        hostname: str,
+        macs: Sequence[str],
+        architecture: str,
+        power_type: str,
+        power_parameters: Mapping[str, str],
+        commission: bool = True,
+    ) -> MaasMachine:
+        form: dict[str, FormValue] = {
+            "hostname": hostname,
+            "architecture": architecture,
+            "mac_addresses": list(macs),
+            "power_type": power_type,
+            "commission": "true" if commission else "false",
+        }
+        form.update({f"power_parameters_{k}": v for k, v in power_parameters.items()})
+        return parse_machine(await self._request("POST", "machines/", form=form, what=f"enlisting {hostname}"))
+
+    async def commission(self, system_id: str) -> MaasMachine:
+        data = await self._request("POST", f"machines/{system_id}/", op="commission", form={}, what="commission")
+        return parse_machine(data)
+
+    async def allocate(self, system_id: str) -> MaasMachine:
+        data = await self._request(
+            "POST", "machines/", op="allocate", form={"system_id": system_id}, what=f"allocating {system_id}"
+        )
+        return parse_machine(data)
+
+    async def deploy(self, system_id: str, *, distro_series: str, user_data: str | None = None) -> MaasMachine:
+        form: dict[str, FormValue] = {"distro_series": distro_series}
+        if user_data:
+            form["user_data"] = user_data
+        data = await self._request("POST", f"machines/{system_id}/", op="deploy", form=form, what="deploy")
+        return parse_machine(data)
+
+    async def release(self, system_id: str) -> MaasMachine:
+        data = await self._request("POST", f"machines/{system_id}/", op="release", form={}, what="release")
+        return parse_machine(data)

@@ -1,0 +1,206 @@
+"""Take PXE-armed hosts through MAAS: enlist with their harvested MACs, commission, deploy.
+
+One asyncio task per host under a concurrency bound and a per-host deadline; each step is recorded
+as it completes (`enlisted`, `commissioned`, `deployed`) and a failure becomes `failed` with a reason
+(`maas_enlist_rejected`, `maas_commissioning_failed`, `maas_deploy_failed`, `maas_power_error`,
+`maas_timeout`, `maas_unreachable`, `no_harvested_mac`) and MAAS's own status message as evidence.
+Re-running picks each host up where it is: a host already in MAAS is not enlisted again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.maas.client import MaasClient
+from provision.maas.errors import MaasConflict, MaasError, MaasUnreachable, MaasValidationError
+from provision.maas.machine import MaasMachine, MaasStatus
+from provision.site.credentials import login
+from provision.site.model import Host, Site
+from provision.state import State, StateStore, reached
+
+COMMAND = "maas-deploy"
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    distro_series: str = "jammy"
+    architecture: str = "amd64/generic"
+    concurrency: int = 32
+    host_timeout_s: float = 1800.0
+    poll_s: float = 5.0
+
+
+@dataclass
+class HostOutcome:
+    host: str
+    state: State
+    reason: str | None = None
+    detail: str = ""
+    system_id: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+class _Failed(Exception):
+    def __init__(self, reason: str, detail: str, evidence: dict[str, Any] | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.evidence = evidence or {}
+
+
+def harvested_macs(store: StateStore, hostname: str) -> tuple[str | None, list[str]]:
+    """The PXE MAC and every MAC recorded by the last successful MAC harvest of a host."""
+    for event in reversed(store.history(hostname)):
+        if event.to_state is State.macs_harvested and isinstance(event.evidence, dict):
+            inventory = event.evidence.get("inventory") or {}
+            pxe = inventory.get("pxe_mac")
+            macs = [m for m in (inventory.get("macs") or {}).values() if m]
+            return (str(pxe).lower() if pxe else None), [str(m).lower() for m in macs]
+    return None, []
+
+
+def _evidence(machine: MaasMachine) -> dict[str, Any]:
+    return {
+        "system_id": machine.system_id,
+        "status": int(machine.status),
+        "status_name": machine.status_name,
+        "status_message": machine.status_message,
+        "power_state": machine.power_state,
+    }
+
+
+class MaasDeployer:
+    def __init__(
+        self,
+        site: Site,
+        store: StateStore,
+        client: MaasClient,
+        options: DeployOptions,
+        progress: Callable[[HostOutcome], None] | None = None,
+    ) -> None:
+        self.site = site
+        self.store = store
+        self.client = client
+        self.options = options
+        self.progress = progress
+
+    async def _wait(
+        self, system_id: str, until: set[MaasStatus], busy: set[MaasStatus], deadline: float
+    ) -> MaasMachine:
+        while True:
+            machine = await self.client.machine(system_id)
+            if machine.status in until or machine.status not in busy:
+                return machine
+            if time.monotonic() > deadline:
+                raise _Failed("maas_timeout", f"still {machine.status_name} at the deadline", _evidence(machine))
+            await asyncio.sleep(self.options.poll_s)
+
+    async def _enlist(self, host: Host, known: dict[str, MaasMachine]) -> MaasMachine:
+        if host.hostname in known:
+            return known[host.hostname]
+        pxe, macs = harvested_macs(self.store, host.hostname)
+        if pxe is None:
+            raise _Failed("no_harvested_mac", "no PXE MAC recorded: run `provision harvest-macs` first")
+        bmc_login = login(self.site, host.bmc.credential)
+        ordered = [pxe, *[m for m in macs if m != pxe]]
+        try:
+            return await self.client.create_machine(
+                hostname=host.hostname,
+                macs=ordered,
+                architecture=self.options.architecture,
+                power_type="redfish",
+                power_parameters={
+                    "power_address": f"{host.bmc.address}:{host.bmc.port}",
+                    "power_user": bmc_login.username,
+                    "power_pass": bmc_login.password.reveal(),
+                },
+            )
+        except MaasValidationError as exc:
+            raise _Failed("maas_enlist_rejected", str(exc), {"fields": exc.fields}) from None
+
+    async def _one(self, host: Host, known: dict[str, MaasMachine]) -> HostOutcome:
+        deadline = time.monotonic() + self.options.host_timeout_s
+        name = host.hostname
+        machine = await self._enlist(host, known)
+        await self.store.atransition(name, State.enlisted, command=COMMAND, evidence=_evidence(machine))
+        # MAAS is the truth about how far a machine got: commission only what has not been.
+        if machine.status in {MaasStatus.NEW, MaasStatus.COMMISSIONING, MaasStatus.FAILED_COMMISSIONING}:
+            if machine.status is not MaasStatus.COMMISSIONING and name in known:
+                machine = await self.client.commission(machine.system_id)
+            machine = await self._wait(
+                machine.system_id, {MaasStatus.READY}, {MaasStatus.NEW, MaasStatus.COMMISSIONING}, deadline
+            )
+            if machine.status is not MaasStatus.READY:
+                power = "power" in machine.status_message.lower()
+                reason = "maas_power_error" if power else "maas_commissioning_failed"
+                raise _Failed(reason, f"{machine.status_name}: {machine.status_message}", _evidence(machine))
+        await self.store.atransition(name, State.commissioned, command=COMMAND, evidence=_evidence(machine))
+        if machine.status is MaasStatus.READY:
+            machine = await self.client.allocate(machine.system_id)
+        if machine.status in {MaasStatus.ALLOCATED, MaasStatus.FAILED_DEPLOYMENT}:
+            if machine.status is MaasStatus.FAILED_DEPLOYMENT:
+                machine = await self.client.release(machine.system_id)
+                machine = await self.client.allocate(machine.system_id)
+            machine = await self.client.deploy(machine.system_id, distro_series=self.options.distro_series)
+        machine = await self._wait(machine.system_id, {MaasStatus.DEPLOYED}, {MaasStatus.DEPLOYING}, deadline)
+        if machine.status is not MaasStatus.DEPLOYED:
+            reason = "maas_power_error" if "power" in machine.status_message.lower() else "maas_deploy_failed"
+            raise _Failed(reason, f"{machine.status_name}: {machine.status_message}", _evidence(machine))
+        await self.store.atransition(name, State.deployed, command=COMMAND, evidence=_evidence(machine))
+        return HostOutcome(name, State.deployed, system_id=machine.system_id, evidence=_evidence(machine))
+
+    async def _guarded(self, host: Host, known: dict[str, MaasMachine], gate: asyncio.Semaphore) -> HostOutcome:
+        async with gate:
+            try:
+                outcome = await asyncio.wait_for(self._one(host, known), self.options.host_timeout_s + 30)
+            except _Failed as exc:
+                outcome = HostOutcome(host.hostname, State.failed, exc.reason, exc.detail, evidence=exc.evidence)
+            except TimeoutError:
+                outcome = HostOutcome(host.hostname, State.failed, "maas_timeout", "no answer within the host deadline")
+            except MaasUnreachable as exc:
+                outcome = HostOutcome(host.hostname, State.failed, "maas_unreachable", str(exc))
+            except MaasConflict as exc:
+                outcome = HostOutcome(host.hostname, State.failed, "maas_state_conflict", str(exc))
+            except MaasError as exc:
+                outcome = HostOutcome(host.hostname, State.failed, "maas_error", str(exc))
+            if outcome.state is State.failed:
+                await self.store.atransition(
+                    host.hostname,
+                    State.failed,
+                    command=COMMAND,
+                    reason=outcome.reason,
+                    evidence={**outcome.evidence, "detail": outcome.detail},
+                )
+            if self.progress is not None:
+                self.progress(outcome)
+            return outcome
+
+    def todo(self, hosts: Sequence[Host]) -> tuple[list[Host], list[HostOutcome]]:
+        """Hosts that MAAS still has work for, and those already done or not ready for it."""
+        work, skipped = [], []
+        for host in hosts:
+            record = self.store.get(host.hostname)
+            resumable = record.state is State.failed and record.resume_from is not None and reached(
+                record.resume_from, State.pxe_armed
+            ) and not reached(record.resume_from, State.deployed)
+            if record.state is not State.failed and reached(record.state, State.deployed):
+                skipped.append(HostOutcome(host.hostname, record.state, detail="already deployed"))
+            elif resumable or (record.state is not State.failed and reached(record.state, State.pxe_armed)):
+                work.append(host)
+            else:
+                why = f"failed ({record.reason})" if record.state is State.failed else record.state.value
+                skipped.append(HostOutcome(host.hostname, record.state, detail=f"not PXE-armed yet: {why}"))
+        return work, skipped
+
+    async def run(self, hosts: Sequence[Host]) -> list[HostOutcome]:
+        work, skipped = self.todo(hosts)
+        if not work:
+            return skipped
+        known = {m.hostname: m for m in await self.client.machines()}
+        gate = asyncio.Semaphore(self.options.concurrency)
+        done = await asyncio.gather(*(self._guarded(h, known, gate) for h in work))
+        return [*done, *skipped]

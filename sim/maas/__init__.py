@@ -1,0 +1,1 @@
+"""MAAS region API simulator."""

@@ -1,0 +1,141 @@
+"""The MAAS simulator's machine model: MAAS's node statuses and the transitions its API allows.
+
+Statuses and names are MAAS's own (`maasserver.enum.NODE_STATUS`); an action asked of a machine in a
+state that does not allow it is a `NodeStateViolation`, which MAAS answers with 409 Conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+
+class NodeStatus(IntEnum):
+    NEW = 0
+    COMMISSIONING = 1
+    FAILED_COMMISSIONING = 2
+    MISSING = 3
+    READY = 4
+    RESERVED = 5
+    DEPLOYED = 6
+    RETIRED = 7
+    BROKEN = 8
+    DEPLOYING = 9
+    ALLOCATED = 10
+    FAILED_DEPLOYMENT = 11
+    RELEASING = 12
+    FAILED_RELEASING = 13
+
+
+STATUS_NAMES = {
+    NodeStatus.NEW: "New",
+    NodeStatus.COMMISSIONING: "Commissioning",
+    NodeStatus.FAILED_COMMISSIONING: "Failed commissioning",
+    NodeStatus.MISSING: "Missing",
+    NodeStatus.READY: "Ready",
+    NodeStatus.RESERVED: "Reserved",
+    NodeStatus.DEPLOYED: "Deployed",
+    NodeStatus.RETIRED: "Retired",
+    NodeStatus.BROKEN: "Broken",
+    NodeStatus.DEPLOYING: "Deploying",
+    NodeStatus.ALLOCATED: "Allocated",
+    NodeStatus.FAILED_DEPLOYMENT: "Failed deployment",
+    NodeStatus.RELEASING: "Releasing",
+    NodeStatus.FAILED_RELEASING: "Failed releasing",
+}
+
+COMMISSION_FROM = {
+    NodeStatus.NEW,
+    NodeStatus.READY,
+    NodeStatus.FAILED_COMMISSIONING,
+    NodeStatus.FAILED_DEPLOYMENT,
+    NodeStatus.BROKEN,
+}
+DEPLOY_FROM = {NodeStatus.READY, NodeStatus.ALLOCATED}
+RELEASE_FROM = {NodeStatus.ALLOCATED, NodeStatus.DEPLOYED, NodeStatus.FAILED_DEPLOYMENT, NodeStatus.DEPLOYING}
+
+
+class NodeStateViolation(Exception):
+    """An action the machine's current status does not allow (HTTP 409)."""
+
+
+class ValidationFailed(Exception):
+    """Bad form input; carries MAAS's `{field: [messages]}` body (HTTP 400)."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(str(errors))
+        self.errors = errors
+
+
+_ids = itertools.count(1)
+_ALPHABET = "abcdefghjkmnpqrstwxy0123456789"
+
+
+def system_id_for(hostname: str) -> str:
+    digest = hashlib.sha256(hostname.encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:6])
+
+
+@dataclass
+class Machine:
+    system_id: str
+    hostname: str
+    architecture: str
+    macs: list[str]
+    power_type: str
+    power_parameters: dict[str, str]
+    status: NodeStatus = NodeStatus.NEW
+    status_message: str = ""
+    power_state: str = "unknown"
+    owner: str | None = None
+    osystem: str = ""
+    distro_series: str = ""
+    interface_ids: list[int] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    generation: int = 0  # bumped on each action, so a stale timer does not complete a newer one
+
+    def __post_init__(self) -> None:
+        self.interface_ids = [next(_ids) for _ in self.macs]
+
+    def to_json(self, domain: str = "maas") -> dict[str, Any]:
+        interfaces = [
+            {
+                "id": iid,
+                "name": f"eth{i}",
+                "type": "physical",
+                "mac_address": mac,
+                "enabled": True,
+                "system_id": self.system_id,
+                "resource_uri": f"/MAAS/api/2.0/nodes/{self.system_id}/interfaces/{iid}/",
+            }
+            for i, (iid, mac) in enumerate(zip(self.interface_ids, self.macs, strict=True))
+        ]
+        return {
+            "system_id": self.system_id,
+            "hostname": self.hostname,
+            "fqdn": f"{self.hostname}.{domain}",
+            "domain": {"name": domain, "id": 0},
+            "architecture": self.architecture,
+            "status": int(self.status),
+            "status_name": STATUS_NAMES[self.status],
+            "status_message": self.status_message,
+            "status_action": "",
+            "power_state": self.power_state,
+            "power_type": self.power_type,
+            "owner": self.owner,
+            "osystem": self.osystem,
+            "distro_series": self.distro_series,
+            "node_type": 0,
+            "node_type_name": "Machine",
+            "boot_interface": interfaces[0] if interfaces else None,
+            "interface_set": interfaces,
+            "ip_addresses": [],
+            "tag_names": [],
+            "pool": {"name": "default", "id": 0},
+            "zone": {"name": "default", "id": 1},
+            "resource_uri": f"/MAAS/api/2.0/machines/{self.system_id}/",
+        }
