@@ -16,6 +16,7 @@ LONG = "long"
 Results = Mapping[str, ProbeResult]
 # parse(output, rc, expectations) -> Outcome; may raise ParseError.
 Parser = Callable[[str, int, Expectations], Outcome]
+Evaluate = Callable[[Results, Expectations], Outcome]
 
 
 def _always(_exp: Expectations) -> str | None:
@@ -27,7 +28,7 @@ class Check:
     name: str
     level: str
     probes: tuple[str, ...]
-    evaluate: Callable[[Results, Expectations], Outcome]
+    evaluate: Evaluate
     # Returns why the check does not apply to this host (None: it applies).
     not_applicable: Callable[[Expectations], str | None] = _always
 
@@ -63,7 +64,7 @@ def truncated(check: str, probe: str) -> Outcome:
                    "or being killed (see the host's kernel log).")
 
 
-def single(check: str, probe: str, parse: Parser) -> Callable[[Results, Expectations], Outcome]:
+def single(check: str, probe: str, parse: Parser) -> Evaluate:
     """Evaluation for a check that reads one probe: failures to run and to parse become "unknown"."""
 
     def evaluate(results: Results, exp: Expectations) -> Outcome:

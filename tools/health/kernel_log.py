@@ -6,9 +6,10 @@ Reads ``dmesg -x`` (facility and level decoded), falling back to ``journalctl -k
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .check import FAST, Check, Results, could_not_run, cut_mid_line, truncated, unparseable
+from .check import FAST, Check, Evaluate, Results, could_not_run, cut_mid_line, truncated, unparseable
 from .config import Expectations
 from .errors import ParseError
 from .outcome import CRITICAL, OK, WARN, Outcome, unknown
@@ -101,12 +102,20 @@ def _log(results: Results, check: str) -> tuple[list[LogLine], str] | Outcome:
                    remediation="Run the agent as root (dmesg is restricted for other users) or install journalctl.")
 
 
-def evaluate_xid(results: Results, exp: Expectations) -> Outcome:
+def from_log(name: str, judge: Callable[[list[LogLine], str, Expectations], Outcome]) -> Evaluate:
+    """Evaluation that judges the kernel log (dmesg, else journal); unreadable logs become "unknown"."""
+
+    def evaluate(results: Results, exp: Expectations) -> Outcome:
+        got = _log(results, name)
+        if isinstance(got, Outcome):
+            return got
+        return judge(got[0], got[1], exp)
+
+    return evaluate
+
+
+def judge_xid(lines: list[LogLine], source: str, exp: Expectations) -> Outcome:
     name = "gpu_xid"
-    got = _log(results, name)
-    if isinstance(got, Outcome):
-        return got
-    lines, source = got
     critical_set = set(exp.kernel_log.xid_critical)
     hardware: list[str] = []
     other: list[str] = []
@@ -134,12 +143,8 @@ def evaluate_xid(results: Results, exp: Expectations) -> Outcome:
     return Outcome(name, OK, summary, evidence=tuple(other[:5]))
 
 
-def evaluate_sxid(results: Results, exp: Expectations) -> Outcome:
+def judge_sxid(lines: list[LogLine], source: str, exp: Expectations) -> Outcome:
     name = "nvswitch_sxid"
-    got = _log(results, name)
-    if isinstance(got, Outcome):
-        return got
-    lines, source = got
     expected = set(exp.kernel_log.sxid_expected)
     hits: dict[int, list[str]] = {}
     for line in lines:
@@ -157,12 +162,8 @@ def evaluate_sxid(results: Results, exp: Expectations) -> Outcome:
                    "host reset; recurring ones a baseboard RMA.")
 
 
-def evaluate_pcie_limited(results: Results, exp: Expectations) -> Outcome:
+def judge_pcie_limited(lines: list[LogLine], source: str, exp: Expectations) -> Outcome:
     name = "pcie_bandwidth_limited"
-    got = _log(results, name)
-    if isinstance(got, Outcome):
-        return got
-    lines, source = got
     limited = [line.message for line in lines if _LIMITED.search(line.message)]
     if limited:
         nic = any("mlx5" in m for m in limited)
@@ -212,8 +213,9 @@ def _no_nvswitch(exp: Expectations) -> str | None:
 
 
 CHECKS = (
-    Check("gpu_xid", FAST, (DMESG_PROBE, JOURNAL_PROBE), evaluate_xid, _no_gpus),
-    Check("nvswitch_sxid", FAST, (DMESG_PROBE, JOURNAL_PROBE), evaluate_sxid, _no_nvswitch),
-    Check("pcie_bandwidth_limited", FAST, (DMESG_PROBE, JOURNAL_PROBE), evaluate_pcie_limited),
+    Check("gpu_xid", FAST, (DMESG_PROBE, JOURNAL_PROBE), from_log("gpu_xid", judge_xid), _no_gpus),
+    Check("nvswitch_sxid", FAST, (DMESG_PROBE, JOURNAL_PROBE), from_log("nvswitch_sxid", judge_sxid), _no_nvswitch),
+    Check("pcie_bandwidth_limited", FAST, (DMESG_PROBE, JOURNAL_PROBE),
+          from_log("pcie_bandwidth_limited", judge_pcie_limited)),
     Check("kernel_log_unexpected", FAST, (DMESG_PROBE,), evaluate_unexpected),
 )

@@ -59,14 +59,22 @@ def _long(exp: Expectations) -> LongExpect:
     return exp.long
 
 
-def parse_stress(output: str, rc: int, exp: Expectations) -> Outcome:
-    name = "gpu_stress"
+def _per_gpu(output: str, rc: int, name: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | Outcome:
     data = _result(output, rc, name)
     if isinstance(data, Outcome):
         return data
     gpus = data.get("gpus")
-    if not isinstance(gpus, list) or not gpus:
-        raise ParseError("stress result lists no GPUs")
+    if not isinstance(gpus, list) or not gpus or not all(isinstance(g, dict) for g in gpus):
+        raise ParseError("worker result lists no GPUs")
+    return data, gpus
+
+
+def parse_stress(output: str, rc: int, exp: Expectations) -> Outcome:
+    name = "gpu_stress"
+    got = _per_gpu(output, rc, name)
+    if isinstance(got, Outcome):
+        return got
+    data, gpus = got
     size = int(_num(data, "size"))
     floor = _long(exp).stress_tflops_floor
     rates = []
@@ -114,12 +122,10 @@ def parse_stress(output: str, rc: int, exp: Expectations) -> Outcome:
 
 def parse_membw(output: str, rc: int, exp: Expectations) -> Outcome:
     name = "gpu_memory_bandwidth"
-    data = _result(output, rc, name)
-    if isinstance(data, Outcome):
-        return data
-    gpus = data.get("gpus")
-    if not isinstance(gpus, list) or not gpus:
-        raise ParseError("membw result lists no GPUs")
+    got = _per_gpu(output, rc, name)
+    if isinstance(got, Outcome):
+        return got
+    _data, gpus = got
     floor = _long(exp).membw_floor_gbps
     rates = [(int(_num(g, "index")), copy_gbps(int(_num(g, "bytes")), int(_num(g, "iters")), _num(g, "elapsed_s")))
              for g in gpus]

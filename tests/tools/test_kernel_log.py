@@ -1,0 +1,109 @@
+"""Xid, SXid, 'PCIe bandwidth limited' and unexpected-line checks on real kernel logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.health.errors import ParseError
+from tools.health.kernel_log import (
+    evaluate_unexpected,
+    judge_pcie_limited,
+    judge_sxid,
+    judge_xid,
+    parse_kernel_log,
+)
+from tools.health.outcome import CRITICAL, OK, UNKNOWN, WARN
+from tools.health.probes import ProbeResult, failed
+
+from .conftest import expectations, realdata, replay_text
+
+
+def judge(judge_fn, text: str, **overrides):  # type: ignore[no-untyped-def]
+    return judge_fn(parse_kernel_log(text), "dmesg", expectations(**overrides))
+
+
+@pytest.mark.realdata
+def test_xid_94_in_a_real_h100_log_is_critical_and_application_xids_are_not() -> None:
+    outcome = judge(judge_xid, realdata("dmesg-xid__akash-network-support-issue244__H100-Xid43-31-94.txt"))
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_94")
+
+
+@pytest.mark.realdata
+def test_xid_119_gsp_timeout_is_critical() -> None:
+    outcome = judge(judge_xid, realdata("dmesg-xid119__leptonai-gpud__xid_testdata_dmesg-with-xid-119.log"))
+    assert outcome.reason == "xid_119"
+
+
+@pytest.mark.realdata
+def test_fallen_off_the_bus_without_an_xid_line_is_critical() -> None:
+    text = realdata("dmesg-xid-sxid__misc-github-threads__Xid13-109-45-SXid12028-fallen-off-bus.txt")
+    outcome = judge(judge_xid, text)
+    assert (outcome.status, outcome.reason) == (CRITICAL, "gpu_fallen_off_bus")
+
+
+@pytest.mark.realdata
+def test_application_xids_alone_are_reported_but_pass() -> None:
+    text = realdata("dmesg-xid-sxid__misc-github-threads__Xid13-109-45-SXid12028-fallen-off-bus.txt")
+    only_xid_lines = "".join(line + "\n" for line in text.splitlines() if "Xid (" in line and "SXid" not in line)
+    outcome = judge(judge_xid, only_xid_lines)
+    assert outcome.status == OK and "13, 45, 109" in outcome.summary
+
+
+@pytest.mark.realdata
+def test_lent_h200_boot_log_has_no_xid() -> None:
+    assert judge(judge_xid, realdata("h200x2-captured-2026-11-29/dmesg.txt")).status == OK
+    assert judge(judge_xid, realdata("h200x2-captured-2026-11-29/dmesg-T.txt")).status == OK
+
+
+def test_xid_79_replay_variant_is_critical() -> None:
+    outcome = judge(judge_xid, replay_text("h200x2-xid79", "dmesg"))
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_79")
+
+
+@pytest.mark.realdata
+def test_non_fatal_sxid_is_unhealthy_unless_expected() -> None:
+    text = realdata("dmesg-sxid__NVIDIA-nvtrust-issue124__HGX-H100-SXid22013.txt")
+    outcome = judge(judge_sxid, text)
+    assert (outcome.status, outcome.reason) == (WARN, "sxid_22013")
+    assert judge(judge_sxid, text, kernel_log={"sxid_expected": [22013]}).status == OK
+
+
+def test_fatal_sxid_is_critical() -> None:
+    text = ("[  38.1] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 12 egress non-posted PRIV error\n"
+            "[  38.2] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Severity 5 Engine instance 12\n")
+    assert judge(judge_sxid, text).status == CRITICAL
+
+
+def test_pcie_bandwidth_limited_line_from_mlx5_is_flagged() -> None:
+    text = ("kern  :info  : [    3.1] mlx5_core 0000:3b:00.0: 126.016 Gb/s available PCIe bandwidth, limited by "
+            "16.0 GT/s PCIe x8 link at 0000:3a:00.0 (capable of 252.048 Gb/s with 16.0 GT/s PCIe x16 link)\n")
+    outcome = judge(judge_pcie_limited, text)
+    assert (outcome.status, outcome.reason) == (WARN, "pcie_bandwidth_limited") and "mlx5" in outcome.summary
+    assert judge(judge_pcie_limited, replay_text("h200x2-healthy", "dmesg")).status == OK
+
+
+def _results(text: str) -> dict[str, ProbeResult]:
+    return {"dmesg": ProbeResult("dmesg", text, 0), "journalctl-k": failed("journalctl-k", "tool_missing", "absent")}
+
+
+def test_unexpected_lines_use_the_sites_list() -> None:
+    text = replay_text("h200x2-healthy", "dmesg")
+    assert evaluate_unexpected(_results(text), expectations()).status == OK
+    no_list = evaluate_unexpected(_results(text), expectations(kernel_log={"expected_patterns": []}))
+    assert no_list.status == WARN and no_list.metrics == (("kernel_log_unexpected_lines", 6.0),)
+    new_fault = text + "kern  :err   : [ 9.9] mce: [Hardware Error]: Machine check events logged\n"
+    outcome = evaluate_unexpected(_results(new_fault), expectations())
+    assert outcome.evidence == ("err: mce: [Hardware Error]: Machine check events logged",)
+
+
+@pytest.mark.realdata
+def test_log_without_levels_cannot_be_judged_for_unexpected_lines() -> None:
+    outcome = evaluate_unexpected(_results(realdata("h200x2-captured-2026-11-29/dmesg.txt")), expectations())
+    assert outcome.status == UNKNOWN
+
+
+def test_garbled_and_empty_logs_are_refused() -> None:
+    with pytest.raises(ParseError, match="empty"):
+        parse_kernel_log("\n\n")
+    with pytest.raises(ParseError, match="look like kernel log lines"):
+        parse_kernel_log("\x00\x13garbage\nmore garbage\n")

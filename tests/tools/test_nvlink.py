@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+
+from tools.health.errors import ParseError
+from tools.health.nvlink import parse_link_errors, parse_link_states, parse_nvlink_errors, parse_nvlink_state
+from tools.health.outcome import CRITICAL, OK, WARN
+
+from .conftest import expectations, realdata
+
+pytestmark = pytest.mark.realdata
+
+
+def test_h200_status_and_errors_parse() -> None:
+    states = parse_link_states(realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt"))
+    assert len(states) == 36 and {s.gbps for s in states} == {26.562}
+    errors = parse_link_errors(realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-e.txt"))
+    assert len(errors) == 108 and {e.counter for e in errors} == {"Replay", "Recovery", "CRC"}
+
+
+def test_a100_status_capture_parses() -> None:
+    states = parse_link_states(realdata("nvidia-smi-nvlink-status__leptonai-gpud__fabric-manager_testdata_a100.txt"))
+    assert len(states) == 96 and {s.gbps for s in states} == {25.0}
+
+
+def test_h200_links_pass() -> None:
+    exp = expectations()
+    assert parse_nvlink_state(realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt"), 0, exp).status == OK
+    assert parse_nvlink_errors(realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-e.txt"), 0, exp).status == OK
+
+
+def test_inactive_link_is_critical() -> None:
+    text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt").replace(
+        "Link 5: 26.562 GB/s", "Link 5: <inactive>", 1)
+    outcome = parse_nvlink_state(text, 0, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "nvlink_inactive")
+    assert "GPU 0: 17 of 18 links up (link 5: <inactive>)" in outcome.evidence
+
+
+def test_growing_crc_errors_are_unhealthy() -> None:
+    text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-e.txt").replace(
+        "Link 3: CRC Errors: 0", "Link 3: CRC Errors: 1234", 1)
+    outcome = parse_nvlink_errors(text, 0, expectations())
+    assert (outcome.status, outcome.reason) == (WARN, "nvlink_errors")
+    assert outcome.evidence == ("GPU 0 link 3: CRC 1234",)
+
+
+def test_report_for_fewer_gpus_than_expected_is_not_trusted() -> None:
+    text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt")
+    first_gpu_only = text.split("GPU 1:")[0]
+    with pytest.raises(ParseError, match="covers 1 GPUs"):
+        parse_nvlink_state(first_gpu_only, 0, expectations())
