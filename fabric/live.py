@@ -87,10 +87,12 @@ def run_ibnetdiscover(point: Attachment, timeout_s: float) -> str:
                              "simulated fabric)") from None
     except subprocess.TimeoutExpired:
         raise DiscoveryError(f"ibnetdiscover from {point.label} did not finish within {timeout_s:g} s") from None
+    err = [ln for ln in proc.stderr.splitlines() if "sim_connect" not in ln]
     if proc.returncode != 0 or not proc.stdout.strip():
-        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DiscoveryError(f"ibnetdiscover from {point.label} failed (rc {proc.returncode}): {err}")
-    return proc.stdout
+        raise DiscoveryError(f"ibnetdiscover from {point.label} failed (rc {proc.returncode}): "
+                             f"{(err or ['no output'])[-1]}")
+    # stderr after stdout, as `2>&1` would: libibnetdisc reports duplicate GUIDs there
+    return proc.stdout + ("\n" + "\n".join(err) + "\n" if err else "")
 
 
 def _guids_in(text: str) -> set[str]:

@@ -106,6 +106,8 @@ class TopologyBuilder:
         self._down: dict[End, PortDown] = {}
         self._conflicts: dict[str, list[str]] = {}
         self._claimants: dict[str, set[End]] = {}
+        self._port_guids: dict[str, str] = {}
+        self._reported_duplicates: list[tuple[str, int | None]] = []
         self.warnings: list[str] = []
 
     def warn(self, line: int | None, message: str) -> None:
@@ -145,6 +147,13 @@ class TopologyBuilder:
             return
         self._reports[local] = (peer, width, speed, could_be, line)
 
+    def port_guid(self, port_guid: str, node_guid: str) -> None:
+        self._port_guids[port_guid] = node_guid
+
+    def reported_duplicate(self, guid: str, line: int | None) -> None:
+        """The tool itself said so (libibnetdisc: 'Duplicate Port: Port with guid 0x... already exists')."""
+        self._reported_duplicates.append((guid, line))
+
     def add_down(self, end: End, state: str, line: int | None) -> None:
         self._down[end] = PortDown(end, state, line)
 
@@ -158,6 +167,14 @@ class TopologyBuilder:
         nodes = dict(self._nodes)
         for guid, node in self._peer_only.items():
             nodes.setdefault(guid, node)
+        for raw, line in self._reported_duplicates:
+            guid = raw if raw in nodes else self._port_guids.get(raw, raw)
+            self._conflict(guid, f"the discovery tool reported GUID 0x{raw} twice (line {line}): a second device "
+                           "with this GUID is hidden behind the first")
+            self._claimants.setdefault(guid, set()).update(
+                peer for local, (peer, *_rest) in self._reports.items() if local.guid == guid)
+            self._claimants[guid].update(local for local, (peer, *_rest) in self._reports.items()
+                                         if peer.guid == guid)
         reports = self._reports
         links: dict[tuple[End, End], Link] = {}
         for local, (peer, width, speed, could_be, line) in reports.items():

@@ -104,6 +104,20 @@ def _duplicate_guids(c: _Ctx) -> None:
     for conflict in c.top.conflicts:
         node = c.top.nodes.get(conflict.guid)
         hidden = c.hidden.get(conflict.guid, [])
+        # What discovery says about a GUID two devices share is unreliable: the finding covers it.
+        for end in list(c.top.by_end):
+            if end.guid == conflict.guid:
+                link = c.top.by_end[end]
+                if c.key(link) not in c.used_disc:
+                    c.used_disc.add(c.key(link))
+                    for e in (link.a, link.b):
+                        dp = c.to_design(e)
+                        dl = c.design.by_port.get(dp) if dp else None
+                        if dl is not None:
+                            c.used_design.add(dl.index)
+        name = c.ident.name(conflict.guid)
+        if name is not None:
+            c.used_design.update(dl.index for dl in _design_links_of(c, name))
         c.add(Finding(
             kind="duplicate_guid",
             a=FEnd(conflict.guid, c.ident.name(conflict.guid), None, None, node.description if node else None),

@@ -24,12 +24,13 @@ _LID = re.compile(r"\blid\s+(\d+)")
 _RATE = re.compile(r"\blid\s+\d+\s+(\d+)x([A-Za-z0-9]+)")
 _QUOTED = re.compile(r'"([^"]*)"')
 _CAPTURE_START = "# Topology file:"
+_DUPLICATE = re.compile(r"Duplicate (?:Port|Node)\b.*?guid (?:0x)?([0-9a-fA-F]+)")
 
 EXPECTED_NODE = "a node line ('Switch <ports> \"S-<guid>\" # \"<description>\" ...' or 'Ca <ports> \"H-<guid>\" ...')"
 
 
 _FAST_PORT = re.compile(
-    r'^\[(\d+)\]\s*(?:\([^)]*\))?\s*"([SHR])-([^"]*)"\s*\[(\d+)\]\s*(?:\([^)]*\))?\s*'
+    r'^\[(\d+)\]\s*(?:\(([^)]*)\))?\s*"([SHR])-([^"]*)"\s*\[(\d+)\]\s*(?:\([^)]*\))?\s*'
     r'#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"([^"]*)"\s*lid\s+\d+\s+(\d+)x([A-Za-z0-9]+)\s*$'
 )
 
@@ -85,8 +86,10 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Topology:
             if m is None:
                 _port_line(b, guids, current, stripped, no)
                 continue
-            port_s, prefix, raw_peer, peer_port, desc, w, s = m.groups()
+            port_s, local_pg, prefix, raw_peer, peer_port, desc, w, s = m.groups()
             pnum = int(port_s)
+            if local_pg:
+                b.port_guid(norm_guid(local_pg)[0], current.guid)
             if current.nports is not None and pnum > current.nports:
                 b.warn(no, f"port {pnum} is beyond the {current.nports} ports declared for {current.guid}")
             peer = guids.key(raw_peer, desc, no)
@@ -109,6 +112,10 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Topology:
             current = _node(b, guids, m, no)
             continue
         if _KEYVAL.match(stripped):
+            continue
+        dup = _DUPLICATE.search(stripped)
+        if dup:
+            b.reported_duplicate(norm_guid(dup.group(1))[0], no)
             continue
         if first_unknown is None:
             first_unknown = (no, stripped)
@@ -145,8 +152,10 @@ def _port_line(b: TopologyBuilder, guids: _Guids, current: Node, line: str, no: 
         b.warn(no, "expected a port line '[<port>] \"S-|H-<guid>\"[<peer port>] # ...', "
                f"ignored: {printable(line)}")
         return
-    port, _local_pg, prefix, raw_peer, peer_port, _peer_pg, rest = m.groups()
+    port, local_pg, prefix, raw_peer, peer_port, _peer_pg, rest = m.groups()
     pnum = int(port)
+    if local_pg:
+        b.port_guid(norm_guid(local_pg)[0], current.guid)
     if current.nports is not None and pnum > current.nports:
         b.warn(no, f"port {pnum} is beyond the {current.nports} ports declared for {current.guid}")
     desc_m = _QUOTED.search(rest)

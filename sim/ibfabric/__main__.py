@@ -1,0 +1,53 @@
+"""`python -m sim.ibfabric serve --design FILE --run-dir DIR`: keep the simulated fabric up until SIGTERM.
+
+The lab (`python -m sim up`) runs this as the fabric's service; it writes `<run-dir>/ibfabric.json`, the
+state file `fabric validate --live` reads (through $BRINGUP_IBSIM_STATE) to find the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from fabric.design import load_design
+from fabric.errors import FabricError
+from sim.ibfabric.harness import IbFabric, IbsimError
+
+STATE_NAME = "ibfabric.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim.ibfabric")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    serve = sub.add_parser("serve", help="run the design in ibsim until SIGTERM/SIGINT")
+    serve.add_argument("--design", type=Path, required=True)
+    serve.add_argument("--run-dir", type=Path, required=True)
+    serve.add_argument("--switch-descriptions", choices=("factory", "location"), default="factory")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        design = load_design(args.design)
+        args.run_dir.mkdir(parents=True, exist_ok=True)
+        fabric = IbFabric(design, switch_descriptions=args.switch_descriptions, workdir=args.run_dir,
+                          state_file=args.run_dir / STATE_NAME)
+        with fabric:
+            sys.stdout.write(f"ibfabric: {len(fabric.asbuilt.nodes)} nodes up, ibsim pid {fabric.pid}, "
+                             f"socket {fabric.socket}\n")
+            sys.stdout.flush()
+            while not stop.wait(1.0):
+                if not fabric.healthy():
+                    sys.stderr.write("ibfabric: ibsim stopped answering\n")
+                    return 1
+    except (FabricError, IbsimError) as e:
+        sys.stderr.write(f"ibfabric: error: {e}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""The simulated fabric as a lab service (picked up by `sim.lab.discover_services`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from sim.ibfabric.__main__ import STATE_NAME
+from sim.lab import LabContext, Service
+
+
+def _probe(state: Path) -> bool:
+    try:
+        pid = int(json.loads(state.read_text())["pid"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def services(ctx: LabContext) -> list[Service]:
+    design = ctx.site.fabric_design
+    if design is None:
+        return []
+    run_dir = ctx.run_dir / "ibfabric"
+    state = run_dir / STATE_NAME
+    return [Service(
+        name="ibfabric",
+        argv=[sys.executable, "-m", "sim.ibfabric", "serve", "--design", str(design), "--run-dir", str(run_dir)],
+        probe=lambda: _probe(state),
+        start_timeout_s=60.0,
+        exports={"BRINGUP_IBSIM_STATE": str(state)},
+    )]
