@@ -118,6 +118,8 @@ def parse_docker(output: str, rc: int, exp: Expectations) -> Outcome:
     gpus = re.findall(r"^GPU \d+: .*\(UUID: GPU-[0-9a-f-]+\)", output, flags=re.MULTILINE)
     if rc == 0 and len(gpus) == exp.gpu.count:
         return Outcome(name, OK, f"`docker run --gpus all` sees {len(gpus)} GPU(s)")
+    if rc == 0 and not gpus:
+        raise ParseError("container ran but printed no `nvidia-smi -L` listing")
     if rc == 0:
         return Outcome(name, CRITICAL, f"container sees {len(gpus)} of {exp.gpu.count} GPUs", reason="docker_gpus",
                        evidence=tuple(output.strip().splitlines()[:6]),

@@ -1,0 +1,109 @@
+"""PCIe link and InfiniBand checks, through the real collectors over fake /sys trees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.health.collectors import ib_sysfs, pcie_links
+from tools.health.errors import ParseError
+from tools.health.ib import parse_ib_counters, parse_ib_firmware, parse_ib_ports, parse_inventory
+from tools.health.outcome import CRITICAL, OK, WARN
+from tools.health.pcie import parse_links, parse_pcie
+
+from .conftest import expectations, realdata, replay_text
+from .fakesys import FakeHca, FakePci, FakePort, hca_functions, make_ib, make_pci, two_hcas
+
+IB = "expectations-h200x2-ib.json"
+GPUS = [FakePci("0000:00:06.0", "0x10de", "0x030200", "nvidia"), FakePci("0000:00:07.0", "0x10de", "0x030200", "nvidia")]
+
+
+def test_collector_reads_gpus_and_hcas_and_skips_other_devices(tmp_path: Path) -> None:
+    make_pci(tmp_path, [*GPUS, *hca_functions(), FakePci("0000:00:1f.0", "0x8086", "0x060100", "lpc")])
+    links = parse_links(pcie_links(tmp_path)[0])
+    assert [(x.bdf, x.kind, x.gen_current, x.width_current) for x in links] == [
+        ("0000:00:06.0", "gpu", 5, 16), ("0000:00:07.0", "gpu", 5, 16),
+        ("0000:3b:00.0", "hca", 5, 16), ("0000:5e:00.0", "hca", 5, 16)]
+
+
+def test_lent_h200_links_pass() -> None:
+    assert parse_pcie(replay_text("h200x2-healthy", "pcie-links"), 0, expectations()).status == OK
+
+
+@pytest.mark.realdata
+def test_collector_format_matches_the_real_sysfs_capture() -> None:
+    # The first capture on the lent machine read the same files with a shell loop.
+    captured = realdata("h200x2-captured-2026-11-29/sys-pci-gpu-link.txt").split()
+    ours = [json.loads(line) for line in replay_text("h200x2-healthy", "pcie-links").splitlines()[1:]]
+    assert ours[0]["current_link_speed"] == " ".join(captured[1:4])
+    assert "x" + ours[0]["current_link_width"] == captured[4]
+
+
+def test_x4_gpu_link_is_critical() -> None:
+    outcome = parse_pcie(replay_text("h200x2-pcie-x4", "pcie-links"), 0, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "pcie_width_x4")
+    assert outcome.summary == "gpu 0000:00:07.0: x4 link, expected x16"
+
+
+def test_idle_gpu_at_lower_speed_passes_but_slow_hca_does_not(tmp_path: Path) -> None:
+    idle_gpu = FakePci("0000:00:06.0", "0x10de", "0x030200", "nvidia", speed="2.5 GT/s PCIe")
+    slow_hca = FakePci("0000:3b:00.0", "0x15b3", "0x020700", "mlx5_core", speed="16.0 GT/s PCIe")
+    make_pci(tmp_path, [idle_gpu, GPUS[1], slow_hca, hca_functions()[1]])
+    outcome = parse_pcie(pcie_links(tmp_path)[0], 0, expectations(IB))
+    assert (outcome.status, outcome.reason) == (WARN, "pcie_gen_degraded")
+    assert outcome.summary == "hca 0000:3b:00.0: gen4 link, expected gen5"
+
+
+def test_missing_hca_function_is_critical(tmp_path: Path) -> None:
+    make_pci(tmp_path, GPUS)
+    outcome = parse_pcie(pcie_links(tmp_path)[0], 0, expectations(IB))
+    assert (outcome.status, outcome.reason) == (CRITICAL, "pcie_function_missing")
+
+
+def test_ib_collector_output_is_what_the_replay_fixture_holds(tmp_path: Path) -> None:
+    make_ib(tmp_path, two_hcas(port_down=True))
+    assert ib_sysfs(tmp_path)[0] == replay_text("h200x2-ib-port-down", "ib-sysfs")
+
+
+def test_ib_healthy_and_port_down() -> None:
+    exp = expectations(IB)
+    healthy = replay_text("h200x2-ib-healthy", "ib-sysfs")
+    for parse in (parse_ib_ports, parse_ib_counters, parse_ib_firmware):
+        assert parse(healthy, 0, exp).status == OK
+    down = parse_ib_ports(replay_text("h200x2-ib-port-down", "ib-sysfs"), 0, exp)
+    assert (down.status, down.reason) == (CRITICAL, "ib_port_down")
+    assert down.evidence[0] == "mlx5_1/1: DOWN (Polling)"
+
+
+def test_ib_rate_counters_firmware_and_missing_hca(tmp_path: Path) -> None:
+    exp = expectations(IB)
+    degraded = FakePort(rate="200 Gb/sec (2X NDR)", counters={"symbol_error": 17, "link_downed": 2})
+    make_ib(tmp_path, [FakeHca("mlx5_0", "0000:3b:00.0", fw_ver="28.36.1010"),
+                       FakeHca("mlx5_1", "0000:5e:00.0", ports=[degraded])])
+    text = ib_sysfs(tmp_path)[0]
+    assert parse_ib_ports(text, 0, exp).reason == "ib_rate_degraded"
+    counters = parse_ib_counters(text, 0, exp)
+    assert (counters.status, counters.evidence) == (WARN, ("mlx5_1/1 symbol_error=17", "mlx5_1/1 link_downed=2"))
+    assert parse_ib_firmware(text, 0, exp).evidence == ("mlx5_0: 28.36.1010, site allows 28.39.1002",)
+    three = expectations(IB, ib={"hca_count": 3})
+    assert parse_ib_ports(text, 0, three).reason == "ib_hca_missing"
+
+
+def test_host_without_infiniband_class_reports_zero_hcas(tmp_path: Path) -> None:
+    text = ib_sysfs(tmp_path)[0]
+    assert parse_inventory(text).hcas == ()
+    assert parse_ib_ports(text, 0, expectations(IB)).reason == "ib_hca_missing"
+
+
+def test_ethernet_ports_do_not_count_as_ib(tmp_path: Path) -> None:
+    make_ib(tmp_path, [FakeHca("mlx5_0", "0000:3b:00.0"),
+                       FakeHca("mlx5_1", "0000:5e:00.0", ports=[FakePort(link_layer="Ethernet")])])
+    assert parse_ib_ports(ib_sysfs(tmp_path)[0], 0, expectations(IB)).reason == "ib_port_down"
+
+
+def test_dump_with_a_missing_row_is_refused() -> None:
+    lines = replay_text("h200x2-ib-healthy", "ib-sysfs").splitlines()
+    with pytest.raises(ParseError, match="announces 2 rows, dump holds 1"):
+        parse_inventory("\n".join(lines[:-1]) + "\n")
