@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from provision.health.agent_command import agent_command, agent_program
 from provision.health.errors import HealthError, SshError
-from provision.health.expectations import render_expectations
+from provision.health.expectations import load_overlay, render_expectations, validate_expectations
 from provision.health.record import Recorded, eligibility, record_results
 from provision.health.select import select_hosts
 from provision.health.ssh import SshSettings, run_command
@@ -50,7 +50,14 @@ async def check_hosts(
     if concurrency < 1:
         raise HealthError("concurrency must be at least 1")
     command = agent_command(level, agent or agent_program())
-    configs = {h.hostname: json.dumps(render_expectations(site, h, level)).encode() for h in hosts}
+    overlay = load_overlay(site)
+    rendered = {h.hostname: render_expectations(site, h, level, overlay) for h in hosts}
+    checked: set[str] = set()
+    for host in hosts:
+        if host.host_class not in checked:
+            validate_expectations(rendered[host.hostname], f"host class {host.host_class!r} ({level} checks)")
+            checked.add(host.host_class)
+    configs = {name: json.dumps(config).encode() for name, config in rendered.items()}
     settings.prepare()
     gate = asyncio.Semaphore(concurrency)
 

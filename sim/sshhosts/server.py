@@ -223,6 +223,10 @@ class SshHostsServer:
             process.exit(rc)
         except (asyncssh.Error, ConnectionError, BrokenPipeError):
             process.close()
+        except Exception as exc:  # a simulator bug shows as sshd's own failure status, not a silent drop
+            log.exception("session on %s failed", host.name)
+            process.stderr.write(f"sim.sshhosts: {type(exc).__name__}: {exc}\n")
+            process.exit(255)
 
     async def _agent(self, host: SimHost, level: str, config: str) -> tuple[int, str, str]:
         argv = ["--config", "{config}", "--level", level, "--json", "--replay", str(host.replay)]

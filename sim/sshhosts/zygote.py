@@ -51,6 +51,7 @@ class _Handler(socketserver.StreamRequestHandler):
 class _Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
     max_children = 512
     block_on_close = False
+    request_queue_size = 1024  # the default 5 refuses connections when many hosts ask at once
 
 
 def main(argv: list[str]) -> int:

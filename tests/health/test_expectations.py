@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from provision.health.errors import HealthError
-from provision.health.expectations import ib_rate_gbps, render_expectations
+from provision.health.expectations import ib_rate_gbps, load_overlay, render_expectations, validate_expectations
 from provision.site import load_site
 from provision.site.model import IbSpeed
 from tools.health.config import parse_config
@@ -48,9 +49,45 @@ def test_ib_rates_match_what_the_kernel_prints() -> None:
     assert ib_rate_gbps(IbSpeed.NDR, "2X") == 200
 
 
-def test_long_checks_need_every_floor_and_say_which_is_missing() -> None:
+def test_long_checks_without_a_membw_floor_are_refused_before_any_host_is_touched() -> None:
     site = load_site(SIM_SITE)
     host = site.host("gpu-r1-01")
     assert host is not None
-    with pytest.raises(HealthError, match="membw_gbps"):
-        render_expectations(site, host, "long")
+    config = render_expectations(site, host, "long")
+    assert config["long"] == {"stress_tflops_floor": 750, "allreduce_busbw_floor_gbps": 340}
+    with pytest.raises(HealthError, match="membw_floor_gbps"):
+        validate_expectations(config, "host class 'hgx-h200-sim'")
+
+
+def test_the_overlay_adds_what_the_site_model_has_no_field_for(tmp_path: Path) -> None:
+    doc = yaml.safe_load(SIM_SITE.read_text())
+    (tmp_path / "site.yml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "health-expectations.yml").write_text(yaml.safe_dump({"host_classes": {"hgx-h200-sim": {
+        "gpu": {"nvlinks_per_gpu": 18},
+        "kernel_log": {"expected_patterns": ["^software IO TLB: No low mem$"]},
+        "system": {"clock_sync_required": False},
+        "long": {"membw_floor_gbps": 3800},
+    }}}))
+    site = load_site(tmp_path / "site.yml")
+    host = site.host("gpu-r1-01")
+    assert host is not None
+    config = render_expectations(site, host, "long", load_overlay(site, {}))
+    validate_expectations(config, "test")
+    exp = parse_config(config)
+    assert exp.gpu.nvlinks_per_gpu == 18 and exp.gpu.count == 2, "merged, not replaced"
+    assert exp.system.clock_sync_required is False
+    assert exp.long is not None and (exp.long.membw_floor_gbps, exp.long.stress_tflops_floor) == (3800, 750)
+
+
+def test_an_overlay_for_an_unknown_class_or_a_bad_key_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "site.yml").write_text(SIM_SITE.read_text())
+    overlay = tmp_path / "health-expectations.yml"
+    overlay.write_text(yaml.safe_dump({"host_classes": {"hgx-b200": {}}}))
+    site = load_site(tmp_path / "site.yml")
+    with pytest.raises(HealthError, match="not in the site: hgx-b200"):
+        load_overlay(site, {})
+    overlay.write_text(yaml.safe_dump({"host_classes": {"hgx-h200-sim": {"gpu": {"nvlinkz": 1}}}}))
+    host = site.host("gpu-r1-01")
+    assert host is not None
+    with pytest.raises(HealthError, match="nvlinkz: unknown key"):
+        validate_expectations(render_expectations(site, host, "fast", load_overlay(site, {})), "test")
