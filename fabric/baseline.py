@@ -61,5 +61,5 @@ def design_from_topology(top: Topology, name: str) -> Design:
         if link.a.guid not in nodes or link.b.guid not in nodes:
             continue
         links.append(DesignLink(Port(names[link.a.guid], link.a.port), Port(names[link.b.guid], link.b.port),
-                                link.width or width, link.speed or speed, None, index=len(links) + 1))
+                                link.width or width, link.speed or speed, None, number=len(links) + 1))
     return build_design(name, width, speed, dnodes, links, source=name)

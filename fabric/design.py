@@ -66,8 +66,7 @@ class Location:
         return {"row": self.row, "rack": self.rack, "u": self.u}
 
 
-@dataclass(frozen=True, slots=True)
-class DesignNode:
+class DesignNode(NamedTuple):
     name: str
     type: NodeType
     ports: int
@@ -79,14 +78,13 @@ class DesignNode:
     hca: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DesignLink:
+class DesignLink(NamedTuple):
     a: Port
     b: Port
     width: str
     speed: str
     cable: str | None = None
-    index: int = 0
+    number: int = 0
 
     def other(self, p: Port) -> Port:
         return self.b if p == self.a else self.a
@@ -134,7 +132,7 @@ def build_design(
         by_name[n.name] = n
     by_port: dict[Port, DesignLink] = {}
     for link in links:
-        where = f"link {link.index}" + (f" (cable {link.cable})" if link.cable else "")
+        where = f"link {link.number}" + (f" (cable {link.cable})" if link.cable else "")
         ok = True
         for p in (link.a, link.b):
             node = by_name.get(p.node)
@@ -152,7 +150,7 @@ def build_design(
         for p in (link.a, link.b):
             other = by_port.get(p)
             if other is not None:
-                problems.append(f"{where}: duplicate port {p} (already used by link {other.index}"
+                problems.append(f"{where}: duplicate port {p} (already used by link {other.number}"
                                 + (f", cable {other.cable}" if other.cable else "") + ")")
             else:
                 by_port[p] = link
@@ -282,7 +280,7 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
             if lw is None or ls is None:
                 raise ValueError(f"bad width/speed {extra.get('width')!r}/{extra.get('speed')!r}")
             links.append(DesignLink(Port(str(a), int(ap)), Port(str(b), int(bp)), lw, ls,
-                                    str(cable) if cable is not None else None, index=i))
+                                    str(cable) if cable is not None else None, number=i))
         except (KeyError, TypeError, ValueError) as e:
             problems.append(f"link {i}: {e}")
     if problems:

@@ -95,7 +95,7 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
         if lw is None or ls is None:
             problems.append(f"row {i}: unknown width/speed {r.get('width')!r}/{r.get('speed')!r}")
             continue
-        links.append(DesignLink(Port(a, ap), Port(b, bp), lw, ls, r.get("cable") or None, index=i))
+        links.append(DesignLink(Port(a, ap), Port(b, bp), lw, ls, r.get("cable") or None, number=i))
         for n, p in ((a, ap), (b, bp)):
             ends.add(n)
             max_port[n] = max(max_port.get(n, 0), p)

@@ -99,7 +99,7 @@ def generate_fat_tree(p: FatTreeParams) -> Design:
 
     def link(a: str, ap: int, b: str, bp: int) -> None:
         links.append(DesignLink(Port(a, ap), Port(b, bp), width, speed, f"C{len(links) + 1:05d}",
-                                index=len(links) + 1))
+                                number=len(links) + 1))
 
     def next_port(sw: str, limit: int) -> int:
         used[sw] = used.get(sw, 0) + 1

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from fabric.design import Design, Port
 from fabric.topology import End, NodeType, Topology
@@ -21,8 +22,7 @@ from fabric.topology import End, NodeType, Topology
 _MF0 = re.compile(r"^MF0;([^:]+):")
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(NamedTuple):
     guid: str
     name: str
     how: str  # guid | description | neighbours | position
@@ -84,10 +84,7 @@ class _Identifier:
         self.reasons: dict[str, str] = {}
         self.ignored = [g for g, n in top.nodes.items() if n.is_aggregation_node]
         self.ignored_set = set(self.ignored)
-        self.adjacency: dict[str, list[tuple[int, End]]] = {}
-        for link in top.links:
-            self.adjacency.setdefault(link.a.guid, []).append((link.a.port, link.b))
-            self.adjacency.setdefault(link.b.guid, []).append((link.b.port, link.a))
+        self.adjacency = top.adjacency
 
     def place(self, guid: str, name: str, how: str) -> None:
         self.placed[guid] = Placement(guid, name, how)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import NamedTuple
 
 AGGREGATION_NODE = "Mellanox Technologies Aggregation Node"
@@ -21,8 +22,7 @@ class NodeType(StrEnum):
     ROUTER = "router"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(NamedTuple):
     guid: str
     type: NodeType
     description: str
@@ -44,8 +44,7 @@ class End(NamedTuple):
         return f"{self.guid}[{self.port}]"
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     a: End
     b: End
     width: str | None = None
@@ -82,6 +81,35 @@ class Topology:
     conflicts: tuple[GuidConflict, ...] = ()
     warnings: tuple[str, ...] = ()
     by_end: Mapping[End, Link] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def adjacency(self) -> dict[str, list[tuple[int, End]]]:
+        """guid -> [(local port, far end)] for every link."""
+        out: dict[str, list[tuple[int, End]]] = {}
+        for link in self.links:
+            a, b = link.a, link.b
+            out.setdefault(a.guid, []).append((a.port, b))
+            out.setdefault(b.guid, []).append((b.port, a))
+        return out
+
+    def components(self) -> list[set[str]]:
+        """Connected parts, largest first."""
+        adjacency = self.adjacency
+        seen: set[str] = set()
+        parts: list[set[str]] = []
+        for start in self.nodes:
+            if start in seen:
+                continue
+            part = {start}
+            todo = [start]
+            while todo:
+                for _port, far in adjacency.get(todo.pop(), ()):
+                    if far.guid not in part:
+                        part.add(far.guid)
+                        todo.append(far.guid)
+            seen |= part
+            parts.append(part)
+        return sorted(parts, key=lambda s: (-len(s), min(s)))
 
     def peer(self, end: End) -> End | None:
         link = self.by_end.get(end)

@@ -45,6 +45,7 @@ class _Ctx:
         self.tier_names = design.tier_names()
         self.claimed_by = {end: conflict.guid for conflict in top.conflicts for end in conflict.claimants}
         self.hidden: dict[str, list[str]] = {}
+        self._tier_cache: dict[int, str] = {}
 
     # ends -------------------------------------------------------------------------------------------
     def dend(self, p: Port) -> FEnd:
@@ -68,7 +69,10 @@ class _Ctx:
         return None if guid is None else self.top.by_end.get(End(guid, p.port))
 
     def tier(self, dl: DesignLink) -> str:
-        return self.tier_names.get(self.design.link_tier(dl), "?")
+        t = self._tier_cache.get(dl.number)
+        if t is None:
+            t = self._tier_cache[dl.number] = self.tier_names.get(self.design.link_tier(dl), "?")
+        return t
 
     @staticmethod
     def key(link: Link) -> tuple[End, End]:
@@ -114,10 +118,10 @@ def _duplicate_guids(c: _Ctx) -> None:
                         dp = c.to_design(e)
                         dl = c.design.by_port.get(dp) if dp else None
                         if dl is not None:
-                            c.used_design.add(dl.index)
+                            c.used_design.add(dl.number)
         name = c.ident.name(conflict.guid)
         if name is not None:
-            c.used_design.update(dl.index for dl in _design_links_of(c, name))
+            c.used_design.update(dl.number for dl in _design_links_of(c, name))
         c.add(Finding(
             kind="duplicate_guid",
             a=FEnd(conflict.guid, c.ident.name(conflict.guid), None, None, node.description if node else None),
@@ -132,25 +136,31 @@ def _duplicate_guids(c: _Ctx) -> None:
 
 
 def _matched(c: _Ctx) -> None:
+    guid_of, by_end, used_design, used_disc = c.guid_of, c.top.by_end, c.used_design, c.used_disc
     for dl in c.design.links:
-        disc = c.disc_at(dl.a)
+        ga, gb = guid_of.get(dl.a.node), guid_of.get(dl.b.node)
+        if ga is None or gb is None:
+            continue
+        here = End(ga, dl.a.port)
+        disc = by_end.get(here)
         if disc is None:
             continue
-        ga, gb = c.guid_of.get(dl.a.node), c.guid_of.get(dl.b.node)
-        if gb is None or disc.other(End(ga or "", dl.a.port)) != End(gb, dl.b.port):
+        far = disc.b if disc.a == here else disc.a
+        if far.guid != gb or far.port != dl.b.port:
             continue
-        c.used_design.add(dl.index)
-        c.used_disc.add(c.key(disc))
+        used_design.add(dl.number)
+        used_disc.add((disc.a, disc.b))
         if width_below(disc.width, dl.width) or speed_below(disc.speed, dl.speed):
             seen = f"{disc.width or '?'} {disc.speed or '?'}"
             could = f" (the port could run {disc.could_be})" if disc.could_be else ""
+            cable = f"cable {dl.cable}" if dl.cable else "the cable"
             c.add(Finding(
                 kind="degraded",
                 a=c.dend(dl.a), b=c.dend(dl.b),
                 expected=f"{dl.width} {dl.speed}",
                 seen=f"trained at {seen}{could}",
-                fix=f"reseat, then replace cable {dl.cable or ''} (and the transceivers) between {dl.a} and {dl.b}; "
-                    "check both ports' configured speed/width".replace("cable  ", "the cable "),
+                fix=f"reseat, then replace {cable} (and the transceivers) between {dl.a} and {dl.b}; "
+                    "check both ports' configured speed/width",
                 tier=c.tier(dl), cable=dl.cable,
             ))
 
@@ -171,7 +181,7 @@ def _missing_devices(c: _Ctx) -> None:
             continue
         links = _design_links_of(c, name)
         for dl in links:
-            c.used_design.add(dl.index)
+            c.used_design.add(dl.number)
         if node.type is not NodeType.SWITCH and len(links) == 1 and (
             _down_hca_port(c, name, links[0]) or _hidden_by_duplicate(c, name, links[0])
         ):
@@ -232,17 +242,15 @@ def _down_hca_port(c: _Ctx, name: str, dl: DesignLink) -> bool:
 def _unknown_devices(c: _Ctx) -> None:
     ignored = set(c.ident.ignored)
     reasons = {u.guid: u.reason for u in c.ident.unplaced}
-    adjacency: dict[str, list[Link]] = {}
-    for link in c.top.links:
-        if link.a.guid in ignored or link.b.guid in ignored:
-            c.used_disc.add(c.key(link))  # the SHARP engine's internal port, never cabled
-            continue
-        adjacency.setdefault(link.a.guid, []).append(link)
-        adjacency.setdefault(link.b.guid, []).append(link)
+    if ignored:
+        for guid in ignored:
+            for port, _far in c.top.adjacency.get(guid, ()):
+                link = c.top.by_end[End(guid, port)]
+                c.used_disc.add(c.key(link))  # the SHARP engine's internal port, never cabled
     for guid, node in c.top.nodes.items():
         if guid in c.ident.by_guid or guid in ignored:
             continue
-        links = adjacency.get(guid, [])
+        links = [c.top.by_end[End(guid, port)] for port, _far in c.top.adjacency.get(guid, ())]
         attached: list[str] = []
         first_peer: FEnd | None = None
         for link in links:
@@ -256,7 +264,7 @@ def _unknown_devices(c: _Ctx) -> None:
                     first_peer = c.tend(peer)
                 dl = c.design.by_port.get(dp)
                 if dl is not None:
-                    c.used_design.add(dl.index)
+                    c.used_design.add(dl.number)
         what = "switch" if node.type is NodeType.SWITCH else "HCA"
         c.add(Finding(
             kind="unknown_device",
@@ -272,30 +280,13 @@ def _unknown_devices(c: _Ctx) -> None:
 
 
 def _partition(c: _Ctx) -> list[set[str]]:
-    parent: dict[str, str] = {g: g for g in c.top.nodes}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for link in c.top.links:
-        for g in (link.a.guid, link.b.guid):
-            parent.setdefault(g, g)
-        ra, rb = find(link.a.guid), find(link.b.guid)
-        if ra != rb:
-            parent[ra] = rb
-    groups: dict[str, set[str]] = {}
-    for g in parent:
-        groups.setdefault(find(g), set()).add(g)
-    parts = sorted(groups.values(), key=lambda s: (-len(s), min(s)))
+    parts = c.top.components()
     if len(parts) < 2:
         return parts
     comp = {g: i for i, part in enumerate(parts) for g in part}
     joining: list[DesignLink] = []
     for dl in c.design.links:
-        if dl.index in c.used_design:
+        if dl.number in c.used_design:
             continue
         ga, gb = c.guid_of.get(dl.a.node), c.guid_of.get(dl.b.node)
         if ga is None or gb is None or comp.get(ga) == comp.get(gb):
@@ -303,7 +294,7 @@ def _partition(c: _Ctx) -> list[set[str]]:
         if c.disc_at(dl.a) is not None or c.disc_at(dl.b) is not None:
             continue  # a port cabled elsewhere is a miswire, not a missing bridge
         joining.append(dl)
-        c.used_design.add(dl.index)
+        c.used_design.add(dl.number)
     described = []
     for i, part in enumerate(parts):
         switches = sorted(c.ident.name(g) or f"0x{g}" for g in part if c.top.nodes[g].type is NodeType.SWITCH)
@@ -335,7 +326,7 @@ def _swapped(c: _Ctx) -> None:
         if u is None or v is None:
             continue
         lu, lv = c.design.by_port.get(u), c.design.by_port.get(v)
-        if lu is None or lv is None or lu.index == lv.index or {lu.index, lv.index} & c.used_design:
+        if lu is None or lv is None or lu.number == lv.number or {lu.number, lv.number} & c.used_design:
             continue
         u2, v2 = lu.other(u), lv.other(v)
         other = c.disc_at(u2)
@@ -351,7 +342,7 @@ def _swapped(c: _Ctx) -> None:
                                      c.design.nodes[pq[0].node].type is not NodeType.SWITCH,
                                      c.design.nodes[pq[1].node].type is not NodeType.SWITCH))
         p, q = options[0]
-        c.used_design.update((lu.index, lv.index))
+        c.used_design.update((lu.number, lv.number))
         c.used_disc.update((c.key(link), c.key(other)))
         cables = [x for x in (lu.cable, lv.cable) if x]
         c.add(Finding(
@@ -391,7 +382,7 @@ def _miswired_and_unexpected(c: _Ctx) -> None:
         should = anchor_dl.other(anchor)
         for dl in (lu, lv):
             if dl is not None:
-                c.used_design.add(dl.index)
+                c.used_design.add(dl.number)
         other_label = (str(other_end) if other_end else (b if anchor == u else a).label())
         fix = f"move the plug now in {other_label} to {c.dend(should).where()}"
         expected = f"{anchor} <-> {should}" + (f" (cable {anchor_dl.cable})" if anchor_dl.cable else "")
@@ -411,9 +402,9 @@ def _tier_of_ports(c: _Ctx, u: Port | None, v: Port | None) -> str | None:
 
 def _missing_or_down(c: _Ctx) -> None:
     for dl in c.design.links:
-        if dl.index in c.used_design:
+        if dl.number in c.used_design:
             continue
-        c.used_design.add(dl.index)
+        c.used_design.add(dl.number)
         ends = [(p, c.guid_of.get(p.node)) for p in (dl.a, dl.b)]
         downs = [(p, c.down[End(g, p.port)]) for p, g in ends if g and End(g, p.port) in c.down]
         busy = [(p, lk) for p, _ in ends if (lk := c.disc_at(p)) is not None]
@@ -444,7 +435,8 @@ def _summary(c: _Ctx, findings: Iterable[Finding], parts: list[set[str]]) -> dic
     kinds = Counter(f.kind for f in findings)
     tiers: dict[str, dict[str, object]] = {}
     by_tier = Counter((f.tier, f.kind) for f in findings)
-    designed = Counter(c.tier(dl) for dl in c.design.links)
+    tier_of = {n.name: n.tier for n in c.design.nodes.values()}
+    designed = Counter(c.tier_names.get(max(tier_of[dl.a.node], tier_of[dl.b.node]), "?") for dl in c.design.links)
     for name in c.tier_names.values():
         tiers[name] = {
             "designed_links": designed.get(name, 0),
@@ -471,4 +463,6 @@ def _summary(c: _Ctx, findings: Iterable[Finding], parts: list[set[str]]) -> dic
         "warnings": list(c.top.warnings[:50]),
         "warning_count": len(c.top.warnings),
         "identification_notes": list(c.ident.notes[:50]),
+        "unplaced_nodes": [{"guid": f"0x{u.guid}", "type": str(u.type), "description": u.description,
+                            "reason": u.reason} for u in c.ident.unplaced[:100]],
     }
