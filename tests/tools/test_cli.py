@@ -15,6 +15,7 @@ from .conftest import REPLAY
 
 VARIANTS = [
     ("h200x2-healthy", "expectations-h200x2.json", 0, set()),
+    ("h200x2-vbios-drift", "expectations-h200x2.json", 1, set()),
     ("h200x2-xid79", "expectations-h200x2.json", 2, {"xid_79"}),
     ("h200x2-pcie-x4", "expectations-h200x2.json", 2, {"pcie_width_x4"}),
     ("h200x2-ecc-uncorrected", "expectations-h200x2.json", 2, {"ecc_uncorrected"}),
@@ -26,12 +27,20 @@ VARIANTS = [
 @pytest.mark.parametrize(("variant", "config", "code", "reasons"), VARIANTS)
 def test_replay_variant_verdicts(variant: str, config: str, code: int, reasons: set[str],
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["--config", str(REPLAY / config), "--replay", str(REPLAY / variant), "--level", "all", "--json"])
+    level = "fast" if variant == "h200x2-vbios-drift" else "all"  # captured at the fast level only
+    rc = main(["--config", str(REPLAY / config), "--replay", str(REPLAY / variant), "--level", level, "--json"])
     report = json.loads(capsys.readouterr().out)
     assert rc == report["exit_code"] == code
     critical = {c["reason"] for c in report["checks"] if c["status"] == "critical"}
     assert critical == reasons
     assert all(c["remediation"] for c in report["checks"] if c["status"] not in ("ok", "not_applicable"))
+
+
+def test_vbios_drift_on_the_second_lent_host_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--config", str(REPLAY / "expectations-h200x2.json"), "--replay", str(REPLAY / "h200x2-vbios-drift"),
+          "--json"])
+    (versions,) = [c for c in json.loads(capsys.readouterr().out)["checks"] if c["check"] == "gpu_versions"]
+    assert versions["evidence"] == ["00000000:00:07.0 VBIOS 96.00.A5.00.1E, site allows 96.00.A5.00.1A"]
 
 
 def test_textfile_is_valid_prometheus_exposition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
