@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from sim.ibfabric.__main__ import STATE_NAME
-from sim.lab import LabContext, Service
+from sim.lab import LabContext, Service, python_module
 
 
 def _probe(state: Path) -> bool:
@@ -28,7 +27,7 @@ def services(ctx: LabContext) -> list[Service]:
     state = run_dir / STATE_NAME
     return [Service(
         name="ibfabric",
-        argv=[sys.executable, "-m", "sim.ibfabric", "serve", "--design", str(design), "--run-dir", str(run_dir)],
+        argv=python_module("sim.ibfabric", "serve", "--design", str(design), "--run-dir", str(run_dir)),
         probe=lambda: _probe(state),
         start_timeout_s=60.0,
         exports={"BRINGUP_IBSIM_STATE": str(state)},

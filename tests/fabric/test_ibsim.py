@@ -199,3 +199,37 @@ def test_ibsim_dies_with_its_parent(tmp_path: Path) -> None:
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(pid)
+
+
+@pytest.mark.slow
+def test_imbue_scale_fabric_runs_in_ibsim_and_validates_clean() -> None:
+    import dataclasses
+
+    from fabric.generate import generate_fat_tree
+    from tests.fabric.test_design import IMBUE_PARAMS
+
+    # Debian's ibsim 0.10 knows no NDR: the Imbue-scale cabling, trained at HDR
+    design = generate_fat_tree(dataclasses.replace(IMBUE_PARAMS, speed="HDR"))
+    with IbFabric(design, timeout_s=120) as fabric:  # 4,408 nodes: past ibsim's default -N/-S/-P limits
+        result = validate_text(design, fabric.discover())
+    assert findings(result) == []
+    assert result.report.summary["switches"] == {"designed": 320, "discovered": 320, "placed": 320}
+
+
+def test_lab_service_runs_the_sites_fabric_for_validate_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from provision.site import load_site
+    from sim.ibfabric.service import services
+    from sim.lab import Lab, LabContext
+    from tests.fabric.test_cli import _site_with_design
+
+    site = load_site(_site_with_design(tmp_path))
+    run_dir = tmp_path / "run"
+    [svc] = services(LabContext(site=site, run_dir=run_dir, secrets={}))
+    with Lab([svc], run_dir).running_lab() as lab:
+        state = lab.exports()["BRINGUP_IBSIM_STATE"]
+        pid = json.loads(Path(state).read_text())["pid"]
+        monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
+        assert main(["validate", "--site", str(site.path), "--live", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
+    assert not _alive(pid)
