@@ -119,6 +119,11 @@ def _print_report(result: Any) -> None:
     console.print(f"switches: {sw['placed']}/{sw['designed']} placed ({sw['discovered']} discovered); "
                   f"HCAs: {ca['placed']}/{ca['designed']} placed ({ca['discovered']} discovered); "
                   f"{s['warning_count']} parser warning(s)")
+    unplaced = result.identification.unplaced
+    for u in unplaced[:10]:
+        console.print(f"could not place {u.type} 0x{u.guid} \"{u.description}\": {u.reason}", markup=False)
+    if len(unplaced) > 10:
+        console.print(f"... and {len(unplaced) - 10} more unplaced (see --json or `fabric identify`)")
     verdict = "clean: cabled as designed" if s["clean"] else f"{s['total_findings']} finding(s)"
     console.print(f"[bold]{verdict}[/bold]")
 

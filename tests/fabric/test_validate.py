@@ -187,3 +187,30 @@ def test_json_finding_shape(sim_design: Design, ab: AsBuilt, names: dict[str, st
     assert set(f) >= {"kind", "a", "b", "expected", "seen", "fix", "tier", "cable"}
     assert set(f["a"]) == {"guid", "name", "port", "location", "description"}
     assert f["a"]["guid"].startswith("0x") and f["a"]["location"] == {"row": "A", "rack": "r3", "u": 40}
+
+
+def test_imbue_scale_top_tier_cabled_as_eight_separate_networks() -> None:
+    """Imbue's first day: the core tier cabled so that each rail's pod only reached its own cores."""
+    from fabric.generate import generate_fat_tree
+    from tests.fabric.test_design import IMBUE_PARAMS
+
+    design = generate_fat_tree(IMBUE_PARAMS)
+    ab = AsBuilt.from_design(design)
+    cores = [s.name for s in design.switches() if s.tier == 3]
+    spines = [s.name for s in design.switches() if s.tier == 2]
+    for spine in spines:
+        for port in range(33, 65):
+            ab.unplug(Port(spine, port))
+    free = {core: iter(range(1, 65)) for core in cores}
+    for pod in range(8):
+        pod_spines, pod_cores = spines[pod * 16:(pod + 1) * 16], cores[pod * 8:(pod + 1) * 8]
+        for k, spine in enumerate(pod_spines):
+            for j in range(32):
+                core = pod_cores[(k * 32 + j) % 8]
+                ab.plug(Port(spine, 33 + j), Port(core, next(free[core])), speed="NDR")
+    result = discover(ab, design, starts=tuple(f"gpu-01-01/mlx5_{i}" for i in range(8)))
+    [partition] = [f for f in result.report.findings if f.kind == "partition"]
+    parts = partition.details["parts"]
+    assert len(parts) == 8  # type: ignore[arg-type]
+    assert {p["size"] for p in parts} == {16 + 16 + 8 + 511}  # type: ignore[index]
+    assert result.report.summary["switches"]["placed"] == 320  # type: ignore[index]
