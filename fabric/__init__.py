@@ -1,1 +1,10 @@
-"""fabric package."""
+"""InfiniBand fabric tooling: prove the network is cabled as designed.
+
+- `design`, `design_csv`, `generate`: the cabling design (YAML), partner CSV import, fat-tree generator.
+- `parsers`: ibnetdiscover (and `-p`), iblinkinfo (and `-l`), UFM REST JSON -> `topology.Topology`.
+- `identify`: discovered GUIDs -> design names (description, GUID, cabling), OpenSM node-name-map.
+- `validate`, `findings`, `worklist`: one finding per fault with both ends' locations and a fix.
+- `baseline`: a known-good capture used as the design; `live`: run discovery here or on the sim.
+- `asbuilt`: a design plus cabling faults, rendered as ibnetdiscover text (ibsim net file, test captures).
+- `cli`: the `fabric` command.
+"""

@@ -53,6 +53,7 @@ def test_real_ibsim_capture_against_the_sim_design(capsys: pytest.CaptureFixture
     assert found == ["degraded", "port_down"]
 
 
+@pytest.mark.realdata
 def test_baseline_mode_without_a_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = realdata_text("ibnetdiscover__NVIDIA-topograph__tests_output_ibnetdiscover_example.out")
     good = tmp_path / "good.txt"
@@ -90,6 +91,7 @@ def test_bad_captures_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
     assert "Traceback" not in err
 
 
+@pytest.mark.realdata
 def test_capture_of_another_fabric_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     other = tmp_path / "other.txt"
     other.write_text(realdata_text("ibnetdiscover__Mellanox-ufm_sdk_3.0__topo_small_topo_file.txt"))
