@@ -57,7 +57,7 @@ def validate(
     live: bool = typer.Option(False, "--live", help="Run ibnetdiscover now (here, or on the simulated fabric)."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds each live discovery may take."),
     sim_state: Path | None = typer.Option(None, "--sim-state", help="Simulated fabric state file (default: "
-                                          "$BRINGUP_IBSIM_STATE)."),
+                                          "$BRINGUP_IBSIM_STATE, else the site's `python -m sim up` lab)."),
     fmt: str = typer.Option("auto", "--format", help="auto, ibnetdiscover, ibnetdiscover-p, iblinkinfo, ufm-links."),
     as_json: bool = typer.Option(False, "--json", help="Print {findings, summary} as JSON."),
     worklist: Path | None = typer.Option(None, "--worklist", help="Write the datacenter worklist CSV here."),
@@ -82,6 +82,8 @@ def validate(
         assert baseline is not None
         the_design = baseline_design(baseline, fmt)
     if live:
+        if sim_state is None and site is not None and not os.environ.get(live_mod.SIM_STATE_ENV):
+            sim_state = live_mod.lab_state_for_site(site)
         topology = topology_from_texts(live_mod.discover(timeout, sim_state))
     else:
         topology = load_captures(list(discovered), fmt)

@@ -49,6 +49,14 @@ def sim_attachments(state_path: Path) -> list[Attachment]:
                        env={"IBSIM_SOCKNAME": socket, "SIM_HOST": p["id"]}) for p in points]
 
 
+def lab_state_for_site(site: Path) -> Path | None:
+    """Where `python -m sim up` keeps this site's simulated fabric state, if it is running."""
+    from provision.site import resolve_site_path
+
+    state = resolve_site_path(site).resolve().parent / "state" / "lab" / "ibfabric" / "ibfabric.json"
+    return state if state.is_file() else None
+
+
 def local_attachments() -> list[Attachment]:
     if not SYS_IB.is_dir() or not any(SYS_IB.iterdir()):
         raise DiscoveryError(f"no InfiniBand HCA on this host ({SYS_IB} is empty or absent) and no simulated "

@@ -224,12 +224,15 @@ def test_lab_service_runs_the_sites_fabric_for_validate_live(tmp_path: Path, mon
     from tests.fabric.test_cli import _site_with_design
 
     site = load_site(_site_with_design(tmp_path))
-    run_dir = tmp_path / "run"
+    run_dir = site.directory / "state" / "lab"  # where `python -m sim up` runs the site's lab
     [svc] = services(LabContext(site=site, run_dir=run_dir, secrets={}))
+    monkeypatch.delenv("BRINGUP_IBSIM_STATE", raising=False)
     with Lab([svc], run_dir).running_lab() as lab:
         state = lab.exports()["BRINGUP_IBSIM_STATE"]
         pid = json.loads(Path(state).read_text())["pid"]
-        monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
+        # found without the variable: the site's lab state
         assert main(["validate", "--site", str(site.path), "--live", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
+        monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
+        assert main(["validate", "--site", str(site.path), "--live"]) == 0
     assert not _alive(pid)
