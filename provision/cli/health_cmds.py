@@ -7,10 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
+from provision.bisect.planner import PlanError
+from provision.bisect.runner import BisectReport, JobRun, make_planner
+from provision.bisect.runner import bisect as run_bisect
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, err_console
+from provision.health.errors import HealthError
 from provision.health.run import run_health
+from provision.health.select import select_hosts
+from provision.health.ssh import SshSettings
 from provision.health.summary import summarize
 from provision.health.verdict import HostHealth, Verdict
 
@@ -107,4 +113,81 @@ def health(
     else:
         _render_health(payload)
     if any(r.verdict is not Verdict.healthy for r in report.results):
+        raise typer.Exit(1)
+
+
+def _bisect_payload(report: BisectReport) -> dict[str, Any]:
+    finding = report.finding
+    return {
+        "group": list(report.hosts),
+        "command": report.command,
+        "strategy": report.strategy,
+        "culprits": list(finding.culprits),
+        "unexplained": [list(g) for g in finding.unexplained],
+        "undecided": list(finding.undecided),
+        "job_runs": finding.runs,
+        "rounds": finding.rounds,
+        "duration_s": round(report.duration_s, 2),
+        "recorded": list(report.recorded),
+        "runs": [r.as_dict() for r in report.runs],
+    }
+
+
+@app.command()
+def bisect(
+    hosts: Annotated[str, typer.Option("--hosts", help="The group whose job fails (same patterns as health).")],
+    cmd: Annotated[
+        str,
+        typer.Option("--cmd", help="Job run on each sub-group's first host; {hosts} {hosts_space} {nnodes} {first}."),
+    ],
+    strategy: Annotated[str, typer.Option("--strategy", help="adaptive (default) or grid (Imbue's).")] = "adaptive",
+    rounds: Annotated[int, typer.Option("--rounds", help="Rounds the adaptive search aims for.", min=1)] = 3,
+    min_hosts: Annotated[int, typer.Option("--min-hosts", help="Fewest hosts the job runs on.", min=1)] = 2,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per job run (a hang fails).", min=0.1)] = 600.0,
+    record: Annotated[
+        bool, typer.Option("--record/--no-record", help="Mark culprits failed (bisect_culprit) or only report.")
+    ] = True,
+    site: SiteOpt = None,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Find the bad host(s) in a group whose multi-host job fails, by running it on sub-groups over SSH."""
+    ctx = Context.open(site, db)
+    group = [h.hostname for h in select_hosts(ctx.site, hosts)]
+    try:
+        planner_check = make_planner(strategy, group, min_hosts=min_hosts, rounds=rounds)
+    except PlanError as exc:
+        raise HealthError(f"--hosts {hosts}: {exc}") from None
+    del planner_check
+
+    def progress(round_no: int, runs: list[JobRun]) -> None:
+        if not json_out:
+            failed = sum(1 for r in runs if not r.passed)
+            err_console.print(f"  round {round_no}: {len(runs)} job run(s), {failed} failed", style="dim")
+
+    report = run_bisect(
+        group, cmd, SshSettings.from_site(ctx.site), strategy=strategy, min_hosts=min_hosts, rounds=rounds,
+        timeout_s=timeout, store=ctx.store if record else None, progress=progress,
+    )
+    payload = _bisect_payload(report)
+    if json_out:
+        emit_json(payload)
+    else:
+        console.print(
+            f"bisect ({strategy}) over {len(group)} hosts: {payload['job_runs']} job runs in {payload['rounds']} "
+            f"rounds, {payload['duration_s']:.1f} s"
+        )
+        for host in payload["culprits"]:
+            console.print(f"  [red]culprit[/] {host}" + ("  (recorded: failed, bisect_culprit)" if record else ""))
+        for group_hosts in payload["unexplained"]:
+            console.print(
+                f"  [yellow]unexplained[/]: the job failed on {len(group_hosts)} hosts together but on no smaller "
+                "group (a link between hosts, a switch, or an intermittent failure)"
+            )
+        if payload["undecided"]:
+            undecided = ", ".join(payload["undecided"])
+            console.print(f"  [yellow]undecided[/] (too few cleared hosts to pad with): {undecided}")
+        if not payload["culprits"] and not payload["unexplained"]:
+            console.print("  no failing job: every sub-group passed")
+    if payload["culprits"] or payload["unexplained"]:
         raise typer.Exit(1)
