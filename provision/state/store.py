@@ -1,0 +1,422 @@
+"""The lifecycle state store: one SQLite file (WAL) per site.
+
+One row per host with its current state, and an append-only event history. Every write is a single
+`BEGIN IMMEDIATE` transaction that reads the current state, validates the move and appends the event,
+so writers in several threads or processes serialise on SQLite's lock and none is lost. With WAL and
+`synchronous=FULL`, an event is on disk when `transition` returns: a `kill -9` afterwards loses nothing.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provision.errors import IllegalTransition, StateError, UnknownHost
+from provision.state.lifecycle import State, check_transition, parse_state, reached
+from provision.state.redact import redact
+
+SCHEMA_VERSION = 1
+_REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS hosts (
+    hostname    TEXT PRIMARY KEY,
+    rack        TEXT NOT NULL DEFAULT '',
+    state       TEXT NOT NULL,
+    reason      TEXT,
+    resume_from TEXT,
+    evidence    TEXT,
+    updated_at  REAL NOT NULL,
+    in_site     INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS events (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts         REAL NOT NULL,
+    host       TEXT NOT NULL,
+    from_state TEXT,
+    to_state   TEXT NOT NULL,
+    command    TEXT NOT NULL,
+    reason     TEXT,
+    evidence   TEXT,
+    actor      TEXT NOT NULL,
+    override   INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS events_host ON events (host, id);
+"""
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    hostname: str
+    rack: str
+    state: State
+    reason: str | None
+    resume_from: State | None
+    evidence: Any
+    updated_at: float
+    in_site: bool
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    ts: float
+    host: str
+    from_state: State | None
+    to_state: State
+    command: str
+    reason: str | None
+    evidence: Any
+    actor: str
+    override: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    """One requested move, for `transition_many`."""
+
+    host: str
+    to: State
+    command: str
+    reason: str | None = None
+    evidence: Any = None
+    may_skip: frozenset[State] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    host: str
+    before: State
+    after: State
+    changed: bool
+
+
+def _default_actor() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _dumps(evidence: Any) -> str | None:
+    if evidence is None:
+        return None
+    return json.dumps(redact(evidence), sort_keys=True, default=str)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _record(row: sqlite3.Row) -> HostRecord:
+    return HostRecord(
+        hostname=row["hostname"],
+        rack=row["rack"],
+        state=State(row["state"]),
+        reason=row["reason"],
+        resume_from=State(row["resume_from"]) if row["resume_from"] else None,
+        evidence=_loads(row["evidence"]),
+        updated_at=row["updated_at"],
+        in_site=bool(row["in_site"]),
+    )
+
+
+def _event(row: sqlite3.Row) -> Event:
+    return Event(
+        id=row["id"],
+        ts=row["ts"],
+        host=row["host"],
+        from_state=State(row["from_state"]) if row["from_state"] else None,
+        to_state=State(row["to_state"]),
+        command=row["command"],
+        reason=row["reason"],
+        evidence=_loads(row["evidence"]),
+        actor=row["actor"],
+        override=bool(row["override"]),
+    )
+
+
+class StateStore:
+    """Thread-safe: each thread gets its own connection; processes serialise on SQLite's lock."""
+
+    def __init__(self, path: Path | str, *, actor: str | None = None, busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.actor = actor or _default_actor()
+        self._busy_ms = int(busy_timeout_s * 1000)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create the state directory {self.path.parent}: {exc}") from None
+        self._init_schema()
+
+    # connections ---------------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    self.path, timeout=self._busy_ms / 1000, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise StateError(f"cannot open the state store {self.path}: {exc}") from None
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StateError(f"state store {self.path} is locked or unreadable: {exc}") from None
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _init_schema(self) -> None:
+        try:
+            self._conn().executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(f"{self.path} is not a bringup state store: {exc}") from None
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row["value"]) != SCHEMA_VERSION:
+                raise StateError(
+                    f"{self.path} has schema version {row['value']}, this bringup expects {SCHEMA_VERSION}"
+                )
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # reads ---------------------------------------------------------------------------------------
+
+    def get(self, hostname: str) -> HostRecord:
+        row = self._conn().execute("SELECT * FROM hosts WHERE hostname = ?", (hostname,)).fetchone()
+        if row is None:
+            raise UnknownHost(f"host {hostname!r} is not in the state store (is it in the site file?)")
+        return _record(row)
+
+    def hosts(self) -> list[HostRecord]:
+        rows = self._conn().execute("SELECT * FROM hosts ORDER BY rack, hostname").fetchall()
+        return [_record(row) for row in rows]
+
+    def history(self, hostname: str) -> list[Event]:
+        self.get(hostname)
+        rows = self._conn().execute("SELECT * FROM events WHERE host = ? ORDER BY id", (hostname,)).fetchall()
+        return [_event(row) for row in rows]
+
+    def event_count(self) -> int:
+        return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def in_state(self, state: State) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT hostname FROM hosts WHERE state = ? AND in_site = 1 ORDER BY hostname", (state.value,)
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    # writes --------------------------------------------------------------------------------------
+
+    def sync_site(self, hosts: Iterable[tuple[str, str]], *, command: str = "site") -> int:
+        """Declare every (hostname, rack) of the site that the store does not know yet.
+
+        Hosts the store knows but the site no longer lists stay (their history matters) but are
+        flagged `in_site = 0`. Returns how many hosts were newly declared.
+        """
+        wanted = dict(hosts)
+        now = time.time()
+        current = {
+            row[0]: (row[1], row[2]) for row in self._conn().execute("SELECT hostname, rack, in_site FROM hosts")
+        }
+        if current.keys() == wanted.keys() and all(
+            rack == wanted[h] and flag == 1 for h, (rack, flag) in current.items()
+        ):
+            return 0  # nothing to write: the common case, and it costs no fsync
+        with self._tx() as db:
+            known = {row[0]: row[1] for row in db.execute("SELECT hostname, rack FROM hosts")}
+            new = [(h, r) for h, r in wanted.items() if h not in known]
+            db.executemany(
+                "INSERT INTO hosts (hostname, rack, state, updated_at) VALUES (?, ?, 'declared', ?)",
+                [(h, r, now) for h, r in new],
+            )
+            db.executemany(
+                "INSERT INTO events (ts, host, from_state, to_state, command, actor) "
+                "VALUES (?, ?, NULL, 'declared', ?, ?)",
+                [(now, h, command, self.actor) for h, _ in new],
+            )
+            moved = [(r, h) for h, r in wanted.items() if h in known and known[h] != r]
+            db.executemany("UPDATE hosts SET rack = ? WHERE hostname = ?", moved)
+            db.execute("UPDATE hosts SET in_site = 0")
+            db.executemany("UPDATE hosts SET in_site = 1 WHERE hostname = ?", [(h,) for h in wanted])
+        return len(new)
+
+    def _apply(self, db: sqlite3.Connection, change: Change, now: float) -> Outcome:
+        row = db.execute("SELECT * FROM hosts WHERE hostname = ?", (change.host,)).fetchone()
+        if row is None:
+            raise UnknownHost(f"host {change.host!r} is not in the state store (is it in the site file?)")
+        current = _record(row)
+        if change.to is State.failed:
+            if not change.reason or not _REASON.match(change.reason):
+                raise StateError(
+                    f"{change.host}: a failure needs a machine-readable reason like 'bmc_auth' "
+                    f"(got {change.reason!r})"
+                )
+        elif reached(current.state, change.to):
+            return Outcome(change.host, current.state, current.state, changed=False)
+        try:
+            check_transition(current.state, change.to, current.resume_from, change.may_skip)
+        except IllegalTransition as exc:
+            raise IllegalTransition(f"{change.host}: {exc}") from None
+        self._write(db, current, change.to, change.command, change.reason, change.evidence, now, False)
+        return Outcome(change.host, current.state, change.to, changed=True)
+
+    def _write(
+        self,
+        db: sqlite3.Connection,
+        current: HostRecord,
+        target: State,
+        command: str,
+        reason: str | None,
+        evidence: Any,
+        now: float,
+        override: bool,
+    ) -> None:
+        blob = _dumps(evidence)
+        if target is State.failed:
+            resume = current.resume_from if current.state is State.failed else current.state
+        else:
+            resume = None
+        db.execute(
+            "UPDATE hosts SET state = ?, reason = ?, resume_from = ?, evidence = ?, updated_at = ? "
+            "WHERE hostname = ?",
+            (
+                target.value,
+                reason if target is State.failed or override else None,
+                resume.value if resume else None,
+                blob,
+                now,
+                current.hostname,
+            ),
+        )
+        db.execute(
+            "INSERT INTO events (ts, host, from_state, to_state, command, reason, evidence, actor, override) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                now,
+                current.hostname,
+                current.state.value,
+                target.value,
+                command,
+                reason,
+                blob,
+                self.actor,
+                int(override),
+            ),
+        )
+
+    def transition(
+        self,
+        hostname: str,
+        to: State | str,
+        *,
+        command: str,
+        reason: str | None = None,
+        evidence: Any = None,
+        may_skip: frozenset[State] = frozenset(),
+    ) -> Outcome:
+        """Move a host along the lifecycle, validated. Re-asking for a state already reached is a no-op."""
+        target = to if isinstance(to, State) else parse_state(to)
+        with self._tx() as db:
+            return self._apply(db, Change(hostname, target, command, reason, evidence, may_skip), time.time())
+
+    def fail(self, hostname: str, reason: str, *, command: str, evidence: Any = None) -> Outcome:
+        return self.transition(hostname, State.failed, command=command, reason=reason, evidence=evidence)
+
+    def transition_many(self, changes: Iterable[Change]) -> list[Outcome]:
+        """Apply several moves in one transaction: all are written, or (on an illegal one) none."""
+        now = time.time()
+        with self._tx() as db:
+            return [self._apply(db, change, now) for change in changes]
+
+    def mark(self, hostname: str, to: State | str, *, reason: str, command: str = "mark") -> Outcome:
+        """Operator override: any state, recorded as an override with the operator's reason."""
+        target = to if isinstance(to, State) else parse_state(to)
+        if not reason.strip():
+            raise StateError("an override needs --reason: say why, it goes into the host's history")
+        if target is State.failed and not _REASON.match(reason):
+            raise StateError("marking a host failed needs a machine-readable reason like 'pcie_width_x4'")
+        with self._tx() as db:
+            row = db.execute("SELECT * FROM hosts WHERE hostname = ?", (hostname,)).fetchone()
+            if row is None:
+                raise UnknownHost(f"host {hostname!r} is not in the state store (is it in the site file?)")
+            current = _record(row)
+            self._write(db, current, target, command, reason, {"override": True}, time.time(), True)
+        return Outcome(hostname, current.state, target, changed=current.state is not target)
+
+    # asyncio -------------------------------------------------------------------------------------
+
+    async def atransition(
+        self,
+        hostname: str,
+        to: State | str,
+        *,
+        command: str,
+        reason: str | None = None,
+        evidence: Any = None,
+        may_skip: frozenset[State] = frozenset(),
+    ) -> Outcome:
+        """`transition` from asyncio code without blocking the event loop (runs in a worker thread)."""
+        import asyncio  # only fan-out code needs it; plain CLI commands skip its import cost
+
+        return await asyncio.to_thread(
+            self.transition,
+            hostname,
+            to,
+            command=command,
+            reason=reason,
+            evidence=evidence,
+            may_skip=may_skip,
+        )
+
+
+def counts(records: Iterable[HostRecord]) -> Mapping[State, int]:
+    out: dict[State, int] = {}
+    for rec in records:
+        out[rec.state] = out.get(rec.state, 0) + 1
+    return out
