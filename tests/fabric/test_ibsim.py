@@ -65,6 +65,12 @@ def test_clean_fabric_and_console_unlink_relink(sim_design: Design) -> None:
         assert validate_text(sim_design, fabric.iblinkinfo()).report.findings == ()
         assert validate_text(sim_design, fabric.iblinkinfo(line_mode=True)).report.findings == ()
         assert findings(validate_text(sim_design, fabric.tool(["ibnetdiscover", "-p"]))) == []
+        # the node-name-map we write is one OpenSM's tools accept: every switch shows its location
+        nnm = fabric.workdir / "node-name-map"
+        nnm.write_text(clean.identification.node_name_map(sim_design))
+        renamed = fabric.tool(["ibnetdiscover", "--node-name-map", str(nnm)])
+        assert all(f'"{s.name}"' in renamed for s in sim_design.switches())
+        assert "Quantum Mellanox Technologies" not in renamed
 
         leaf, spine = leaves(sim_design)[2], spines(sim_design)[1]
         fabric.unlink(leaf, 26)
