@@ -25,6 +25,7 @@ DOCKER_LISTING = ("GPU 0: NVIDIA H200 (UUID: GPU-7b66e46d-ebaf-2948-8250-6dba0a1
 FOREIGN = {
     "nvidia-smi-q": "==============NVSMI LOG==============\n\nTreiberversion : 580.159.04\nAngeschlossene GPUs : 2\n",
     "nvidia-smi-nvlink-s": "GPU 0: NVIDIA H200 (UUID: GPU-7b66e46d)\n\t Verbindung 0: 26,562 GB/s\n",
+    "nvidia-smi-topo-m": "\tGPU0\tGPU1\tCPU-Affinität\nGPU0\t X \tNV18\t0-31\nGPU1\tNV18\t X \t0-31\n\nLegende:\n",
     "nvidia-smi-nvlink-e": "GPU 0: NVIDIA H200 (UUID: GPU-7b66e46d)\n\t Verbindung 0: Wiederholungsfehler: 0\n",
     "dmesg": "[So Nov 29 22:13:05 2026] nvidia: Laden des Moduls\n[So Nov 29 22:13:06 2026] NVRM: GPU bereit\n",
     "systemctl-fabricmanager": "aktiv\n",

@@ -107,3 +107,16 @@ def test_garbled_and_empty_logs_are_refused() -> None:
         parse_kernel_log("\n\n")
     with pytest.raises(ParseError, match="look like kernel log lines"):
         parse_kernel_log("\x00\x13garbage\nmore garbage\n")
+
+
+def test_journal_is_read_when_dmesg_is_refused() -> None:
+    from tools.health.kernel_log import from_log
+
+    journal = ("Nov 29 22:13:05 node7 kernel: NVRM: Xid (PCI:0000:00:07): 79, pid='<unknown>', name=<unknown>, "
+               "GPU has fallen off the bus.\n")
+    results = {"dmesg": ProbeResult("dmesg", "dmesg: read kernel buffer failed: Operation not permitted\n", 1),
+               "journalctl-k": ProbeResult("journalctl-k", journal, 0)}
+    outcome = from_log("gpu_xid", judge_xid)(results, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_79") and "(journalctl-k)" in outcome.summary
+    neither = {"dmesg": results["dmesg"], "journalctl-k": failed("journalctl-k", "tool_missing", "absent")}
+    assert from_log("gpu_xid", judge_xid)(neither, expectations()).status == UNKNOWN

@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import gpu, ib, kernel_log, long_checks, nvlink, pcie, storage, system
+from . import gpu, ib, kernel_log, long_checks, nvlink, pcie, storage, system, topology
 from .check import Check
 from .collectors import adjtimex, cpu_governors, ib_sysfs, pcie_links, proc_file
 from .config import Expectations
 from .probes import Probe
 
 CHECKS: tuple[Check, ...] = (
-    *gpu.CHECKS, *nvlink.CHECKS, *kernel_log.CHECKS, *pcie.CHECKS, *ib.CHECKS, *system.CHECKS, *storage.CHECKS,
-    *long_checks.CHECKS,
+    *gpu.CHECKS, *nvlink.CHECKS, *topology.CHECKS, *kernel_log.CHECKS, *pcie.CHECKS, *ib.CHECKS,
+    *system.CHECKS, *storage.CHECKS, *long_checks.CHECKS,
 )
 
 # The directory that holds the ``tools`` package: the GPU worker runs as ``-m tools.health.gpu_worker``.
@@ -26,6 +26,7 @@ def probes(exp: Expectations) -> dict[str, Probe]:
         Probe("nvidia-smi-q", ("nvidia-smi", "-q"), timeout_s=t),
         Probe("nvidia-smi-nvlink-s", ("nvidia-smi", "nvlink", "-s"), timeout_s=t),
         Probe("nvidia-smi-nvlink-e", ("nvidia-smi", "nvlink", "-e"), timeout_s=t),
+        Probe("nvidia-smi-topo-m", ("nvidia-smi", "topo", "-m"), timeout_s=t),
         Probe("dmesg", ("dmesg", "-x"), timeout_s=t),
         Probe("journalctl-k", ("journalctl", "-k", "-b", "--no-pager", "-q"), timeout_s=t),
         Probe("pcie-links", collect=pcie_links, timeout_s=t),

@@ -66,6 +66,7 @@ class IbExpect:
     firmware: tuple[str, ...] = ()
     pcie_gen: int | None = None
     pcie_width: int | None = None
+    gpu_nic_affinity: bool = False  # every GPU must have a NIC at PIX/PXB in `nvidia-smi topo -m`
     counter_max: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_IB_COUNTER_MAX))
 
 
