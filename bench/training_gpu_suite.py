@@ -21,12 +21,14 @@ WARMUP = 3
 
 
 def job(name: str, model: str, engine: str, gpus: int, mb: int, steps: int = 8, ac: str = "none",
-        compile_: int = 0, chunk: int = 0, seq: int = 4096, sdpa: str = "auto") -> dict[str, object]:
+        compile_: int = 0, chunk: int = 0, seq: int = 4096, sdpa: str = "auto", reshard: int = 1, ga: int = 1,
+        offload: int = 0) -> dict[str, object]:
     chunk = chunk or mb * seq
     args = ["-m", "training", "train", "--config", model, "--engine", engine, "--synthetic",
             "--seq-len", str(seq), "--micro-batch", str(mb), "--steps", str(steps), "--warmup-steps", "2",
             "--checkpoint-every", "0", "--activation-checkpoint", ac, "--compile", str(compile_),
-            "--loss-chunk-tokens", str(chunk), "--gc-every", "50", "--sdpa", sdpa]
+            "--loss-chunk-tokens", str(chunk), "--gc-every", "50", "--sdpa", sdpa,
+            "--reshard-after-forward", str(reshard), "--grad-accum", str(ga), "--cpu-offload", str(offload)]
     return {"name": name, "kind": "job", "model": model, "engine": engine, "gpus": gpus, "micro_batch": mb,
             "seq": seq, "ac": ac, "compile": compile_, "args": args}
 
@@ -37,6 +39,17 @@ def baseline(name: str, model: str, gpus: int, mb: int, steps: int = 8, seq: int
     return {"name": name, "kind": "baseline", "model": model, "engine": "hf+fsdp2", "gpus": gpus,
             "micro_batch": mb, "seq": seq, "ac": "none", "compile": 0, "args": args}
 
+
+CASES_RUN2 = [
+    baseline("hf_baseline_8b_2gpu", "llama3_8b", 2, 2),
+    job("fsdp_8b_2gpu_compiled_best_sdpa", "llama3_8b", "fsdp", 2, 2, compile_=1, sdpa="best"),
+    job("fsdp_8b_2gpu_compiled_noreshard", "llama3_8b", "fsdp", 2, 2, compile_=1, sdpa="best", reshard=0),
+    job("fsdp_8b_2gpu_compiled_noreshard_ga2", "llama3_8b", "fsdp", 2, 2, steps=6, compile_=1, sdpa="best",
+        reshard=0, ga=2),
+    job("deepspeed_8b_2gpu_best_sdpa", "llama3_8b", "deepspeed", 2, 2, sdpa="best"),
+    job("slice70b_4layers_fsdp_2gpu_fullac", "llama3_70b-slice4", "fsdp", 2, 1, steps=5, ac="full"),
+    job("fsdp_8b_1gpu_cpu_offload_fullac", "llama3_8b", "fsdp", 1, 1, steps=4, ac="full", offload=1),
+]
 
 CASES = [
     job("fsdp_8b_2gpu_compiled", "llama3_8b", "fsdp", 2, 2, compile_=1),
@@ -76,7 +89,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole suite")
     p.add_argument("--only", default="")
-    p.add_argument("--gpus-available", type=int, default=2)
+    p.add_argument("--set", choices=("run1", "run2"), default="run1")
+    p.add_argument("--pick-sdpa", action="store_true", help="time the SDPA kernels first; 'best' cases use the fastest")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
@@ -86,7 +100,16 @@ def main() -> int:
     only = set(filter(None, a.only.split(",")))
     start = time.monotonic()
     log = open(a.out / "suite.log", "a")  # noqa: SIM115
-    for case in CASES:
+    best = "auto"
+    if a.pick_sdpa:
+        r = subprocess.run([sys.executable, str(ROOT / "bench" / "training_sdpa_bench.py")], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+        log.write(r.stdout + r.stderr)
+        print(r.stdout, flush=True)
+        picks = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("BEST ")]
+        best = picks[0] if picks else "auto"
+    for case in (CASES if a.set == "run1" else CASES_RUN2):
+        case = {**case, "args": [best if x == "best" else x for x in case["args"]]}  # type: ignore[union-attr]
         if only and case["name"] not in only:
             continue
         left = a.budget - (time.monotonic() - start)
@@ -112,7 +135,7 @@ def main() -> int:
         log.flush()
         res: dict[str, object] = {k: v for k, v in case.items() if k != "args"}
         res.update({"rc": rc, "wall_seconds": round(time.monotonic() - t, 1),
-                    "command": "torchrun --standalone --nproc-per-node=%d %s" % (gpus, " ".join(case["args"]))})  # type: ignore[arg-type]
+                    "command": f"torchrun --standalone --nproc-per-node={gpus} " + " ".join(case["args"])})  # type: ignore[arg-type]
         if case["kind"] == "job":
             res.update(summarise_job(run_dir, case))
         else:

@@ -114,6 +114,10 @@ class TrainConfig:
     activation_checkpoint: str = "none"  # none | full | selective (every k-th layer) | ops (save matmuls)
     ac_every: int = 2
     compile: bool = False
+    # FSDP2: free each layer's gathered weights after forward (True) or keep them for backward
+    # (False: no second all-gather, costs one bf16 copy of the model; pays on few GPUs).
+    reshard_after_forward: bool = True
+    cpu_offload: bool = False  # FSDP2: parameters, gradients and optimizer state in host memory
     document_mask: bool = False  # True: block-causal mask per document; False: positions reset only
     loss_chunk_tokens: int = 4096
     checkpoint_every: int = 200

@@ -212,12 +212,9 @@ def run(args: argparse.Namespace) -> int:
 def _sdpa_preference(name: str) -> contextlib.AbstractContextManager[object]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    order = {"cudnn": [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION],
-             "flash": [SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION]}.get(name)
-    if order is None:
-        return contextlib.nullcontext()
-    order += [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-    return sdpa_kernel(order, set_priority=True)
+    # Only the named kernel: a shape it cannot take fails loudly instead of silently falling back.
+    only = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}.get(name)
+    return sdpa_kernel([only]) if only is not None else contextlib.nullcontext()
 
 
 _pending_marks: list[Path] = []

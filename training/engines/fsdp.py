@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 from training.configs import ModelConfig, TrainConfig
 from training.data import Batch
@@ -36,9 +36,11 @@ class FsdpEngine:
             for layer in layers:
                 layer.compile()
         mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+        offload: OffloadPolicy = CPUOffloadPolicy(pin_memory=True) if tcfg.cpu_offload else OffloadPolicy()
         for layer in layers:
-            fully_shard(layer, mp_policy=mp, reshard_after_forward=True)
-        fully_shard(model, mp_policy=mp, reshard_after_forward=False)
+            fully_shard(layer, mp_policy=mp, reshard_after_forward=tcfg.reshard_after_forward,
+                        offload_policy=offload)
+        fully_shard(model, mp_policy=mp, reshard_after_forward=False, offload_policy=offload)
         # Explicit prefetch: the next layer's all-gather is issued before this layer computes.
         for i, layer in enumerate(layers):
             assert isinstance(layer, FSDPModule)
@@ -46,11 +48,11 @@ class FsdpEngine:
                 layer.set_modules_to_forward_prefetch([layers[i + 1]])  # type: ignore[list-item]
             if i > 0:
                 layer.set_modules_to_backward_prefetch([layers[i - 1]])  # type: ignore[list-item]
-        model.to_empty(device=device)
+        model.to_empty(device="cpu" if tcfg.cpu_offload else device)
         with torch.no_grad():
             model.init_weights()
         self.model: torch.nn.Module = model
-        cuda = device.type == "cuda"
+        cuda = device.type == "cuda" and not tcfg.cpu_offload
         self.optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,  # type: ignore[arg-type]
                                            betas=tcfg.betas, eps=1e-8, fused=cuda, foreach=not cuda)
         # Checkpoint writes run in a background thread; their collectives get a group of their own
