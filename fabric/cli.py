@@ -59,6 +59,8 @@ def validate(
     sim_state: Path | None = typer.Option(None, "--sim-state", help="Simulated fabric state file (default: "
                                           "$BRINGUP_IBSIM_STATE, else the site's `python -m sim up` lab)."),
     fmt: str = typer.Option("auto", "--format", help="auto, ibnetdiscover, ibnetdiscover-p, iblinkinfo, ufm-links."),
+    ufm_systems: Path | None = typer.Option(None, "--ufm-systems", help="UFM /resources/systems JSON (node types "
+                                            "and names for --discovered UFM links JSON)."),
     as_json: bool = typer.Option(False, "--json", help="Print {findings, summary} as JSON."),
     worklist: Path | None = typer.Option(None, "--worklist", help="Write the datacenter worklist CSV here."),
     node_name_map: Path | None = typer.Option(None, "--node-name-map", help="Write the OpenSM node-name-map here."),
@@ -86,7 +88,7 @@ def validate(
             sim_state = live_mod.lab_state_for_site(site)
         topology = topology_from_texts(live_mod.discover(timeout, sim_state))
     else:
-        topology = load_captures(list(discovered), fmt)
+        topology = load_captures(list(discovered), fmt, ufm_systems)
     result = run(the_design, topology)
     report = result.report
     if worklist is not None:

@@ -13,7 +13,7 @@ from fabric.baseline import design_from_topology
 from fabric.design import Design, Location, load_design
 from fabric.errors import FabricError, ParseError
 from fabric.identify import Identification, identify
-from fabric.parsers import parse_any
+from fabric.parsers import parse_any, parse_ufm_links
 from fabric.topology import Topology, merge
 from fabric.validate import Report, validate
 
@@ -49,8 +49,12 @@ def read_text(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def load_captures(paths: list[Path], fmt: str = "auto") -> Topology:
+def load_captures(paths: list[Path], fmt: str = "auto", ufm_systems: Path | None = None) -> Topology:
     texts = [(str(p), read_text(p)) for p in paths]
+    if ufm_systems is not None:
+        systems = read_text(ufm_systems)
+        with gc_paused():
+            return merge(parse_ufm_links(text, systems, label) for label, text in texts)
     return topology_from_texts(texts, fmt)
 
 

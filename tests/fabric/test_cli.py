@@ -54,6 +54,17 @@ def test_real_ibsim_capture_against_the_sim_design(capsys: pytest.CaptureFixture
 
 
 @pytest.mark.realdata
+def test_ufm_links_and_systems_against_the_sim_design(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(FIXTURES / "ufm-links.json"),
+                 "--ufm-systems", str(FIXTURES / "ufm-systems.json"), "--json"])
+    assert code == 1
+    payload = json.loads(capsys.readouterr().out)
+    kinds = {f["kind"] for f in payload["findings"]}
+    # four links of a 289-link design: the rest is missing; the 1X uplink is degraded
+    assert "degraded" in kinds and payload["summary"]["switches"]["placed"] == 3
+
+
+@pytest.mark.realdata
 def test_baseline_mode_without_a_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = realdata_text("ibnetdiscover__NVIDIA-topograph__tests_output_ibnetdiscover_example.out")
     good = tmp_path / "good.txt"
