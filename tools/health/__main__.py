@@ -7,6 +7,7 @@ including a bad config).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -64,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.textfile:
         textfile.write_atomically(args.textfile, textfile.render(report.outcomes, report.level, report.host,
                                                                   time.time(), report.duration_s))
-    print(json.dumps(report.as_dict(), indent=2) if args.json else _human(report))
+    # The reader may go away (a pipe into head, a dropped SSH session); the exit code still tells.
+    with contextlib.suppress(BrokenPipeError):
+        print(json.dumps(report.as_dict(), indent=2) if args.json else _human(report))
     return report.exit_code
 
 
