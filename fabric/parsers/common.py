@@ -14,6 +14,8 @@ def split_lines(text: str, source: str) -> list[str]:
     if "\x00" in text:
         lineno = text.count("\n", 0, text.index("\x00")) + 1
         raise ParseError(source, lineno, "binary data (NUL byte): expected text output of an InfiniBand tool")
+    if "\r" not in text:
+        return text.split("\n")
     out: list[str] = []
     for raw in text.split("\n"):
         line = raw.rstrip("\r")

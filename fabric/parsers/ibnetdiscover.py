@@ -20,6 +20,7 @@ _HEADER_TYPE = {"Switch": NodeType.SWITCH, "Ca": NodeType.CA, "Rt": NodeType.ROU
 _HEADER = re.compile(r'^(Switch|Ca|Rt)\s*(\d+)\s*"([SHR])-([^"]*)"\s*(?:#\s*"([^"]*)"(.*))?$')
 _PORT = re.compile(r'^\[(\d+)\]\s*(?:\(([^)]*)\))?\s*"([SHR])-([^"]*)"\s*\[(\d+)\]\s*(?:\(([^)]*)\))?\s*(.*)$')
 _KEYVAL = re.compile(r"^(vendid|devid|sysimgguid|switchguid|caguid|rtguid)\s*=\s*(\S*)")
+_KEYS = ("vendid", "devid", "sysimgguid", "switchguid", "caguid", "rtguid")
 _LID = re.compile(r"\blid\s+(\d+)")
 _RATE = re.compile(r"\blid\s+\d+\s+(\d+)x([A-Za-z0-9]+)")
 _QUOTED = re.compile(r'"([^"]*)"')
@@ -107,11 +108,11 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Topology:
                 raise ParseError(source, no, "a second ibnetdiscover capture starts here (two captures "
                                  "concatenated?): pass each capture as its own file")
             continue
+        if stripped.startswith(_KEYS) and _KEYVAL.match(stripped):
+            continue
         m = _HEADER.match(stripped)
         if m:
             current = _node(b, guids, m, no)
-            continue
-        if _KEYVAL.match(stripped):
             continue
         dup = _DUPLICATE.search(stripped)
         if dup:
