@@ -28,6 +28,7 @@ class SimSite:
     store: StateStore
     env: dict[str, str]
     directory: Path
+    lab: SshLab
 
 
 def make_sim_site(
@@ -58,7 +59,7 @@ def sim_site_factory(tmp_path: Path) -> Iterator[Any]:
         store.sync_site((h.hostname, h.rack) for h in site.hosts())
         for host in site.hosts():
             store.mark(host.hostname, state, reason="test setup")
-        return SimSite(site, store, lab.env, directory)
+        return SimSite(site, store, lab.env, directory, lab)
 
     yield start
     for lab in labs:
