@@ -21,7 +21,7 @@ from fabric.pipeline import run
 from tests.fabric.conftest import SIM_DESIGN, fixture_text
 
 EXAMPLES = int(os.environ.get("FABRIC_FUZZ_EXAMPLES", "100"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True,
                 database=None)
 
 _SAMPLE_LINES = [ln for name in ("ibsim-sim-site.ibnetdiscover.txt", "ibsim-sim-site.iblinkinfo.txt",
