@@ -61,9 +61,13 @@ class Finding:
     tier: str | None = None
     cable: str | None = None
     details: Mapping[str, object] = field(default_factory=dict)
+    at: str = "a"  # which end the fix happens at ("a" or "b")
 
     def where(self) -> FEnd | None:
-        """The end a technician walks to (the worklist's row): the located end, a switch end first."""
+        """The end a technician walks to (the worklist's row): the end the fix is at, else one with a location."""
+        first = self.b if self.at == "b" else self.a
+        if first is not None and first.location is not None:
+            return first
         ends = [e for e in (self.a, self.b) if e is not None]
         located = [e for e in ends if e.location is not None]
         pick = located or ends

@@ -267,7 +267,7 @@ def _unknown_devices(c: _Ctx) -> None:
                     c.used_design.add(dl.number)
         what = "switch" if node.type is NodeType.SWITCH else "HCA"
         c.add(Finding(
-            kind="unknown_device",
+            kind="unknown_device", at="b",
             a=FEnd(guid, None, None, None, node.description), b=first_peer,
             expected="only designed devices",
             seen=f"{what} GUID 0x{guid} \"{node.description}\" with {len(links)} link(s)"
@@ -391,7 +391,7 @@ def _miswired_and_unexpected(c: _Ctx) -> None:
             fix += f"; {other_end} belongs to {other_dl.other(other_end)}"
         c.add(Finding(
             kind="miswired", a=c.dend(anchor), b=b if anchor == u else a,
-            expected=expected, seen=seen, fix=fix, tier=c.tier(anchor_dl), cable=anchor_dl.cable,
+            expected=expected, seen=seen, fix=fix, tier=c.tier(anchor_dl), cable=anchor_dl.cable, at="b",
         ))
 
 

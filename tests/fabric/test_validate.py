@@ -88,6 +88,8 @@ def test_miswired_host_cable(sim_design: Design, ab: AsBuilt, names: dict[str, s
     ab.move(Port(names["leaf3"], 5), Port(names["leaf3"], 18))
     [f] = discover(ab, sim_design).report.findings
     assert f.kind == "miswired" and f.a is not None and f.a.name == "gpu-r1-05/mlx5_3"
+    [row] = worklist_rows([f])  # the worklist sends the technician to the plug that moves
+    assert (row["device"], row["port"], row["rack"]) == (names["leaf3"], 18, "r3")
 
 
 def test_swapped_pair_is_one_finding(sim_design: Design, ab: AsBuilt, names: dict[str, str]) -> None:
