@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from provision.cli.context import default_site_path
-from provision.cli.output import console, emit_json, error_line
-from provision.errors import BringupError
+from provision.cli.output import console, emit_json
+from provision.cli.runner import run_app
 from provision.site import load_site
 from sim import secrets
 from sim.lab import Lab, LabContext, discover_services
@@ -95,19 +95,7 @@ def demo(site: SiteOpt = None) -> None:
 
 
 def main() -> int:
-    import click
-
-    try:
-        code = app(standalone_mode=False)
-    except BringupError as exc:
-        error_line(str(exc))
-        return 1
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    return code if isinstance(code, int) else 0
+    return run_app(app, None, "sim")
 
 
 if __name__ == "__main__":

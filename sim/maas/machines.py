@@ -15,6 +15,8 @@ from typing import Any
 
 
 class NodeStatus(IntEnum):
+    # Written out again rather than imported from provision.maas: the simulator stands in for MAAS,
+    # so it must not agree with the client by construction.
     NEW = 0
     COMMISSIONING = 1
     FAILED_COMMISSIONING = 2
