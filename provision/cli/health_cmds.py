@@ -89,24 +89,24 @@ def health(
     if level not in ("fast", "long"):
         raise typer.BadParameter("--level is fast or long")
     ctx = Context.open(site, db)
-    done = 0
+    from rich.progress import Progress
 
-    def progress(result: HostHealth) -> None:
-        nonlocal done
-        done += 1
-        if not json_out and sys.stderr.isatty():
-            err_console.print(f"  {done:>4}  {result.host:<20} {result.verdict.value}", style=_STYLE[result.verdict])
+    with Progress(console=err_console, transient=True, disable=json_out or not sys.stderr.isatty()) as bar:
+        task = bar.add_task(f"health {level}", total=None)
 
-    report = run_health(
-        ctx.site,
-        ctx.store,
-        pattern=hosts,
-        level=level,
-        concurrency=concurrency,
-        timeout_s=timeout,
-        record=record,
-        progress=progress,
-    )
+        def progress(result: HostHealth) -> None:
+            bar.advance(task)
+
+        report = run_health(
+            ctx.site,
+            ctx.store,
+            pattern=hosts,
+            level=level,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            record=record,
+            progress=progress,
+        )
     payload = summarize(report)
     if json_out:
         emit_json(payload)

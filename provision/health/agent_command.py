@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 ENV_AGENT = "BRINGUP_HEALTH_AGENT"
 DEFAULT_AGENT = "python3 -m tools.health"
-LEVELS = ("fast", "long")
+LEVELS = ("fast", "long", "all")
 
 _WRAPPER = (
     'cfg=$(mktemp) && cat >"$cfg" && {{ {agent} --config "$cfg" --level {level} --json; '

@@ -49,7 +49,9 @@ async def check_hosts(
     """Run the agent on `hosts`, at most `concurrency` at a time, each within `timeout_s`."""
     if concurrency < 1:
         raise HealthError("concurrency must be at least 1")
-    command = agent_command(level, agent or agent_program())
+    # The long level re-runs the fast checks too: a host is never called healthy on its long checks alone.
+    agent_level = "all" if level == "long" else level
+    command = agent_command(agent_level, agent or agent_program())
     overlay = load_overlay(site)
     rendered = {h.hostname: render_expectations(site, h, level, overlay) for h in hosts}
     checked: set[str] = set()
@@ -68,7 +70,7 @@ async def check_hosts(
                 endpoint = settings.endpoint(host.hostname)
                 stdin = configs[host.hostname]
                 run = await run_command(endpoint, settings, command, stdin=stdin, timeout_s=timeout_s)
-                result = judge(run, expected_host=host.hostname, level=level)
+                result = judge(run, expected_host=host.hostname, level=agent_level)
             except SshError as exc:
                 result = unreachable(host.hostname, exc, time.monotonic() - started)
             except Exception as exc:  # one host's surprise must not stop the others

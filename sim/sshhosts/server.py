@@ -143,7 +143,7 @@ class SshHostsServer:
     def _start_zygote(self) -> None:
         sock = self.files.zygote_socket
         sock.unlink(missing_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        env = {**os.environ, "PYTHONPATH": _pythonpath()}
         self._zygote = subprocess.Popen(
             [sys.executable, "-m", "sim.sshhosts.zygote", str(sock)], cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL
         )
@@ -253,7 +253,7 @@ class SshHostsServer:
         return _exit_status(proc.returncode), out.decode(errors="replace"), err.decode(errors="replace")
 
     async def _shell(self, host: SimHost, command: str, stdin: str, process: Any) -> tuple[int, str, str]:
-        env = {**os.environ, ENV_HOST: host.name, ENV_FAULTS: str(self.faults.path), "PYTHONPATH": str(REPO_ROOT)}
+        env = {**os.environ, ENV_HOST: host.name, ENV_FAULTS: str(self.faults.path), "PYTHONPATH": _pythonpath()}
         proc = await asyncio.create_subprocess_shell(
             command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             cwd=REPO_ROOT, env=env, start_new_session=True,
@@ -270,6 +270,11 @@ class SshHostsServer:
                 os.killpg(proc.pid, signal.SIGKILL)
             raise
         return _exit_status(proc.returncode), out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _pythonpath() -> str:
+    """The repository first (for `tools` and `sim`), then whatever the server itself was given."""
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
 def _exit_status(rc: int | None) -> int:

@@ -111,3 +111,16 @@ def test_the_cli_prints_the_summary_as_json_and_exits_1_when_a_host_is_not_healt
     payload = json.loads(capsys.readouterr().out)
     assert code == 0 and payload["by_verdict"]["healthy"] == 3 and not payload["recorded"]
     assert sim.store.get("gpu-0004").state is State.deployed
+
+
+def test_the_long_level_runs_fast_and_long_checks_so_a_fast_fault_still_fails(sim_site_factory: Any) -> None:
+    sim = sim_site_factory(2, {"gpu-0002": {"fixture": "h200x2-xid79"}}, state=State.healthy)
+    report = run_health(sim.site, sim.store, level="long", timeout_s=20.0,
+                        settings=SshSettings.from_site(sim.site, sim.env))
+    by_host = {r.host: r for r in report.results}
+    good = by_host["gpu-0001"]
+    assert good.verdict is Verdict.healthy
+    checks = {c["check"] for c in good.evidence["report"]["checks"]}
+    assert {"gpu_stress", "gpu_memory_bandwidth", "gpu_xid"} <= checks
+    assert (by_host["gpu-0002"].verdict, by_host["gpu-0002"].reason) == (Verdict.critical, "xid_79")
+    assert sim.store.history("gpu-0002")[-1].command == "health long"
