@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import copy
 import hmac
 import re
 import secrets
@@ -24,7 +23,7 @@ from typing import Any
 
 from sim.redfish import tree
 from sim.redfish.faults import Fault
-from sim.redfish.http import HANG, Request, Response, _Hang
+from sim.redfish.http import HANG, JSON_TYPE, Request, Response, _Hang
 from sim.redfish.identity import ServerIdentity
 
 MAX_SESSIONS = 16
@@ -64,6 +63,7 @@ class SimBmc:
     requests: int = 0
     resets: list[str] = field(default_factory=list)
     _tree: dict[str, Any] = field(default_factory=dict)
+    _cache: dict[str, bytes] = field(default_factory=dict)  # serialised static answers, by request target
     _power_task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
@@ -71,6 +71,7 @@ class SimBmc:
 
     def rebuild(self) -> None:
         self._tree = tree.static_tree(self.ident, self.faults)
+        self._cache = {}
 
     def set_faults(self, faults: frozenset[Fault]) -> None:
         self.faults = faults
@@ -101,8 +102,9 @@ class SimBmc:
         if path == tree.SESSIONS:
             return tree.collection(path, "Session", "Session Collection",
                                    [f"{tree.SESSIONS}/{sid}" for sid in self.sessions.values()])
-        found = self._tree.get(path)
-        return copy.deepcopy(found) if found is not None else None
+        # Static resources are shared, never mutated: `_expand` builds new containers where it inlines.
+        found: dict[str, Any] | None = self._tree.get(path)
+        return found
 
     def _expand(self, value: Any, levels: int, mode: str, parent: str, under_links: bool = False) -> Any:
         if isinstance(value, dict):
@@ -207,6 +209,11 @@ class SimBmc:
                            {"X-Auth-Token": token, "Location": location})
 
     def _get(self, path: str, query: str) -> Response:
+        # Answers that cannot contain power/boot/session state are serialised once.
+        cacheable = not any(d.startswith(path) for d in (tree.SYSTEM, tree.CHASSIS, tree.SESSIONS))
+        key = f"{path}?{query}"
+        if cacheable and key in self._cache:
+            return Response(200, self._cache[key], {"Content-Type": JSON_TYPE})
         found = self.resource(path)
         if found is None:
             return message(404, f"The resource at the URI {path} was not found.", "Base.1.12.ResourceMissingAtURI",
@@ -216,7 +223,10 @@ class SimBmc:
         if match:
             found = self._expand(found, int(match.group(2) or 1), match.group(1), path)
         headers = {"ETag": self.etag} if path == tree.SYSTEM else {}
-        return Response.of(200, found, headers)
+        response = Response.of(200, found, headers)
+        if cacheable:
+            self._cache[key] = response.body
+        return response
 
     def _patch_system(self, req: Request) -> Response:
         if_match = req.headers.get("if-match")

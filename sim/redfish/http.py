@@ -22,6 +22,9 @@ _REASONS = {200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: 
             500: "Internal Server Error", 503: "Service Unavailable"}
 
 
+JSON_TYPE = "application/json;odata.metadata=minimal;charset=utf-8"
+
+
 @dataclass
 class Request:
     method: str
@@ -50,7 +53,7 @@ class Response:
     @classmethod
     def of(cls, status: int, payload: Any = None, headers: dict[str, str] | None = None) -> Response:
         body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
-        hdrs = {"Content-Type": "application/json;odata.metadata=minimal;charset=utf-8"} if body else {}
+        hdrs = {"Content-Type": JSON_TYPE} if body else {}
         hdrs.update(headers or {})
         return cls(status, body, hdrs)
 

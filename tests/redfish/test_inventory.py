@@ -1,0 +1,186 @@
+"""Inventory parsing and the PXE NIC choice, on real iDRAC9 captures and on edge cases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from provision.bmc.harvest import HostInventory, check, find_system, harvest
+from provision.bmc.inventory import (
+    Nic,
+    PxeDevice,
+    choose_pxe_nic,
+    normalize_mac,
+    parse_bios_pxe,
+    parse_ethernet_interface,
+    parse_network_device_function,
+    parse_system,
+)
+from provision.bmc.triage import HostProblem
+from provision.redfish import ClientOptions, RedfishClient
+from provision.site.credentials import Login, Secret
+from provision.site.model import GpuSpec, HostClass
+
+REALDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata" / "2_redfish"
+IDRAC = REALDATA / "dell_idrac9_r650"
+needs_realdata = pytest.mark.skipif(not IDRAC.is_dir(), reason=f"real iDRAC captures not present at {IDRAC}")
+
+R650_MACS = {
+    "NIC.Integrated.1-1-1": "b8:ce:f6:94:f0:b8",
+    "NIC.Integrated.1-2-1": "b8:ce:f6:94:f0:b9",
+    "NIC.Embedded.1-1-1": "70:b5:e8:f0:25:52",
+    "NIC.Embedded.2-1-1": "70:b5:e8:f0:25:53",
+}
+
+
+def load(name: str) -> Any:
+    return json.loads((IDRAC / name).read_text())
+
+
+def capture_transport(directory: Path, root: dict[str, Any]) -> httpx.MockTransport:
+    """Serve the captured files by URL path (`/redfish/v1/A/B` → `redfish_v1_A_B.json`), 404 otherwise."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.rstrip("/")
+        if path == "/redfish/v1":
+            return httpx.Response(200, json=root)
+        file = directory / (path.strip("/").replace("/", "_") + ".json")
+        if file.exists():
+            return httpx.Response(200, content=file.read_bytes(), headers={"Content-Type": "application/json"})
+        return httpx.Response(404, json={"error": {"@Message.ExtendedInfo": [{"Message": "not captured"}]}})
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.realdata
+@needs_realdata
+def test_harvest_reads_the_real_r650_captures() -> None:
+    root = {"@odata.id": "/redfish/v1", "Vendor": "Dell", "Systems": {"@odata.id": "/redfish/v1/Systems"}}
+
+    async def go() -> HostInventory:
+        bmc = RedfishClient("https://idrac.test", Login("root", Secret("x")), options=ClientOptions(auth="basic"),
+                            transport=capture_transport(IDRAC, root))
+        async with bmc:
+            system = await find_system(bmc)
+            return await harvest(bmc, HostClass(pxe_nic="NIC.Integrated.1-1-1"), system)
+
+    inv = asyncio.run(go())
+    assert {n.id: n.mac for n in inv.nics} == R650_MACS
+    assert inv.pxe.nic is not None and inv.pxe.nic.mac == "b8:ce:f6:94:f0:b8"
+    assert inv.pxe.source == "site:NIC.Integrated.1-1-1"
+    assert inv.system.serial == "YGFCBTJSO8WOMR"
+    assert inv.system.service_tag == "U8OIL5X"
+    assert inv.system.model == "PowerEdge R650"
+    assert inv.system.bios_version == "1.2.4"
+    assert inv.system.power_state == "On"
+    assert inv.system.health_rollup == "OK"
+    assert inv.bmc_firmware == "5.10.00.00"
+    # The chassis itself was not captured, so the cross-check says so instead of failing the host.
+    assert inv.cross_check == {"checked": False}
+    assert any("network adapters" in note for note in inv.notes)
+    link = {n.id: n.link_up for n in inv.nics}
+    assert link["NIC.Integrated.1-1-1"] is True and link["NIC.Embedded.1-1-1"] is False
+
+
+@pytest.mark.realdata
+@needs_realdata
+def test_network_device_functions_agree_with_ethernet_interfaces_on_the_r650() -> None:
+    base = "redfish_v1_Chassis_System.Embedded.1_NetworkAdapters_"
+    funcs = [
+        parse_network_device_function(load(f"{base}NIC.Integrated.1_NetworkDeviceFunctions_NIC.Integrated.1-1-1.json")),
+        parse_network_device_function(load(f"{base}NIC.Integrated.1_NetworkDeviceFunctions_NIC.Integrated.1-2-1.json")),
+        parse_network_device_function(load(f"{base}NIC.Embedded.1_NetworkDeviceFunctions_NIC.Embedded.1-1-1.json")),
+    ]
+    for f in funcs:
+        assert f.kind == "Ethernet"
+        assert f.mac == R650_MACS[f.id]
+    fc = parse_network_device_function(load(f"{base}FC.Slot.1_NetworkDeviceFunctions_FC.Slot.1-1.json"))
+    assert fc.mac is None  # Fibre Channel: no Ethernet MAC to harvest
+
+
+@pytest.mark.realdata
+@pytest.mark.skipif(not (REALDATA / "hpe_ilo_emulator").is_dir(), reason="HPE captures not present")
+def test_a_non_dell_system_has_no_service_tag_and_its_nics_parse() -> None:
+    d = REALDATA / "hpe_ilo_emulator"
+    system = parse_system(json.loads((d / "_redfish_v1_Systems_1.json").read_text()))
+    assert system.service_tag is None and system.serial
+    nic = parse_ethernet_interface(json.loads((d / "_redfish_v1_Systems_1_EthernetInterfaces_77.json").read_text()))
+    assert nic.mac is not None and nic.id == "77"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("B8:CE:F6:94:F0:B8", "b8:ce:f6:94:f0:b8"),
+        ("b8-ce-f6-94-f0-b8", "b8:ce:f6:94:f0:b8"),
+        ("B8CEF694F0B8", "b8:ce:f6:94:f0:b8"),
+        ("00:00:00:00:00:00", None),
+        ("01:00:5e:00:00:01", None),  # multicast
+        ("not a mac", None),
+        (None, None),
+        (1234, None),
+    ],
+)
+def test_mac_normalisation(raw: Any, expected: str | None) -> None:
+    assert normalize_mac(raw) == expected
+
+
+def nic(fqdd: str, mac: str | None = "02:00:00:00:00:01", link: str | None = "LinkUp") -> Nic:
+    return Nic(fqdd, mac, mac, link, 25000, True, None)
+
+
+NICS = (nic("NIC.Embedded.1-1-1", "02:00:00:00:00:01", "LinkDown"), nic("NIC.Integrated.1-1-1", "02:00:00:00:00:02"),
+        nic("NIC.Slot.3-1-1", "02:00:00:00:00:03"))
+
+
+def test_bios_pxe_device_wins_over_the_site_rule() -> None:
+    devices = parse_bios_pxe({"PxeDev1EnDis": "Disabled", "PxeDev1Interface": "NIC.Integrated.1-1-1",
+                              "PxeDev2EnDis": "Enabled", "PxeDev2Interface": "NIC.Slot.3-1-1", "Other": 1})
+    assert devices == (PxeDevice(1, "NIC.Integrated.1-1-1", False), PxeDevice(2, "NIC.Slot.3-1-1", True))
+    choice = choose_pxe_nic(NICS, devices, "NIC.Integrated.1-1-1")
+    assert choice.nic is not None and choice.nic.id == "NIC.Slot.3-1-1" and choice.source == "bios:PxeDev2"
+    assert choice.problem is None
+
+
+def test_bios_naming_an_absent_nic_is_no_pxe_nic() -> None:
+    choice = choose_pxe_nic(NICS, (PxeDevice(1, "NIC.Slot.9-1-1", True),), None)
+    assert choice.problem == "no_pxe_nic" and "NIC.Slot.9-1-1" in choice.detail
+
+
+def test_site_fqdd_is_used_when_the_bios_enables_none_and_must_exist() -> None:
+    off = (PxeDevice(1, "NIC.Integrated.1-1-1", False),)
+    good = choose_pxe_nic(NICS, off, "NIC.Integrated.1-1-1")
+    assert good.nic is not None and good.nic.mac == "02:00:00:00:00:02" and good.source == "site:NIC.Integrated.1-1-1"
+    missing = choose_pxe_nic(NICS, off, "NIC.Integrated.2-1-1")
+    assert missing.problem == "no_pxe_nic" and "BIOS enables no PXE device" in missing.detail
+
+
+def test_pxe_nic_with_link_down_is_named() -> None:
+    choice = choose_pxe_nic(NICS, (), "NIC.Embedded.1-1-1")
+    assert choice.problem == "pxe_nic_link_down" and "LinkDown" in choice.detail
+
+
+def test_without_bios_or_fqdd_the_first_onboard_nic_with_link_is_chosen() -> None:
+    choice = choose_pxe_nic(NICS, (), None)
+    assert choice.nic is not None and choice.nic.id == "NIC.Integrated.1-1-1"
+    down = choose_pxe_nic((NICS[0],), (), None)
+    assert down.problem == "pxe_nic_link_down"
+    assert choose_pxe_nic((), (), None).problem == "no_pxe_nic"
+
+
+def test_gpu_count_below_the_host_class_is_unexpected_hardware() -> None:
+    from provision.bmc.inventory import PxeChoice, SystemInfo
+
+    inv = HostInventory(
+        system=SystemInfo("S", None, None, None, None, None, "On", "OK", "OK", None), nics=NICS, functions=None,
+        pxe_devices=(), pxe=PxeChoice(NICS[1], "site:x", None, ""), bmc_firmware=None, gpus=7, ib_functions=None,
+        cross_check={}, notes=(), raw={})
+    with pytest.raises(HostProblem) as info:
+        check(inv, HostClass(gpu=GpuSpec(model="H100", count=8)))
+    assert info.value.reason == "unexpected_hardware" and "7 GPUs" in info.value.detail
+    check(inv, HostClass(gpu=GpuSpec(model="H100", count=7)))

@@ -1,0 +1,153 @@
+"""The multi-BMC simulator behaves like an iDRAC: shapes, auth, sessions, ETags, Once override, power."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from provision.site import load_site
+from sim.redfish.faults import FaultFileError, parse_faults
+from sim.redfish.identity import identity, mac_for
+from sim.redfish.tree import static_tree
+from tests.redfish.simlab import SimProcess, free_port, new_password, write_site
+
+IDRAC = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata" / "2_redfish" / "dell_idrac9_r650"
+SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimProcess, Path, str]]:
+    d = tmp_path_factory.mktemp("simbehaviour")
+    password = new_password()
+    site = write_site(d, 3, free_port())
+    with SimProcess(site, password, d / "run", power_delay_ms=300) as proc:
+        yield proc, site, password
+
+
+def request(site: Path, host: int, method: str, path: str, password: str | None, **kw: Any) -> httpx.Response:
+    s = load_site(site)
+    h = s.hosts()[host]
+    auth = ("root", password) if password is not None else None
+    with httpx.Client(base_url=f"https://{h.bmc.address}:{h.bmc.port}", verify=False, auth=auth) as c:
+        return c.request(method, path, **kw)
+
+
+def test_macs_and_serials_are_deterministic_and_unique_at_512_hosts(tmp_path: Path) -> None:
+    site = load_site(write_site(tmp_path, 512, 8443))
+    idents = [identity(site, h) for h in site.hosts()]
+    again = [identity(site, h) for h in site.hosts()]
+    assert idents == again
+    macs = [n.mac for i in idents for n in i.nics]
+    assert len(set(macs)) == len(macs) == 512 * 4
+    assert all(int(m[:2], 16) & 0b11 == 0b10 for m in macs)  # locally administered unicast
+    assert len({i.service_tag for i in idents}) == 512
+    assert mac_for("other-site", "h000", "NIC.Integrated.1-1-1") != idents[0].nics[2].mac
+
+
+@pytest.mark.realdata
+@pytest.mark.skipif(not IDRAC.is_dir(), reason="real iDRAC captures not present")
+def test_resource_shapes_use_the_real_idrac_property_names(tmp_path: Path) -> None:
+    site = load_site(write_site(tmp_path, 1, 8443))
+    tree = static_tree(identity(site, site.hosts()[0]), frozenset())
+    pairs = {
+        "redfish_v1_Systems_System.Embedded.1_EthernetInterfaces_NIC.Integrated.1-1-1.json":
+            f"{SYSTEM}/EthernetInterfaces/NIC.Integrated.1-1-1",
+        "redfish_v1_Systems_System.Embedded.1_EthernetInterfaces.json": f"{SYSTEM}/EthernetInterfaces",
+        "redfish_v1_Chassis_System.Embedded.1_NetworkAdapters_NIC.Integrated.1_NetworkDeviceFunctions_"
+        "NIC.Integrated.1-1-1.json":
+            "/redfish/v1/Chassis/System.Embedded.1/NetworkAdapters/NIC.Integrated.1/NetworkDeviceFunctions/"
+            "NIC.Integrated.1-1-1",
+        "redfish_v1_Chassis_System.Embedded.1_NetworkAdapters.json": "/redfish/v1/Chassis/System.Embedded.1/NetworkAdapters",
+    }
+    for file, path in pairs.items():
+        real = json.loads((IDRAC / file).read_text())
+        ours = tree[path]
+        invented = set(ours) - set(real)
+        assert not invented, f"{path}: properties no real iDRAC sends: {invented}"
+        assert ours["@odata.type"].split(".")[0] == real["@odata.type"].split(".")[0]
+
+
+def test_fault_file_names_are_checked() -> None:
+    assert parse_faults("faults: {h000: [http_503, slow]}")["h000"] == {"http_503", "slow"}
+    with pytest.raises(FaultFileError, match="known: wrong_password"):
+        parse_faults("faults: {h000: [melted]}")
+
+
+def test_service_root_is_open_and_everything_else_needs_credentials(sim: tuple[SimProcess, Path, str]) -> None:
+    _, site, password = sim
+    assert request(site, 0, "GET", "/redfish/v1/", None).status_code == 200
+    denied = request(site, 0, "GET", SYSTEM, None)
+    assert denied.status_code == 401
+    assert denied.json()["error"]["@Message.ExtendedInfo"][0]["MessageId"] == "Base.1.12.NoValidSession"
+    assert request(site, 0, "GET", SYSTEM, "wrong").status_code == 401
+    assert request(site, 0, "GET", SYSTEM, password).status_code == 200
+
+
+def test_sessions_are_limited_and_deletable(sim: tuple[SimProcess, Path, str]) -> None:
+    proc, site, password = sim
+    s = load_site(site)
+    h = s.hosts()[2]
+    with httpx.Client(base_url=f"https://{h.bmc.address}:{h.bmc.port}", verify=False) as c:
+        made = []
+        for _ in range(16):
+            r = c.post("/redfish/v1/SessionService/Sessions", json={"UserName": "root", "Password": password})
+            assert r.status_code == 201
+            made.append((r.headers["X-Auth-Token"], r.headers["Location"]))
+        over = c.post("/redfish/v1/SessionService/Sessions", json={"UserName": "root", "Password": password})
+        assert over.status_code == 400 and "maximum number" in over.text
+        assert c.get(SYSTEM, headers={"X-Auth-Token": made[0][0]}).status_code == 200
+        for token, location in made:
+            assert c.delete(location, headers={"X-Auth-Token": token}).status_code == 200
+    assert proc.hosts()[h.hostname]["sessions"] == 0
+
+
+def test_stale_etag_is_refused_and_once_override_clears_after_boot(sim: tuple[SimProcess, Path, str]) -> None:
+    proc, site, password = sim
+    first = request(site, 1, "GET", SYSTEM, password)
+    etag = first.headers["ETag"]
+    boot = {"Boot": {"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Once"}}
+    assert request(site, 1, "PATCH", SYSTEM, password, json=boot, headers={"If-Match": etag}).status_code == 200
+    stale = request(site, 1, "PATCH", SYSTEM, password, json=boot, headers={"If-Match": etag})
+    assert stale.status_code == 412
+    bad = request(site, 1, "PATCH", SYSTEM, password, json={"Boot": {"BootSourceOverrideTarget": "Floppy2"}})
+    assert bad.status_code == 400 and "PropertyValueNotInList" in bad.text
+    assert request(site, 1, "GET", SYSTEM, password).json()["Boot"]["BootSourceOverrideTarget"] == "Pxe"
+    reset = request(site, 1, "POST", f"{SYSTEM}/Actions/ComputerSystem.Reset", password, json={"ResetType": "On"})
+    assert reset.status_code == 204
+    assert request(site, 1, "GET", SYSTEM, password).json()["PowerState"] == "PoweringOn"
+    again = request(site, 1, "POST", f"{SYSTEM}/Actions/ComputerSystem.Reset", password, json={"ResetType": "On"})
+    assert again.status_code == 409
+    for _ in range(50):
+        state = request(site, 1, "GET", SYSTEM, password).json()
+        if state["PowerState"] == "On":
+            break
+        asyncio.run(asyncio.sleep(0.05))
+    assert state["PowerState"] == "On"
+    assert state["Boot"]["BootSourceOverrideEnabled"] == "Disabled"
+    assert state["Boot"]["BootSourceOverrideTarget"] == "None"
+    assert proc.hosts()[load_site(site).hosts()[1].hostname]["boots"] == ["Pxe"]
+
+
+def test_expand_inlines_subordinate_resources(sim: tuple[SimProcess, Path, str]) -> None:
+    _, site, password = sim
+    r = request(site, 0, "GET", f"{SYSTEM}/EthernetInterfaces?$expand=.($levels=1)", password).json()
+    assert all("MACAddress" in m for m in r["Members"])
+    plain = request(site, 0, "GET", f"{SYSTEM}/EthernetInterfaces", password).json()
+    assert all(set(m) == {"@odata.id"} for m in plain["Members"])
+
+
+def test_certificate_verifies_against_the_simulator_ca(sim: tuple[SimProcess, Path, str]) -> None:
+    proc, site, _ = sim
+    h = load_site(site).hosts()[0]
+    ctx = ssl.create_default_context(cafile=str(proc.ca))
+    with httpx.Client(verify=ctx) as c:
+        assert c.get(f"https://{h.bmc.address}:{h.bmc.port}/redfish/v1/").status_code == 200
+    with httpx.Client(verify=True) as c, pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        c.get(f"https://{h.bmc.address}:{h.bmc.port}/redfish/v1/")
