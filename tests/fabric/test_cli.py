@@ -188,3 +188,11 @@ def test_site_without_fabric_design_exits_2(tmp_path: Path, capsys: pytest.Captu
                               and not ln.startswith("  design:")) + "\n")
     assert main(["validate", "--site", str(site), "--discovered", str(FIXTURES / "ufm-links.json")]) == 2
     assert "no `fabric: {design: ...}`" in capsys.readouterr().err
+
+
+def test_baseline_from_ibnetdiscover_checks_an_iblinkinfo_capture(capsys: pytest.CaptureFixture[str]) -> None:
+    """Same fabric, two tools: CA GUIDs differ (node vs port GUID), HCAs are matched by description."""
+    assert main(["validate", "--baseline", str(FIXTURES / "ibsim-sim-site.ibnetdiscover.txt"),
+                 "--discovered", str(FIXTURES / "ibsim-sim-site.iblinkinfo-l.txt"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["cas"]["placed"] == 129 and summary["switches"]["placed"] == 12
