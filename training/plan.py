@@ -42,8 +42,8 @@ class Budget:
     grads_gib: float
     optimizer_gib: float
     activations_gib: float
-    buffers_gib: float
-    total_gib: float
+    working_gib: float  # gathered weights, buckets and reduce buffers at the peak
+    total_gib: float  # peak tensor memory (compare with torch.cuda.max_memory_allocated)
     fits: bool
 
 
@@ -63,35 +63,39 @@ def activation_bytes_per_token_layer(m: ModelConfig, mode: str) -> float:
 
 def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int = 1, seq_len: int = 4096,
          activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096) -> Budget:
+    """Peak tensor memory = persistent state + the larger of two phases:
+    end of forward (activations and logits live, gradients not yet) and end of backward (every
+    gradient shard, plus the root's reduce-scatter input: FSDP2 reduces the unsharded embedding
+    and head gradients in fp32 in one go; ZeRO-3 upcasts one optimizer sub-group to fp32)."""
     n, g = m.num_params(), gpus
     tokens = micro_batch * seq_len
-    layer = m.layer_params()
-    emb = m.embedding_params()
-    if engine == "fsdp":
-        weights = 4.0 * n / g + 2.0 * (2 * layer) + 2.0 * emb  # fp32 shards + 2 bf16 layers + root unsharded
-        grads = 4.0 * n / g + (2.0 + 4.0) * layer  # fp32 shards + one layer's bf16 grads and fp32 reduce copy
-        optim = 8.0 * n / g
-        buffers = 0.0
-    elif engine == "deepspeed":
-        weights = 2.0 * n / g
-        # bf16 partition + the fp32 copy of one optimizer sub-group (sub_group_size 1e9) at the step
-        grads = 2.0 * n / g + 4.0 * min(1e9, n / g)
-        optim = 12.0 * n / g
-        h = m.hidden_size
-        live = min(1e9, 2.0 * layer + emb)  # gathered params in flight, bounded by max_live_parameters
-        buffers = 2.0 * live + 2.0 * (0.9 * h * h) + 2 * 2.0 * (h * h)  # + prefetch and two reduce buckets
-    else:
-        raise ValueError(f"engine must be one of {ENGINES}")
-    per_layer = activation_bytes_per_token_layer(m, activation_checkpoint) * tokens
-    acts = per_layer * m.num_layers
+    layer, emb = m.layer_params(), m.embedding_params()
+    head = m.vocab_size * m.hidden_size
+    acts = activation_bytes_per_token_layer(m, activation_checkpoint) * tokens * m.num_layers
     if activation_checkpoint in ("full", "selective"):
         acts += activation_bytes_per_token_layer(m, "none") * tokens  # one layer recomputed in backward
     chunk = min(tokens, loss_chunk_tokens)
-    logits = chunk * m.vocab_size * (2 + 4 + 4 + 2)  # bf16 logits, fp32 upcast, fp32 grad, bf16 grad
-    acts += logits + 2.0 * m.hidden_size * tokens * 2  # + final norm in/out
-    total = (weights + grads + optim + acts + buffers) / GIB + RESERVED_GIB
+    acts += chunk * m.vocab_size * (4 + 4 + 2)  # fp32 log-probs saved, their fp32 grad, bf16 logits grad
+    acts += 2.0 * m.hidden_size * tokens * 2  # final norm in and out
+    if engine == "fsdp":
+        weights, grads, optim = 4.0 * n / g, 4.0 * n / g, 8.0 * n / g
+        # root (embeddings, head) stays gathered in bf16; the current and the prefetched layer too
+        working_fwd = 2.0 * emb + 2.0 * head + 2.0 * (2 * layer)
+        end_bwd = grads + 4.0 * emb + 2.0 * emb
+    elif engine == "deepspeed":
+        weights, grads, optim = 2.0 * n / g, 2.0 * n / g, 12.0 * n / g
+        h = m.hidden_size
+        working_fwd = 2.0 * (2 * layer) + 2.0 * head + 2.0 * (0.9 * h * h) + 2 * 2.0 * (h * h)
+        end_bwd = 4.0 * min(1e9, n / g)
+    else:
+        raise ValueError(f"engine must be one of {ENGINES}")
+    persistent = weights + optim + (grads if engine == "deepspeed" else 0.0)
+    peak = persistent + max(acts + working_fwd, end_bwd)
+    working = peak - persistent - acts - (grads if engine == "fsdp" and end_bwd > acts + working_fwd else 0.0)
+    total = peak / GIB
     return Budget(engine, gpus, gpu_mem_gib, micro_batch, seq_len, activation_checkpoint, weights / GIB,
-                  grads / GIB, optim / GIB, acts / GIB, buffers / GIB + RESERVED_GIB, total, total <= gpu_mem_gib)
+                  grads / GIB, optim / GIB, acts / GIB, max(0.0, working) / GIB, total,
+                  total + RESERVED_GIB <= gpu_mem_gib)
 
 
 def min_gpus(m: ModelConfig, engine: str, gpu_mem_gib: float, seq_len: int = 4096) -> int | None:
@@ -135,12 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if all(r["fits"] for r in rows) else 1
     print(f"{m.name}: {m.num_params() / 1e9:.2f}B parameters, {a.gpus} x {a.gpu_mem:g} GB "
           f"({mem_gib:.1f} GiB), micro-batch {a.micro_batch} x {a.seq_len} tokens")
-    hdr = f"{'engine':10} {'ckpt':9} {'weights':>8} {'grads':>8} {'optim':>8} {'activ':>8} {'buffers':>8} " \
-          f"{'total':>8}  fits  min GPUs"
+    hdr = f"{'engine':10} {'ckpt':9} {'weights':>8} {'grads':>8} {'optim':>8} {'activ':>8} {'working':>8} " \
+          f"{'peak':>8}  fits  min GPUs"
     print(hdr)
     for r in rows:
         print(f"{r['engine']:10} {r['activation_checkpoint']:9} {r['weights_gib']:8.1f} {r['grads_gib']:8.1f} "
-              f"{r['optimizer_gib']:8.1f} {r['activations_gib']:8.1f} {r['buffers_gib']:8.1f} {r['total_gib']:8.1f}"
+              f"{r['optimizer_gib']:8.1f} {r['activations_gib']:8.1f} {r['working_gib']:8.1f} {r['total_gib']:8.1f}"
               f"  {'yes' if r['fits'] else 'NO ':4} {r['min_gpus_full_checkpointing']}")
-    print("(GiB per GPU; 'min GPUs': fewest GPUs of this size for one sequence each with full checkpointing)")
+    print(f"(GiB per GPU; peak = persistent state + the larger of end-of-forward and end-of-backward; fits "
+          f"leaves {RESERVED_GIB:g} GiB for CUDA context, NCCL and fragmentation; 'min GPUs': fewest GPUs of "
+          f"this size for one sequence each with full checkpointing)")
     return 0 if all(r["fits"] for r in rows) else 1
