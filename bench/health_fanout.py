@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,6 +49,23 @@ def faults_for(count: int) -> dict[str, dict[str, Any]]:
     for k, fault in enumerate(kinds):
         hosts[name(3 + k * step)] = fault
     return hosts
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process and of its children that it has reaped (the forked agents)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _family(pid: int) -> list[int]:
+    out = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in task.read_text().split():
+            out.extend(_family(int(child)))
+    return out
 
 
 def main() -> int:
@@ -85,9 +103,16 @@ def main() -> int:
             env = {**os.environ, **lab.env}
             cmd = [str(REPO / ".venv" / "bin" / "provision"), "health", "--site", str(site), "--db", str(db),
                    "--json", "--timeout", str(args.timeout), "--concurrency", str(args.concurrency)]
+            server = lab.lab.running()["sshhosts"]
+            sim_before = sum(_cpu_s(p) for p in _family(server))
+            ctl_before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t1 = time.monotonic()
             proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=False)
             wall = time.monotonic() - t1
+            ctl_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            sim_cpu = sum(_cpu_s(p) for p in _family(server)) - sim_before
+            ctl_cpu = (ctl_after.ru_utime + ctl_after.ru_stime) - (ctl_before.ru_utime + ctl_before.ru_stime)
+            load = os.getloadavg()[0]
         if not proc.stdout.strip():
             print(proc.stderr, file=sys.stderr)
             return 1
@@ -99,6 +124,8 @@ def main() -> int:
               f"agent: {args.agent_mode}  cpus: {os.cpu_count()}")
         print(f"simulator start (keys, {args.hosts} listeners): {started:.1f} s")
         print(f"provision health --level fast, whole command: {wall:.1f} s (run itself {payload['duration_s']:.1f} s)")
+        print(f"CPU: controller {ctl_cpu:.1f} s, simulator + agents {sim_cpu:.1f} s "
+              f"(load average {load:.1f} on {os.cpu_count()} CPUs: other work on the machine slows the wall time)")
         print(f"verdicts: {payload['by_verdict']}")
         print(f"top reasons: {payload['top_reasons']}")
         print(f"hung hosts: {len(hung_rows)} reported "
