@@ -184,6 +184,10 @@ def choose_pxe_nic(nics: Sequence[Nic], pxe_devices: Sequence[PxeDevice], site_f
     for nic in onboard:
         if nic.link_up and nic.mac:
             return PxeChoice(nic, "site:first-onboard-link-up", None, f"{nic.id} is the first onboard NIC with link")
+    for nic in onboard:
+        if nic.link_up is None and nic.mac:  # the BMC does not report link: unknown is not down
+            return PxeChoice(nic, "site:first-onboard-link-up", None,
+                             f"{nic.id} is the first onboard NIC; the BMC reports no link status")
     if onboard:
         return PxeChoice(None, "site:first-onboard-link-up", "pxe_nic_link_down",
                          f"no onboard NIC has link ({', '.join(n.id for n in onboard)})")

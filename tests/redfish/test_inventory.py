@@ -171,6 +171,8 @@ def test_without_bios_or_fqdd_the_first_onboard_nic_with_link_is_chosen() -> Non
     down = choose_pxe_nic((NICS[0],), (), None)
     assert down.problem == "pxe_nic_link_down"
     assert choose_pxe_nic((), (), None).problem == "no_pxe_nic"
+    unknown = choose_pxe_nic((nic("aa", "02:00:00:00:00:09", None),), (), None)
+    assert unknown.problem is None and unknown.nic is not None and "no link status" in unknown.detail
 
 
 def test_gpu_count_below_the_host_class_is_unexpected_hardware() -> None:
