@@ -34,6 +34,8 @@ def render() -> str:
         "  cidr: 10.128.0.0/20",
         "  gateway: 10.128.0.1",
         "  dhcp_range: [10.128.2.0, 10.128.15.250]",
+        "fabric:",
+        "  design: fabric/imbue-scale-design.yml",
         "bmc_tls:",
         "  verify: false",
         "credentials:",

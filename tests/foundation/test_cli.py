@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +12,14 @@ import pytest
 from provision.cli import main
 from provision.golden import GoldenHost, HostfileFormat, compress_hostlist, render_hostfile
 from provision.state import State, StateStore
+from tests.sites import copy_sim_site
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    target = tmp_path / "sim"
-    target.mkdir()
-    shutil.copy(REPO / "inventory" / "sim" / "site.yml", target / "site.yml")
-    return target / "site.yml"
+    return copy_sim_site(tmp_path / "sim")
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -91,8 +88,8 @@ def test_errors_are_one_line_and_exit_1(site: Path, capsys: pytest.CaptureFixtur
 
 
 def test_bad_site_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = tmp_path / "site.yml"
-    text = (REPO / "inventory" / "sim" / "site.yml").read_text()
+    bad = copy_sim_site(tmp_path / "bad")
+    text = bad.read_text()
     bad.write_text(text.replace("address: 127.0.16.3,", "address: 127.0.16.300,").replace("u: 2,", "u: 0,"))
     code, _, err = _run(capsys, "status", "--site", str(bad))
     assert code == 1 and "3 problems" in err

@@ -10,6 +10,7 @@ import pytest
 from provision.cli import main
 from provision.state import State, StateStore
 from tests.maas.conftest import API_KEY, RunningMaas
+from tests.sites import copy_sim_site
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = [f"gpu-r1-0{i}" for i in range(1, 7)]
@@ -20,9 +21,8 @@ def site(tmp_path: Path, maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("BRINGUP_SIM_MAAS_API_KEY", API_KEY)
     monkeypatch.setenv("BRINGUP_SIM_BMC_PASSWORD", "bmc-pw-123")
     target = tmp_path / "site"
-    target.mkdir()
-    text = (REPO / "inventory" / "sim" / "site.yml").read_text()
-    (target / "site.yml").write_text(text.replace("http://127.0.2.1:5240/MAAS/", maas.url))
+    site_file = copy_sim_site(target)
+    site_file.write_text(site_file.read_text().replace("http://127.0.2.1:5240/MAAS/", maas.url))
     store = StateStore(target / "state" / "sim.db")
     store.sync_site([(h, "r1") for h in HOSTS])
     for i, host in enumerate(HOSTS):

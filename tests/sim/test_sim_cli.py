@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.sites import copy_sim_site
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -17,8 +19,7 @@ def _sim(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def test_env_prints_exports_and_status_answers(tmp_path: Path) -> None:
     site_dir = tmp_path / "site"
-    site_dir.mkdir()
-    (site_dir / "site.yml").write_text((REPO / "inventory" / "sim" / "site.yml").read_text())
+    copy_sim_site(site_dir)
     env = {**os.environ, "BRINGUP_SITE": str(site_dir / "site.yml")}
     env.pop("BRINGUP_SIM_BMC_PASSWORD", None)
     out = _sim("env", env=env)
