@@ -11,6 +11,7 @@ turns them into safetensors offline.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,13 @@ class DeepSpeedEngine:
         if device.type != "cuda":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
         import deepspeed
+        import deepspeed.comm.torch  # noqa: F401  (loads the module patched below)
+
+        if device.type != "cuda":
+            # DeepSpeed's CPU backend would JIT-compile a shared-memory all-reduce with the C++
+            # compiler (minutes); gloo does the job without building anything. The module is taken
+            # from sys.modules: the attribute `deepspeed.comm.torch` is PyTorch itself.
+            sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # type: ignore[attr-defined]
 
         self.device, self.tcfg = device, tcfg
         world = dist.get_world_size()

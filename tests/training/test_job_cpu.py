@@ -1,0 +1,131 @@
+"""The whole job on CPU: 2 processes over gloo, the tiny model, a fixed corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.training.conftest import FIXTURES, REPO, step_records, tiny_args, torchrun
+
+pytestmark = pytest.mark.slow
+STEPS = 20
+
+
+@pytest.fixture(scope="module")
+def straight_run(corpus: Path, tokenizer_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("straight")
+    torchrun(tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10))
+    return run
+
+
+def _extra(run: Path, step: int, rank: int) -> dict[str, object]:
+    raw: dict[str, object] = json.loads((run / "checkpoints" / f"step_{step:08d}" / f"extra_rank{rank}.json").read_text())
+    return raw
+
+
+def test_loss_falls_on_fixed_corpus(straight_run: Path) -> None:
+    recs = step_records(straight_run)
+    assert sorted(recs) == list(range(1, STEPS + 1))
+    first, last = recs[1]["loss"], recs[STEPS]["loss"]
+    assert first > 5.5  # about ln(300) at initialisation
+    assert last < first - 1.5
+
+
+def test_ten_then_resume_ten_matches_twenty_straight(straight_run: Path, corpus: Path, tokenizer_path: Path,
+                                                     tmp_path: Path) -> None:
+    run = tmp_path / "resumed"
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copytree(straight_run / "checkpoints" / "step_00000010", run / "checkpoints" / "step_00000010")
+    r = torchrun(tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10))
+    assert "resumed from" in r.stderr and "at step 10" in r.stderr
+    a, b = step_records(straight_run), step_records(run)
+    assert sorted(b) == list(range(11, STEPS + 1))
+    for s in range(11, STEPS + 1):
+        assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-6), s
+        assert b[s]["grad_norm"] == pytest.approx(a[s]["grad_norm"], abs=1e-6), s
+    # the loader is where the straight run's was: same files, same byte offsets, on every rank
+    for rank in (0, 1):
+        assert _extra(run, STEPS, rank)["loader"] == _extra(straight_run, STEPS, rank)["loader"]
+
+
+def test_checkpoint_is_sharded_per_rank_and_marked_complete(straight_run: Path) -> None:
+    ckpt = straight_run / "checkpoints" / "step_00000020"
+    assert (ckpt / "COMPLETE").exists()
+    assert (straight_run / "checkpoints" / "latest").read_text().strip() == "step_00000020"
+    shards = sorted(p.name for p in ckpt.glob("*.distcp"))
+    assert shards == ["__0_0.distcp", "__1_0.distcp"]
+    extra = _extra(straight_run, STEPS, 1)
+    assert extra["engine"] == "fsdp" and extra["world"] == 2
+
+
+def test_merge_writes_hf_named_safetensors_that_load_strictly(straight_run: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    from training.configs import tiny
+    from training.merge import merge
+    from training.model import Llama
+
+    out = tmp_path / "model.safetensors"
+    merge(straight_run / "checkpoints" / "step_00000020", out)
+    tensors = load_file(str(out))
+    assert "model.layers.1.self_attn.k_proj.weight" in tensors and "lm_head.weight" in tensors
+    assert not any("optim" in k or "exp_avg" in k for k in tensors)
+    model = Llama(tiny())
+    model.load_state_dict(tensors, strict=True)
+    assert all(torch.isfinite(t).all() for t in tensors.values())
+
+
+def test_prometheus_textfile_and_jsonl_per_rank(straight_run: Path) -> None:
+    text = (straight_run / "training_rank1.prom").read_text()
+    assert 'training_step{job="bringup-train",rank="1"} 20.0' in text
+    assert "# TYPE training_tokens_per_second_per_gpu gauge" in text
+    assert 'training_mfu_ratio{job="bringup-train",rank="1"} NaN' in text  # no GPU, no peak: not a number
+    rec = step_records(straight_run, rank=1)[STEPS]
+    assert rec["tokens"] == 2 * 128
+
+
+def test_supervisor_restarts_a_killed_rank_from_the_last_checkpoint(
+        straight_run: Path, corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
+    run = tmp_path / "supervised"
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=2\n")
+    health = f"{sys.executable} {FIXTURES / 'fake_health.py'} {{hosts}}"
+    train = tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10)[4:]  # drop --config/--engine
+    train = [a for i, a in enumerate(train) if a != "--run-dir" and (i == 0 or train[i - 1] != "--run-dir")]
+    cmd = [sys.executable, "-m", "training", "launch", "--hostfile", str(hostfile), "--config", "tiny",
+           "--run-dir", str(run), "--max-restarts", "2", "--rdzv-port", "29533", "--health-cmd", health, "--", *train]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "TRAINING_FAULT": "kill:1:13"}
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    events = [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["start", "restart", "start", "finished"]
+    restart = events[1]
+    assert restart["failed"] and restart["dropped"] == {} and restart["checkpoint"] == "step_00000010"
+    # after the restart the run continues from step 11 and reproduces the uninterrupted losses
+    a, b = step_records(straight_run), step_records(run)
+    for s in range(11, STEPS + 1):
+        assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-6), s
+
+
+def test_deepspeed_zero3_trains_and_resumes_exactly_on_cpu(corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
+    run = tmp_path / "ds"
+    torchrun(tiny_args(corpus, tokenizer_path, run, 6, ckpt_every=3, engine="deepspeed"))
+    ckpt = run / "checkpoints" / "step_00000003"
+    assert (ckpt / "COMPLETE").exists()
+    assert sorted(p.name for p in ckpt.glob("*zero_pp_rank_*optim_states.pt")) == [
+        "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+    resumed = tmp_path / "ds_resumed"
+    (resumed / "checkpoints").mkdir(parents=True)
+    shutil.copytree(ckpt, resumed / "checkpoints" / ckpt.name)
+    torchrun(tiny_args(corpus, tokenizer_path, resumed, 6, ckpt_every=3, engine="deepspeed"))
+    a, b = step_records(run), step_records(resumed)
+    assert a[6]["loss"] < a[1]["loss"]
+    for s in (4, 5, 6):
+        assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-5), s
