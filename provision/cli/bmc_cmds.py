@@ -110,7 +110,9 @@ def harvest_macs(
     fanout = Fanout(ctx.site, ctx.store, _options(concurrency, timeout, host_timeout, retries, auth))
     coro = fanout.harvest_macs(selected)
     results = asyncio.run(coro) if json_out else _run(coro)
-    inventories = harvested(ctx.store, ctx.site.hosts())
+    # Exports cover every harvested host of the site; this run's results already hold their summaries.
+    inventories = {r.host: r.data for r in results if r.ok and r.data}
+    inventories.update(harvested(ctx.store, [h for h in ctx.site.hosts() if h.hostname not in inventories]))
     base = ctx.store.path.parent / f"{ctx.site.name}-macs"
     csv_file = csv_path or base.with_suffix(".csv")
     yaml_file = yaml_path or base.with_suffix(".yaml")
