@@ -3,6 +3,7 @@
     127.0.1.0/24    Debian test hosts, one sshd each (127.0.1.N)
     127.0.2.0/24    lab services (127.0.2.1 MAAS API, 127.0.2.2 UFM REST, ...)
     127.0.16.0/20   BMCs, one Redfish endpoint each (127.0.16.1 ... 127.0.31.254)
+    127.0.32.0/20   simulated SSH hosts that replay captured tool outputs (sim/sshhosts)
 """
 
 from __future__ import annotations

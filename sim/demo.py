@@ -47,6 +47,7 @@ def run_demo(site_path: Path | None) -> int:
     os.environ["BRINGUP_STATE_DB"] = str(db)
     worst = 0
     with lab.running_lab():
+        os.environ.update(lab.exports())  # endpoints, keys and files the simulators publish for clients
         console.rule("[bold]simulated lab is up")
         for name, info in lab.status().items():
             console.print(f"  {name:<14} pid {info['pid']}")

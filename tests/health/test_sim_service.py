@@ -47,7 +47,8 @@ def test_a_site_without_a_faults_file_has_no_simulated_ssh_hosts(tmp_path: Path,
 @needs_replay
 def test_the_embedded_sites_faults_file_is_valid() -> None:
     faults = load_faults(SIM_SITE.parent / "health-faults.yml")
-    assert faults.fixture_dir("gpu-r1-03").name == "h200x2-xid79"
+    assert faults.fixture_dir("gpu-r1-03").name == "hdr8-xid79"
+    assert faults.fixture_dir("gpu-r1-01").name == "hdr8-healthy"
     assert faults.fixture_dir("gpu-r1-01").is_dir()
 
 
