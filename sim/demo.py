@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fabric.cli import main as fabric_main
 from provision.cli import app as provision_app
+from provision.cli import load_commands
 from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
 from provision.cli.output import console
@@ -30,6 +31,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
 
 
 def _available(command: str) -> bool:
+    load_commands()
     names = {
         c.name or (c.callback.__name__.replace("_", "-") if c.callback else "")
         for c in provision_app.registered_commands

@@ -1,23 +1,50 @@
-"""`provision`: the controller's command line."""
+"""`provision`: the controller's command line.
+
+Command modules are imported on demand: `provision status` loads only the lifecycle commands, so it
+does not pay for httpx, asyncssh and the Redfish and health packages. `--help`, an unknown command
+or no command loads them all.
+"""
 
 from __future__ import annotations
 
 import sys
+from importlib import import_module
 
-import provision.cli.bmc_cmds  # noqa: F401
-import provision.cli.health_cmds as _health_cmds  # noqa: F401
-from provision.cli import lifecycle_cmds, maas_cmds  # noqa: F401  (registers commands)
 from provision.cli.app import app
 from provision.cli.runner import run_app
+
+COMMAND_MODULES = {
+    "status": "lifecycle_cmds",
+    "history": "lifecycle_cmds",
+    "mark": "lifecycle_cmds",
+    "record": "lifecycle_cmds",
+    "golden": "lifecycle_cmds",
+    "maas": "maas_cmds",
+    "harvest-macs": "bmc_cmds",
+    "pxe-boot": "bmc_cmds",
+    "power": "bmc_cmds",
+    "health": "health_cmds",
+    "bisect": "health_cmds",
+}
+
+
+def load_commands(argv: list[str] | None = None) -> None:
+    """Register the commands `argv` needs on `app` (all of them when it names none we know)."""
+    first = next((arg for arg in argv or [] if not arg.startswith("-")), None)
+    wanted = {COMMAND_MODULES[first]} if first in COMMAND_MODULES else set(COMMAND_MODULES.values())
+    for module in sorted(wanted):
+        import_module(f"provision.cli.{module}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every error a user can cause becomes one readable message and exit code 1."""
-    return run_app(app, argv, "provision")
+    args = sys.argv[1:] if argv is None else argv
+    load_commands(args)
+    return run_app(app, args, "provision")
 
 
 def entry() -> None:
     sys.exit(main())
 
 
-__all__ = ["app", "entry", "main"]
+__all__ = ["COMMAND_MODULES", "app", "entry", "load_commands", "main"]

@@ -122,3 +122,24 @@ def test_console_script_runs(site: Path) -> None:
     out = subprocess.run([str(exe), "status", "--site", str(site), "--json"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["site"] == "sim"
+
+
+def test_every_command_module_is_mapped_and_help_lists_them_all(capsys: pytest.CaptureFixture[str]) -> None:
+    from provision.cli import COMMAND_MODULES, app, load_commands
+
+    load_commands()
+    registered = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    registered |= {g.name for g in app.registered_groups if g.name}
+    assert registered == set(COMMAND_MODULES)
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMAND_MODULES)
+
+
+def test_status_does_not_import_the_network_clients(site: Path) -> None:
+    code = "import sys; from provision.cli import main; main(['status', '--json', '--site', sys.argv[1]]); " \
+           "print(sorted(m for m in ('httpx', 'asyncssh', 'pydantic', 'rich') if m in sys.modules))"
+    first = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, check=True)
+    assert first.stdout.strip().splitlines()[-1] == "['pydantic']"  # a new site is validated in full once
+    again = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, check=True)
+    assert again.stdout.strip().splitlines()[-1] == "[]"
