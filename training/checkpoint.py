@@ -71,7 +71,7 @@ class ExtraState:
 def capture_rng() -> tuple[str, str | None]:
     cpu = base64.b64encode(bytes(torch.get_rng_state().tolist())).decode()
     cuda = None
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         cuda = base64.b64encode(bytes(torch.cuda.get_rng_state().tolist())).decode()
     return cpu, cuda
 

@@ -133,9 +133,11 @@ def reshard_states(states: Sequence[LoaderState], files: Sequence[Path], new_wor
         size = Path(g.path).stat().st_size
         while start < g.end:
             r = min(int(consumed / per), new_world - 1)
-            boundary = int((r + 1) * per) - consumed + start if r < new_world - 1 else g.end
-            cut = min(g.end, max(line_start_at(Path(g.path), boundary, size), start + 1))
-            cut = g.end if cut <= start else cut
+            if r == new_world - 1:
+                cut = g.end
+            else:
+                quota_end = start + int((r + 1) * per) - consumed
+                cut = min(g.end, line_start_at(Path(g.path), max(quota_end, start + 1), size))
             out[r].segments.append(Segment(g.path, start, cut, skip))
             consumed += cut - start
             start, skip = cut, 0

@@ -28,7 +28,7 @@ def _zero_model_state(ckpt: Path) -> dict[str, torch.Tensor]:
     import os
 
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint  # type: ignore[import-untyped]
 
     state: dict[str, torch.Tensor] = get_fp32_state_dict_from_zero_checkpoint(str(ckpt.parent), tag=ckpt.name)
     return state

@@ -94,7 +94,8 @@ class Attention(nn.Module):
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
+        out: torch.Tensor = self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
+        return out
 
 
 class MLP(nn.Module):
@@ -106,7 +107,8 @@ class MLP(nn.Module):
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, out_std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out
 
 
 _SAVE_OPS: set[Any] = set()
@@ -138,7 +140,8 @@ class DecoderLayer(nn.Module):
     def _block(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                mask: torch.Tensor | None) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
+        return out
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 mask: torch.Tensor | None) -> torch.Tensor:

@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import async_save
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
 from training.configs import ModelConfig, TrainConfig
@@ -53,7 +54,7 @@ class FsdpEngine:
             model.init_weights()
         self.model: torch.nn.Module = model
         cuda = device.type == "cuda" and not tcfg.cpu_offload
-        self.optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,  # type: ignore[arg-type]
+        self.optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,
                                            betas=tcfg.betas, eps=1e-8, fused=cuda, foreach=not cuda)
         # Checkpoint writes run in a background thread; their collectives get a group of their own
         # so they never interleave with the training collectives.
@@ -87,7 +88,7 @@ class FsdpEngine:
 
     def save(self, path: Path) -> None:
         self.wait_saved()
-        ret: Any = dcp.async_save(self._state(), checkpoint_id=str(path), process_group=self._ckpt_pg)
+        ret: Any = async_save(self._state(), checkpoint_id=str(path), process_group=self._ckpt_pg)
         if hasattr(ret, "staging_completion"):  # newer DCP: staging itself may be asynchronous
             ret.staging_completion.result()
             ret = ret.upload_completion
@@ -103,6 +104,6 @@ class FsdpEngine:
 
     def load(self, path: Path) -> None:
         state = self._state()
-        dcp.load(state, checkpoint_id=str(path))
+        dcp_load(state, checkpoint_id=str(path))
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optim"])

@@ -58,8 +58,8 @@ class DeepSpeedEngine:
     def __init__(self, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device) -> None:
         if device.type != "cuda":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        import deepspeed
-        import deepspeed.comm.torch  # noqa: F401  (loads the module patched below)
+        import deepspeed  # type: ignore[import-untyped]
+        import deepspeed.comm.torch  # type: ignore[import-untyped]
 
         if device.type != "cuda":
             # DeepSpeed's CPU backend would JIT-compile a shared-memory all-reduce with the C++
@@ -76,7 +76,7 @@ class DeepSpeedEngine:
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
         model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every)
         cuda = device.type == "cuda"
-        optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,  # type: ignore[arg-type]
+        optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,
                                       betas=tcfg.betas, eps=1e-8, fused=cuda, foreach=not cuda)
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
         self.engine: Any = engine

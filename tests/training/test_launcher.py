@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from training.launcher import Host, LaunchError, NcclSite, Supervisor, job_env, load_nccl_site, parse_hostfile
+
+
+def test_hostfile_deepspeed_and_plain_lines() -> None:
+    hosts = parse_hostfile("# golden set\ngpu-r1-01 slots=8\ngpu-r1-02\n\n", default_slots=4)
+    assert hosts == [Host("gpu-r1-01", 8), Host("gpu-r1-02", 4)]
+    with pytest.raises(LaunchError, match="twice"):
+        parse_hostfile("a\na\n", 8)
+    with pytest.raises(LaunchError, match="cannot read"):
+        parse_hostfile("a gpus=8\n", 8)
+
+
+def test_site_nccl_settings_and_flight_recorder_reach_every_rank(tmp_path: Path) -> None:
+    site = tmp_path / "site.yml"
+    site.write_text("nccl:\n  ib_hca: mlx5_0,mlx5_3\n  gdr_level: PHB\n  socket_ifname: bond0\n"
+                    "  env: {NCCL_IB_TIMEOUT: '22'}\n")
+    env = job_env(load_nccl_site(site), tmp_path / "run", attempt=2)
+    assert env["NCCL_IB_HCA"] == "mlx5_0,mlx5_3" and env["NCCL_NET_GDR_LEVEL"] == "PHB"
+    assert env["NCCL_SOCKET_IFNAME"] == "bond0" and env["NCCL_IB_TIMEOUT"] == "22"
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1" and env["TORCH_FR_BUFFER_SIZE"] == "2000"
+    assert env["TRAINING_ATTEMPT"] == "2"
+    with pytest.raises(LaunchError):
+        NcclSite.from_mapping({"ib_hcas": "x"})
+
+
+def test_remote_hosts_get_torchrun_over_ssh_with_c10d_rendezvous_on_the_first(tmp_path: Path) -> None:
+    sup = Supervisor([Host("gpu-a", 8), Host("gpu-b", 8)], ["--config", "llama3_70b"], tmp_path, lambda h: {},
+                     python="python3", workdir=Path("/srv/bringup"))
+    (_, cmd_a, _), (_, cmd_b, _) = sup.commands(sup.hosts, attempt=1)
+    assert cmd_a[:2] == ["ssh", "-o"] and cmd_a[-2] == "gpu-a"
+    remote = cmd_b[-1]
+    assert remote.startswith("cd /srv/bringup && env ")
+    for part in ("--nnodes=2", "--nproc-per-node=8", "--node-rank=1", "--rdzv-backend=c10d",
+                 "--rdzv-endpoint=gpu-a:29500", "--rdzv-id=bringup-train-1", "--max-restarts=0", "TRAINING_ATTEMPT=1"):
+        assert part in remote
+
+
+class FakeSupervisor(Supervisor):
+    """Attempts scripted: each call returns the next host -> exit code mapping."""
+
+    script: list[dict[str, int]]
+
+    def run_attempt(self, hosts: Sequence[Host], attempt: int) -> dict[str, int]:
+        codes = self.script[attempt]
+        return {h.name: codes.get(h.name, 0) for h in hosts}
+
+
+def _events(run: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+
+
+def test_failure_reruns_health_drops_critical_hosts_and_restarts(tmp_path: Path) -> None:
+    checked: list[list[str]] = []
+
+    def health(hosts: Sequence[str]) -> dict[str, str]:
+        checked.append(list(hosts))
+        return {"a": "healthy", "b": "critical", "c": "unhealthy"}  # d missing: unknown
+
+    sup = FakeSupervisor([Host(n, 8) for n in "abcd"], [], tmp_path, health, max_restarts=2)
+    sup.script = [{"b": 1}, {}]
+    assert sup.run() == 0
+    assert checked == [["a", "b", "c", "d"]]
+    ev = _events(tmp_path)
+    assert [e["event"] for e in ev] == ["start", "restart", "start", "finished"]
+    assert ev[1]["dropped"] == {"b": "critical", "d": "unknown"}
+    assert ev[2]["hosts"] == ["a", "c"]
+
+
+def test_restarts_are_bounded(tmp_path: Path) -> None:
+    sup = FakeSupervisor([Host("a", 8)], [], tmp_path, lambda h: {"a": "healthy"}, max_restarts=1)
+    sup.script = [{"a": 1}, {"a": 1}]
+    assert sup.run() == 1
+    assert [e["event"] for e in _events(tmp_path)] == ["start", "restart", "start", "gave_up"]
+
+
+def test_gives_up_below_min_hosts(tmp_path: Path) -> None:
+    sup = FakeSupervisor([Host("a", 8), Host("b", 8)], [], tmp_path, lambda h: {"a": "critical", "b": "healthy"},
+                         max_restarts=3, min_hosts=2)
+    sup.script = [{"a": 1}]
+    assert sup.run() == 1
+    last = _events(tmp_path)[-1]
+    assert last["event"] == "gave_up" and "min_hosts" in str(last["reason"])

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.training.conftest import FIXTURES
+from training.configs import model_config
+from training.plan import main, min_gpus, plan
+
+GIB_80 = 80e9 / 2**30
+GIB_141 = 141e9 / 2**30
+
+
+def test_parameter_counts_match_the_published_models() -> None:
+    assert model_config("llama3_70b").num_params() == pytest.approx(70.55e9, rel=0.002)
+    assert model_config("llama3_8b").num_params() == pytest.approx(8.03e9, rel=0.002)
+    assert model_config("llama3_1b").num_params() == pytest.approx(1.50e9, rel=0.01)
+
+
+def test_70b_zero3_needs_about_32_gpus_of_80_gb() -> None:
+    m = model_config("llama3_70b")
+    assert plan(m, "deepspeed", 16, GIB_80).verdict == "does not fit"
+    assert plan(m, "deepspeed", 32, GIB_80).verdict == "fits"
+    assert 17 <= (min_gpus(m, "deepspeed", GIB_80) or 0) <= 32
+    assert plan(m, "fsdp", 32, GIB_80).verdict == "fits" and not plan(m, "fsdp", 16, GIB_80).fits
+
+
+def test_8b_on_one_h200_is_at_the_edge_and_on_two_fits() -> None:
+    m = model_config("llama3_8b")
+    # 16 bytes/param is 120 GiB before any activation: closer to the limit than the plan's error
+    assert plan(m, "fsdp", 1, GIB_141, 1, 4096, "full").verdict == "tight"
+    assert plan(m, "deepspeed", 1, GIB_141, 1, 4096, "full").verdict == "does not fit"
+    assert plan(m, "fsdp", 2, GIB_141, 2, 4096, "none", 8192).verdict == "fits"
+
+
+# Peaks measured on 2x H200 (tests/fixtures/training/gpu_suite_*.jsonl), eager runs only: the
+# plan counts what eager PyTorch saves; a compiled model saves less.
+@pytest.mark.parametrize("name", ["fsdp_8b_2gpu_eager", "slice70b_4layers_fsdp_2gpu", "deepspeed_8b_2gpu",
+                                  "deepspeed_1b_2gpu", "deepspeed_1b_1gpu", "slice70b_4layers_fsdp_2gpu_fullac"])
+def test_plan_is_within_10_percent_of_measured_peak_memory(name: str) -> None:
+    rows = [json.loads(line) for f in sorted(FIXTURES.glob("gpu_suite_*.jsonl")) for line in f.read_text().splitlines()]
+    row = next(r for r in rows if r["name"] == name)
+    args = row["command"].split()
+    chunk = int(args[args.index("--loss-chunk-tokens") + 1])
+    b = plan(model_config(row["model"]), row["engine"], row["gpus"], GIB_141, row["micro_batch"], row["seq"],
+             row["ac"], chunk)
+    assert b.total_gib == pytest.approx(row["peak_mem_gib"], rel=0.10)
+
+
+def test_plan_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["--config", "llama3_70b", "--gpus", "32", "--gpu-mem", "80", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert {b["engine"] for b in out["budgets"]} == {"fsdp", "deepspeed"}
+    assert all(b["verdict"] == "fits" for b in out["budgets"])
