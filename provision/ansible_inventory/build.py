@@ -91,6 +91,8 @@ def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, A
     if ssh.known_hosts:
         known = (site.directory / ssh.known_hosts).resolve()
         common_args.append(f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes")
+    else:
+        common_args.append("-o StrictHostKeyChecking=accept-new")  # the site's choice: trust on first use
     out["ansible_ssh_common_args"] = " ".join(common_args)
     return out
 

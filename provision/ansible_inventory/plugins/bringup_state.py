@@ -33,11 +33,11 @@ options:
   site:
     description: Site file, relative to this config file.
     required: true
-    type: path
+    type: str
   db:
     description: State database, relative to this config file; default state/<site>.db beside the site.
     required: false
-    type: path
+    type: str
 """
 
 

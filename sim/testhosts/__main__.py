@@ -1,0 +1,44 @@
+"""`python -m sim.testhosts up [--count N] [--run-dir D] | down [--run-dir D] | status [--run-dir D]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from provision.errors import BringupError
+from sim.testhosts import lab as lab_mod
+
+DEFAULT_RUN_DIR = lab_mod.REPO_ROOT / "state" / "testhosts"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim.testhosts", description=__doc__)
+    parser.add_argument("command", choices=("up", "down", "status"))
+    parser.add_argument("--count", type=int, default=4, help="test hosts to start (up)")
+    parser.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="where this run lives")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            lab = lab_mod.up(args.run_dir, args.count)
+            for host in lab.hosts:
+                print(f"{host.name:<12} {host.address}")
+            print(f"inventory: {lab.inventory}")
+            print(f"run: ansible-playbook -i {lab.inventory} playbooks/site.yml")
+        elif args.command == "down":
+            problems = lab_mod.down(args.run_dir)
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            return 1 if problems else 0
+        else:
+            state = args.run_dir.resolve() / lab_mod.STATE_FILE
+            print(state.read_text() if state.exists() else json.dumps({"hosts": []}))
+    except BringupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Faults a test injects into one running test host, each the way it happens on a real one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from sim.testhosts.lab import DISKS, Lab
+from sim.testhosts.proc import run
+from sim.testhosts.standins import DRIVER_BRANCH, DRIVER_VERSIONS
+
+FAULTS = ("apt_unreachable", "held_wrong_version", "missing_peermem", "disk_mismatch")
+
+
+def _host_vars(lab: Lab, host: str, values: dict[str, object]) -> None:
+    path = lab.run_dir / "inventory" / "host_vars" / f"{host}.yml"
+    current = yaml.safe_load(path.read_text()) if path.exists() else {}
+    path.write_text(yaml.safe_dump({**(current or {}), **values}, sort_keys=True))
+
+
+def apt_unreachable(lab: Lab, host: str) -> None:
+    """The host's Docker repository points at a port where nothing listens (a dead mirror or proxy)."""
+    dead = lab.repo_url.rsplit(":", 1)[0] + ":1"
+    _host_vars(lab, host, {"container_runtime_docker_repo_url": f"{dead}/docker"})
+
+
+def held_wrong_version(lab: Lab, host: str) -> None:
+    """An older driver installed and held by hand (apt-mark hold), as someone pinning a host would."""
+    root = lab.host(host).root
+    old = f"{DRIVER_VERSIONS[1]}-0ubuntu1"
+    b = DRIVER_BRANCH
+    names = [f"nvidia-driver-{b}-server-open", f"nvidia-dkms-{b}-server-open", f"nvidia-utils-{b}-server",
+             f"nvidia-compute-utils-{b}-server"]
+    source = root / "etc/apt/sources.list.d/fault-old-driver.sources"
+    keyring = "/etc/apt/keyrings/bringup-testhost-distro.asc"
+    source.write_text(f"Types: deb\nURIs: {lab.repo_url}/cuda/\nSuites: /\nSigned-By: {keyring}\n")
+    env = ["env", "DEBIAN_FRONTEND=noninteractive"]
+    try:
+        run(["chroot", str(root), *env, "apt-get", "-q", "update"], timeout=300)
+        run(["chroot", str(root), *env, "apt-get", "-q", "-y", "install", *(f"{n}={old}" for n in names)],
+            timeout=300)
+        run(["chroot", str(root), "apt-mark", "hold", *names])
+    finally:
+        source.unlink(missing_ok=True)
+
+
+def missing_peermem(lab: Lab, host: str) -> None:
+    """The driver's DKMS build leaves out nvidia-peermem (built without OFED): dpkg never installs it."""
+    cfg = lab.host(host).root / "etc/dpkg/dpkg.cfg.d/bringup-fault-no-peermem"
+    cfg.write_text("path-exclude=/usr/src/nvidia-*/nvidia-peermem.ko\n")
+
+
+def disk_mismatch(lab: Lab, host: str) -> None:
+    """One of the four data disks is formatted and mounted: three are usable, the site expects four."""
+    _host_vars(lab, host, {"bringup_testhost_disks": str(Path(DISKS / "hgx-2os-3data-1scratch.json"))})
+
+
+def inject(lab: Lab, host: str, fault: str) -> None:
+    {"apt_unreachable": apt_unreachable, "held_wrong_version": held_wrong_version,
+     "missing_peermem": missing_peermem, "disk_mismatch": disk_mismatch}[fault](lab, host)

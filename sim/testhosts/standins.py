@@ -1,0 +1,113 @@
+"""The stand-in vendor packages of the test hosts' local apt repository: real names, real versions.
+
+Each stand-in carries the files a role looks at (binaries that print what the real ones print, unit
+files, a DKMS build that installs kernel modules for the running kernel) and nothing else. The
+repositories mirror the vendors' layouts: NVIDIA's CUDA and container-toolkit repositories are flat,
+Docker's has `dists/<suite>/stable`, DOCA's is flat; `distro` holds what Ubuntu ships in its archive
+(zfsutils-linux) for Debian test hosts, which have no archive access during a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DRIVER_BRANCH = "580"
+DRIVER_VERSIONS = ("580.159.04", "580.95.05")  # the pinned one first; the older one for the held-version fault
+DCGM_VERSION = "4.2.3"
+TOOLKIT_VERSION = "1.17.8"
+DOCKER_VERSION = "28.3.3"
+CONTAINERD_VERSION = "1.7.27"
+DOCA_VERSION = "2.9.1"
+OFED_VERSION = "24.10-1.1.4"
+ZFS_VERSION = "2.2.2"
+KERNEL_MODULES = ("nvidia", "nvidia-modeset", "nvidia-uvm", "nvidia-peermem")
+
+
+@dataclass(frozen=True)
+class StandIn:
+    name: str
+    version: str
+    repo: str
+    description: str
+    depends: tuple[str, ...] = ()
+    # destination path on the host -> payload file name (under payload/)
+    files: tuple[tuple[str, str], ...] = ()
+    postinst: str | None = None
+    prerm: str | None = None
+    # kernel modules (fake ELF objects with a real .modinfo section) put under /usr/src/nvidia-<version>/
+    modules: tuple[str, ...] = ()
+    substitutions: dict[str, str] = field(default_factory=dict)
+
+
+def _driver(upstream: str, *, fabric_manager: bool) -> list[StandIn]:
+    ver = f"{upstream}-0ubuntu1"
+    subs = {"DRIVER_VERSION": upstream, "VERSION": upstream}
+    flavour = "server-open"
+    b = DRIVER_BRANCH
+    driver = [
+        StandIn(f"nvidia-driver-{b}-{flavour}", ver, "cuda", f"NVIDIA driver metapackage ({upstream}, open modules)",
+                depends=(f"nvidia-dkms-{b}-{flavour} (= {ver})", f"nvidia-utils-{b}-server (= {ver})",
+                         f"nvidia-compute-utils-{b}-server (= {ver})"), substitutions=subs),
+        StandIn(f"nvidia-dkms-{b}-{flavour}", ver, "cuda", f"NVIDIA open kernel modules {upstream} (DKMS)",
+                depends=("kmod",), postinst="dkms-postinst", prerm="dkms-prerm", modules=KERNEL_MODULES,
+                substitutions=subs),
+        StandIn(f"nvidia-utils-{b}-server", ver, "cuda", f"NVIDIA driver support binaries {upstream}",
+                files=(("/usr/bin/nvidia-smi", "nvidia-smi"),
+                       ("/usr/share/nvidia-standin/nvidia-smi.table", "nvidia-smi.table")), substitutions=subs),
+        StandIn(f"nvidia-compute-utils-{b}-server", ver, "cuda", f"NVIDIA compute utilities {upstream}",
+                files=(("/usr/bin/nvidia-persistenced", "nvidia-persistenced"),
+                       ("/lib/systemd/system/nvidia-persistenced.service", "nvidia-persistenced.service")),
+                substitutions=subs),
+    ]
+    if not fabric_manager:
+        return driver
+    return [
+        *driver,
+        StandIn(f"nvidia-fabricmanager-{b}", ver, "cuda", f"NVIDIA Fabric Manager {upstream}",
+                files=(("/usr/bin/nv-fabricmanager", "nv-fabricmanager"),
+                       ("/lib/systemd/system/nvidia-fabricmanager.service", "nvidia-fabricmanager.service"),
+                       ("/usr/share/nvidia/nvswitch/fabricmanager.cfg", "fabricmanager.cfg")), substitutions=subs),
+        StandIn(f"libnvidia-nscq-{b}", ver, "cuda", f"NVSwitch Configuration and Query library {upstream}",
+                substitutions=subs),
+    ]
+
+
+def stand_ins() -> list[StandIn]:
+    out: list[StandIn] = []
+    for upstream in DRIVER_VERSIONS:
+        out += _driver(upstream, fabric_manager=upstream == DRIVER_VERSIONS[0])
+    dcgm = f"1:{DCGM_VERSION}-1"
+    dcgm_subs = {"VERSION": DCGM_VERSION}
+    out += [
+        StandIn("datacenter-gpu-manager-4-core", dcgm, "cuda", "NVIDIA DCGM 4 core (host engine, dcgmi)",
+                files=(("/usr/bin/dcgmi", "dcgmi"), ("/usr/bin/nv-hostengine", "nv-hostengine"),
+                       ("/lib/systemd/system/nvidia-dcgm.service", "nvidia-dcgm.service")), substitutions=dcgm_subs),
+        StandIn("datacenter-gpu-manager-4-cuda12", dcgm, "cuda", "NVIDIA DCGM 4 CUDA 12 components",
+                depends=(f"datacenter-gpu-manager-4-core (= {dcgm})",), substitutions=dcgm_subs),
+        StandIn("datacenter-gpu-manager-exporter", f"{DCGM_VERSION}-4.1.1-1", "cuda", "NVIDIA DCGM exporter",
+                depends=("datacenter-gpu-manager-4-core",),
+                files=(("/usr/bin/dcgm-exporter", "dcgm-exporter"),
+                       ("/etc/dcgm-exporter/default-counters.csv", "default-counters.csv")),
+                substitutions={"VERSION": f"{DCGM_VERSION}-4.1.1"}),
+        StandIn("nvidia-container-toolkit", f"{TOOLKIT_VERSION}-1", "toolkit", "NVIDIA container toolkit",
+                files=(("/usr/bin/nvidia-ctk", "nvidia-ctk"),
+                       ("/usr/bin/nvidia-container-runtime", "nvidia-container-runtime")),
+                substitutions={"VERSION": TOOLKIT_VERSION}),
+        StandIn("docker-ce", f"5:{DOCKER_VERSION}-1~debian.12~bookworm", "docker", "Docker engine",
+                depends=("docker-ce-cli", "containerd.io"),
+                files=(("/usr/bin/dockerd", "dockerd"), ("/lib/systemd/system/docker.service", "docker.service")),
+                substitutions={"UPSTREAM": DOCKER_VERSION}),
+        StandIn("docker-ce-cli", f"5:{DOCKER_VERSION}-1~debian.12~bookworm", "docker", "Docker CLI",
+                files=(("/usr/bin/docker", "docker"),), substitutions={"UPSTREAM": DOCKER_VERSION}),
+        StandIn("containerd.io", f"{CONTAINERD_VERSION}-1", "docker", "containerd runtime",
+                files=(("/usr/bin/containerd", "containerd"),
+                       ("/lib/systemd/system/containerd.service", "containerd.service")),
+                substitutions={"UPSTREAM": CONTAINERD_VERSION}),
+        StandIn("doca-ofed", f"{DOCA_VERSION}-1", "doca", f"DOCA-OFED {DOCA_VERSION} (OFED {OFED_VERSION})",
+                files=(("/usr/bin/ofed_info", "ofed_info"), ("/lib/systemd/system/openibd.service", "openibd.service")),
+                substitutions={"VERSION": f"{DOCA_VERSION}-1", "OFED": OFED_VERSION}),
+        StandIn("zfsutils-linux", f"{ZFS_VERSION}-0ubuntu9", "distro", "OpenZFS command-line tools",
+                files=(("/usr/sbin/zpool", "zpool"), ("/usr/sbin/zfs", "zfs")),
+                substitutions={"VERSION": f"{ZFS_VERSION}-0ubuntu9"}),
+    ]
+    return out
