@@ -118,9 +118,14 @@ async def _network_functions(client: RedfishClient, system: Resource) -> list[Re
     adapters_path = chassis.link("NetworkAdapters")
     if adapters_path is None:
         return None
-    adapters = await client.members(adapters_path, levels=3)
-    per_adapter = await asyncio.gather(*(client.child_members(a, "NetworkDeviceFunctions") for a in adapters
-                                         if a.data.get("NetworkDeviceFunctions") is not None))
+    adapters = [a for a in await client.members(adapters_path, levels=3)
+                if a.data.get("NetworkDeviceFunctions") is not None]
+    if all(isinstance(f := a.data["NetworkDeviceFunctions"], Mapping) and "Members" in f for a in adapters):
+        # expanded inline: nothing to fetch, so no tasks to spread it over
+        per_adapter = [await client.child_members(a, "NetworkDeviceFunctions") for a in adapters]
+    else:
+        per_adapter = list(await asyncio.gather(*(client.child_members(a, "NetworkDeviceFunctions")
+                                                  for a in adapters)))
     return [f for funcs in per_adapter for f in funcs]
 
 

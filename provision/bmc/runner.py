@@ -2,27 +2,27 @@
 
 One bad host never stops or slows the others: each host runs in its own task under a semaphore and a
 deadline, and every failure becomes a `failed` record with its reason and evidence. Records are written
-by one writer thread as soon as each host finishes a step, so a `kill -9` mid-run loses nothing
+by one writer thread (group commit) as soon as each host finishes a step, so a `kill -9` mid-run loses nothing
 already recorded, and a re-run only touches hosts that still need the step.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
-import functools
-from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from provision.bmc.harvest import check, find_system, harvest
 from provision.bmc.power import PowerAction, PowerPolicy, arm_pxe_once, power, power_state, reset, wait_power
+from provision.bmc.recorder import Recorder
 from provision.bmc.triage import Failure, triage
 from provision.redfish import ClientOptions, RedfishClient, tls_context
 from provision.site import Host, Site
 from provision.site.credentials import Login, login
-from provision.state import HostRecord, State, StateStore
+from provision.state import Change, HostRecord, State, StateStore
 
 HARVEST = "harvest-macs"
 PXE = "pxe-boot"
@@ -37,6 +37,9 @@ class RunOptions:
     poll_s: float = 1.0
     boot_mode: str | None = "UEFI"
     power_policy: PowerPolicy = PowerPolicy.off_on
+    # Hosts opening a BMC connection (TCP, TLS handshake, service root, login) at once. Without a
+    # bound, 500 simultaneous handshakes finish together, late, and the first ones time out.
+    open_concurrency: int = 64
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ class Fanout:
         bundle = str((site.directory / tls.ca_bundle).resolve()) if tls.ca_bundle else None
         self._tls = tls_context(tls.verify, bundle)
         self._logins: dict[str, Login] = {}
-        self._writer: ThreadPoolExecutor | None = None
+        self._recorder: Recorder | None = None
+        self._opening: asyncio.Semaphore | None = None
 
     def _login(self, host: Host) -> Login:
         name = host.bmc.credential
@@ -96,17 +100,27 @@ class Fanout:
     def client(self, host: Host) -> RedfishClient:
         return RedfishClient(base_url(host), self._login(host), tls=self._tls, options=self.options.client)
 
-    async def _write(self, fn: Callable[[], Any]) -> Any:
-        assert self._writer is not None
-        return await asyncio.get_running_loop().run_in_executor(self._writer, fn)
+    @contextlib.asynccontextmanager
+    async def session(self, host: Host) -> AsyncIterator[RedfishClient]:
+        """An open client (connected, logged in), closed (session deleted) on the way out."""
+        bmc = self.client(host)
+        try:
+            if self._opening is None:
+                self._opening = asyncio.Semaphore(self.options.open_concurrency)
+            async with self._opening:
+                await bmc.open()
+            yield bmc
+        finally:
+            await bmc.close()
 
     async def record(self, host: str, to: State, command: str, evidence: Any) -> None:
-        await self._write(functools.partial(self.store.transition, host, to, command=command, evidence=evidence))
+        assert self._recorder is not None
+        await self._recorder.write(Change(host, to, command, evidence=evidence))
 
     async def record_failure(self, host: Host, command: str, failure: Failure) -> None:
+        assert self._recorder is not None
         evidence = {**failure.evidence, "bmc": base_url(host), "detail": failure.detail}
-        await self._write(functools.partial(self.store.fail, host.hostname, failure.reason, command=command,
-                                            evidence=evidence))
+        await self._recorder.write(Change(host.hostname, State.failed, command, failure.reason, evidence))
 
     async def _each(self, hosts: Iterable[Host], command: str | None,
                     work: Callable[[Host], Awaitable[dict[str, Any]]]) -> list[HostResult]:
@@ -128,12 +142,12 @@ class Fanout:
                     return HostResult(host.hostname, False, reason=failure.reason, detail=failure.detail,
                                       data=failure.evidence, remediation=failure.remediation)
 
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="state-writer")
+        self._recorder = Recorder(self.store)
         try:
             return list(await asyncio.gather(*(one(h) for h in hosts)))
         finally:
-            self._writer.shutdown(wait=True)
-            self._writer = None
+            await self._recorder.close()
+            self._recorder = None
 
     # the three operations ------------------------------------------------------------------------
 
@@ -156,7 +170,7 @@ class Fanout:
 
         async def work(host: Host) -> dict[str, Any]:
             cls = self.site.host_class(host)
-            async with self.client(host) as bmc:
+            async with self.session(host) as bmc:
                 system = await find_system(bmc)
                 await self.record(host.hostname, State.bmc_reachable, HARVEST,
                                   {"bmc": base_url(host), "system": system.path})
@@ -176,7 +190,7 @@ class Fanout:
         opts = self.options
 
         async def work(host: Host) -> dict[str, Any]:
-            async with self.client(host) as bmc:
+            async with self.session(host) as bmc:
                 system = await find_system(bmc)
                 armed = await arm_pxe_once(bmc, system, opts.boot_mode)
                 state = power_state(system)
@@ -211,7 +225,7 @@ class Fanout:
         opts = self.options
 
         async def work(host: Host) -> dict[str, Any]:
-            async with self.client(host) as bmc:
+            async with self.session(host) as bmc:
                 system = await find_system(bmc)
                 return await power(bmc, system, action, timeout_s=opts.power_timeout_s, poll_s=opts.poll_s)
 

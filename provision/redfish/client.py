@@ -486,7 +486,10 @@ class RedfishClient:
             if not isinstance(raw, list):
                 raise RedfishProtocolError(f"{page.path} is not a collection (no Members list)",
                                            endpoint=self.endpoint, path=page.path)
-            out.extend(await asyncio.gather(*(self.resolve(m, page.path) for m in raw)))
+            inline = [Resource(odata_id(m) or page.path, m) if _is_expanded(m) else None for m in raw]
+            missing = [m for m, got in zip(raw, inline, strict=True) if got is None]
+            fetched = iter(await asyncio.gather(*(self.resolve(m, page.path) for m in missing)) if missing else [])
+            out.extend(got if got is not None else next(fetched) for got in inline)
             nxt = page.data.get("Members@odata.nextLink")
             page = await self.get(nxt) if isinstance(nxt, str) and nxt.startswith("/") else None
         return out

@@ -44,7 +44,7 @@ def test_512_bmcs_with_10_percent_faulty(tmp_path: Path, monkeypatch: pytest.Mon
     store = StateStore(tmp_path / "state.db")
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
     options = RunOptions(concurrency=256, host_timeout_s=60,
-                         client=ClientOptions(timeout_s=10.0, retries=1, backoff_s=0.05, backoff_max_s=0.1))
+                         client=ClientOptions(timeout_s=6.0, retries=1, backoff_s=0.05, backoff_max_s=0.1))
 
     with SimProcess(site_path, password, tmp_path / "run", slow_ms=200, faults=faults_file) as sim:
         first = asyncio.run(Fanout(site, store, options).harvest_macs(site.hosts()))
