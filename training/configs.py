@@ -132,3 +132,22 @@ class TrainConfig:
             raise ValueError(f"activation_checkpoint must be one of {ACTIVATION_CHECKPOINT_MODES}")
         if self.micro_batch < 1 or self.grad_accum < 1 or self.seq_len < 2:
             raise ValueError("micro_batch, grad_accum >= 1 and seq_len >= 2 are required")
+
+
+def recommended_train(model: str) -> TrainConfig:
+    """Per-model run defaults (command-line flags override each field). The 8B and 1B settings are
+    the fastest measured on 2x H200 (training/PERFORMANCE.md); 70B follows the memory plan
+    (`python -m training plan`): one sequence per GPU with full activation checkpointing."""
+    base = model.partition("-slice")[0]
+    if base == "llama3_70b":
+        return TrainConfig(micro_batch=1, grad_accum=4, activation_checkpoint="full", compile=True,
+                           checkpoint_every=500)
+    if base == "llama3_8b":
+        return TrainConfig(micro_batch=2, grad_accum=2, compile=True, reshard_after_forward=False,
+                           loss_chunk_tokens=8192)
+    if base == "llama3_1b":
+        return TrainConfig(micro_batch=4, compile=True, loss_chunk_tokens=16384)
+    if base == "tiny":
+        return TrainConfig(seq_len=128, micro_batch=2, steps=20, warmup_steps=2, lr=3e-3, checkpoint_every=10,
+                           loss_chunk_tokens=96)
+    return TrainConfig()

@@ -72,11 +72,14 @@ def activation_bytes_per_token_layer(m: ModelConfig, mode: str) -> float:
 
 
 def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int = 1, seq_len: int = 4096,
-         activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096) -> Budget:
+         activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096, grad_accum: int = 1,
+         reshard_after_forward: bool = True) -> Budget:
     """Peak tensor memory = persistent state + the larger of two phases:
     end of forward (activations and logits live, gradients not yet) and end of backward (every
     gradient shard, plus the root's reduce-scatter input: FSDP2 reduces the unsharded embedding
-    and head gradients in fp32 in one go; ZeRO-3 upcasts one optimizer sub-group to fp32)."""
+    and head gradients in fp32 in one go; ZeRO-3 upcasts one optimizer sub-group to fp32).
+    With gradient accumulation the shards of the earlier micro-batches are there at the end of the
+    later forwards; without resharding after forward (FSDP2) every layer stays gathered in bf16."""
     n, g = m.num_params(), gpus
     tokens = micro_batch * seq_len
     layer, emb = m.layer_params(), m.embedding_params()
@@ -90,7 +93,10 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
     if engine == "fsdp":
         weights, grads, optim = 4.0 * n / g, 4.0 * n / g, 8.0 * n / g
         # root (embeddings, head) stays gathered in bf16; the current and the prefetched layer too
-        working_fwd = 2.0 * emb + 2.0 * head + 2.0 * (2 * layer)
+        gathered_layers = 2 if reshard_after_forward else m.num_layers
+        working_fwd = 2.0 * emb + 2.0 * head + 2.0 * (gathered_layers * layer)
+        if grad_accum > 1:
+            working_fwd += grads
         end_bwd = grads + 4.0 * emb + 2.0 * emb
     elif engine == "deepspeed":
         weights, grads, optim = 2.0 * n / g, 2.0 * n / g, 12.0 * n / g
@@ -131,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-mem", type=float, required=True, help="GB per GPU as the vendor counts (80, 141)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--no-reshard", action="store_true", help="FSDP2 keeps layers gathered between forward and backward")
     p.add_argument("--activation-checkpoint", choices=AC_MODES, default=None,
                    help="default: the lightest mode that fits")
     p.add_argument("--json", action="store_true")
@@ -142,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     for engine in ENGINES:
         mode = a.activation_checkpoint or lightest_fitting_mode(m, engine, a.gpus, mem_gib, a.micro_batch,
                                                                  a.seq_len) or "full"
-        b = plan(m, engine, a.gpus, mem_gib, a.micro_batch, a.seq_len, mode)
+        b = plan(m, engine, a.gpus, mem_gib, a.micro_batch, a.seq_len, mode, grad_accum=a.grad_accum,
+                 reshard_after_forward=not a.no_reshard)
         rows.append({**asdict(b), "verdict": b.verdict,
                      "min_gpus_full_checkpointing": min_gpus(m, engine, mem_gib, a.seq_len)})
     if a.json:

@@ -9,7 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
@@ -25,7 +25,7 @@ from training.checkpoint import (
     step_dir,
     write_extra,
 )
-from training.configs import ModelConfig, TrainConfig, model_config
+from training.configs import ModelConfig, TrainConfig, model_config, recommended_train
 from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
 from training.engines import Engine, lr_at
 from training.monitor import GcController, MetricsWriter, SlowStepDetector, StepRecord, log, mfu, peak_tflops
@@ -56,12 +56,13 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
 
 
 def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The model's recommended run settings, with every flag given on the command line applied."""
     kw: dict[str, object] = {}
     for f in fields(TrainConfig):
         v = getattr(args, f.name, None)
         if v is not None:
             kw[f.name] = bool(v) if isinstance(f.default, bool) else v
-    return TrainConfig(**kw)  # type: ignore[arg-type]
+    return replace(recommended_train(args.config), **kw)  # type: ignore[arg-type]
 
 
 def build_engine(name: str, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device) -> Engine:
@@ -90,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
     if tcfg.seq_len > mcfg.max_seq_len:
         raise ValueError(f"seq_len {tcfg.seq_len} > model max_seq_len {mcfg.max_seq_len}")
     cuda = torch.cuda.is_available()
+    # NCCL flight recorder on even when started without the launcher (which sets the same).
+    for key, value in (("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"), ("TORCH_FR_BUFFER_SIZE", "2000"),
+                       ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+                       ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(args.run_dir / "nccl_trace" / "rank_"))):
+        os.environ.setdefault(key, value)
+    if cuda:
+        (args.run_dir / "nccl_trace").mkdir(parents=True, exist_ok=True)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if cuda:
         torch.cuda.set_device(local_rank)
