@@ -63,18 +63,23 @@ def write_site(directory: Path, hosts: int, port: int) -> Path:
     return path
 
 
-def timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, int, int]:
-    """Run a command; return (wall seconds, exit code, peak RSS in MB)."""
+def timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, int, int, float]:
+    """Run a command; return (wall seconds, exit code, peak RSS in MB, CPU seconds user+system)."""
     start = time.perf_counter()
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    return wall, os.waitstatus_to_exitcode(status), usage.ru_maxrss // 1024
+    return wall, os.waitstatus_to_exitcode(status), usage.ru_maxrss // 1024, usage.ru_utime + usage.ru_stime
+
+
+def sim_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def ansible_harvest(site: Path, hosts: list[dict[str, Any]], forks: int, env: dict[str, str], work: Path,
-                    log: Path) -> tuple[float, int, int]:
+                    log: Path) -> tuple[float, int, int, float]:
     inventory = {"all": {"hosts": {h["hostname"]: {"bmc": f"{h['address']}:{h['port']}"} for h in hosts},
                          "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
     (work / "inventory.json").write_text(json.dumps(inventory))
@@ -94,11 +99,12 @@ def ansible_harvest(site: Path, hosts: list[dict[str, Any]], forks: int, env: di
     bin_dir = Path(sys.executable).parent
     argv = [str(bin_dir / "ansible-playbook"), "-i", str(work / "inventory.json"), "-f", str(forks),
             str(work / "nics.yml")]
-    wall, code, _rss = timed(argv, {**env, "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_STDOUT_CALLBACK": "default",
-                                   "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_HOME": str(work / "home")}, log)
+    ansible_env = {**env, "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_STDOUT_CALLBACK": "default",
+                   "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), "ANSIBLE_HOME": str(work / "home")}
+    wall, code, _rss, cpu = timed(argv, ansible_env, log)
     recap = log.read_text(errors="replace")
     ok = sum(1 for line in recap.splitlines() if ": ok=" in line and "failed=0" in line and "unreachable=0" in line)
-    return wall, code, ok
+    return wall, code, ok, cpu
 
 
 def main() -> int:
@@ -138,21 +144,28 @@ def main() -> int:
         db = work / "state.db"
         common = ["--site", str(site), "--db", str(db), "--concurrency", str(args.concurrency), "--json"]
         provision = [sys.executable, "-m", "provision.cli"]
-        wall, code, rss = timed([*provision, "harvest-macs", *common], env, work / "harvest.json")
-        counts = json.loads((work / "harvest.json").read_text())["counts"]
-        figures["harvest"] = {"wall_s": round(wall, 2), "exit": code, "peak_rss_mb": rss, **counts}
-        wall, code, rss = timed([*provision, "pxe-boot", *common, "--poll", "0.5"], env, work / "pxe.json")
-        counts = json.loads((work / "pxe.json").read_text())["counts"]
-        figures["pxe_boot"] = {"wall_s": round(wall, 2), "exit": code, "peak_rss_mb": rss, **counts}
+        for name, argv in (("harvest", [*provision, "harvest-macs", *common]),
+                           ("pxe_boot", [*provision, "pxe-boot", *common, "--poll", "0.5"])):
+            sim_cpu = sim_cpu_s(sim.pid)
+            load = os.getloadavg()[0]
+            wall, code, rss, cpu = timed(argv, env, work / f"{name}.json")
+            counts = json.loads((work / f"{name}.json").read_text())["counts"]
+            figures[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                             "simulator_cpu_s": round(sim_cpu_s(sim.pid) - sim_cpu, 2), "exit": code,
+                             "peak_rss_mb": rss, "load_at_start": round(load, 2), **counts}
 
         if not args.no_ansible:
             from provision.site import load_site
 
             hosts = [{"hostname": h.hostname, "address": h.bmc.address, "port": h.bmc.port}
                      for h in load_site(site).hosts()][: args.ansible_hosts or args.hosts]
-            wall, code, ok = ansible_harvest(site, hosts, args.forks, env, work, work / "ansible.log")
+            load = os.getloadavg()[0]
+            sim_cpu = sim_cpu_s(sim.pid)
+            wall, code, ok, cpu = ansible_harvest(site, hosts, args.forks, env, work, work / "ansible.log")
             figures["ansible_redfish_info"] = {"hosts": len(hosts), "forks": args.forks, "wall_s": round(wall, 2),
-                                              "exit": code, "hosts_ok": ok}
+                                              "cpu_s": round(cpu, 2),
+                                              "simulator_cpu_s": round(sim_cpu_s(sim.pid) - sim_cpu, 2),
+                                              "exit": code, "hosts_ok": ok, "load_at_start": round(load, 2)}
             per_host_ours = figures["harvest"]["wall_s"] / args.hosts
             per_host_ansible = wall / len(hosts)
             figures["ratio_ansible_over_ours"] = round(per_host_ansible / per_host_ours, 1)
