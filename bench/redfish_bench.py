@@ -116,6 +116,7 @@ def main() -> int:
     p.add_argument("--forks", type=int, default=25)
     p.add_argument("--ansible-hosts", type=int, default=None, help="run Ansible on the first N hosts only")
     p.add_argument("--no-ansible", action="store_true")
+    p.add_argument("--auth", choices=("session", "basic"), default="session", help="provision's --auth")
     args = p.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="redfish-bench-"))
@@ -130,6 +131,7 @@ def main() -> int:
          "--power-delay-ms", str(args.power_delay_ms)],
         env=env, cwd=REPO, stdout=sim_log, stderr=subprocess.STDOUT, start_new_session=True)
     figures: dict[str, Any] = {"hosts": args.hosts, "latency_ms": args.latency_ms, "cpus": os.cpu_count(),
+                               "auth": args.auth,
                                "load_before": os.getloadavg()[0]}
     try:
         deadline = time.monotonic() + 120
@@ -142,7 +144,8 @@ def main() -> int:
                     raise SystemExit(f"simulator did not start: {(work / 'sim.log').read_text()}") from None
                 time.sleep(0.1)
         db = work / "state.db"
-        common = ["--site", str(site), "--db", str(db), "--concurrency", str(args.concurrency), "--json"]
+        common = ["--site", str(site), "--db", str(db), "--concurrency", str(args.concurrency), "--json",
+                  "--auth", args.auth]
         provision = [sys.executable, "-m", "provision.cli"]
         for name, argv in (("harvest", [*provision, "harvest-macs", *common]),
                            ("pxe_boot", [*provision, "pxe-boot", *common, "--poll", "0.5"])):

@@ -105,8 +105,7 @@ class Fanout:
         """An open client (connected, logged in), closed (session deleted) on the way out."""
         bmc = self.client(host)
         try:
-            if self._opening is None:
-                self._opening = asyncio.Semaphore(self.options.open_concurrency)
+            assert self._opening is not None
             async with self._opening:
                 await bmc.open()
             yield bmc
@@ -143,6 +142,7 @@ class Fanout:
                                       data=failure.evidence, remediation=failure.remediation)
 
         self._recorder = Recorder(self.store)
+        self._opening = asyncio.Semaphore(opts.open_concurrency)
         try:
             return list(await asyncio.gather(*(one(h) for h in hosts)))
         finally:
