@@ -243,6 +243,8 @@ def chunked_cross_entropy_sum(h: torch.Tensor, head: nn.Module, labels: torch.Te
     flat_y = labels.reshape(-1)
     total = flat_h.new_zeros((), dtype=torch.float32)
     fn: Callable[..., torch.Tensor] = _chunk_loss
+    if flat_h.shape[0] <= chunk_tokens:
+        return fn(flat_h, head, flat_y)  # one chunk: nothing to save by recomputing the head
     for start in range(0, flat_h.shape[0], chunk_tokens):
         hs, ys = flat_h[start:start + chunk_tokens], flat_y[start:start + chunk_tokens]
         if torch.is_grad_enabled():

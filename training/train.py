@@ -75,6 +75,19 @@ def build_engine(name: str, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.
     return DeepSpeedEngine(mcfg, tcfg, device)
 
 
+def local_param_count(model: torch.nn.Module) -> int:
+    """Parameter elements this rank holds: its FSDP2 shard or its ZeRO-3 partition."""
+    n = 0
+    for p in model.parameters():
+        if hasattr(p, "ds_tensor"):
+            n += int(p.ds_tensor.numel())
+        elif hasattr(p, "to_local"):
+            n += int(p.to_local().numel())
+        else:
+            n += int(p.numel())
+    return n
+
+
 def _fault_requested(step: int, rank: int) -> str | None:
     """TRAINING_FAULT='kill:RANK:STEP' kills that rank after STEP, on the first attempt only
     (the supervisor exports TRAINING_ATTEMPT). Used by the restart test and for fire drills."""
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     engine = build_engine(args.engine, mcfg, tcfg, device)
     metrics.event("built", engine=args.engine, model=mcfg.name, params=mcfg.num_params(), world=world,
-                  seconds=time.monotonic() - t0, train=asdict(tcfg))
+                  local_params=local_param_count(engine.model), seconds=time.monotonic() - t0, train=asdict(tcfg))
 
     start_step = 0
     loader_state: LoaderState | None = None

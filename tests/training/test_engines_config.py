@@ -32,13 +32,14 @@ def test_lr_schedule_warms_up_then_decays_to_the_floor() -> None:
     assert lr_at(110, c) == pytest.approx(0.1)
 
 
-def test_chunked_loss_equals_the_plain_loss_and_gradient() -> None:
+@pytest.mark.parametrize("chunk", [4, 18, 64])
+def test_chunked_loss_equals_the_plain_loss_and_gradient(chunk: int) -> None:
     torch.manual_seed(0)
     head = torch.nn.Linear(16, 50, bias=False)
     h = torch.randn(2, 9, 16, requires_grad=True)
     y = torch.randint(0, 50, (2, 9))
     y[0, :3] = -100
-    chunked = chunked_cross_entropy_sum(h, head, y, chunk_tokens=4)
+    chunked = chunked_cross_entropy_sum(h, head, y, chunk_tokens=chunk)
     chunked.backward()
     g1 = h.grad.clone()  # type: ignore[union-attr]
     h.grad = None

@@ -55,6 +55,20 @@ def test_ten_then_resume_ten_matches_twenty_straight(straight_run: Path, corpus:
         assert _extra(run, STEPS, rank)["loader"] == _extra(straight_run, STEPS, rank)["loader"]
 
 
+def _built(run: Path, rank: int) -> dict[str, object]:
+    for line in (run / f"metrics_rank{rank}.jsonl").read_text().splitlines():
+        rec: dict[str, object] = json.loads(line)
+        if rec["event"] == "built":
+            return rec
+    raise AssertionError("no built event")
+
+
+def test_no_rank_holds_the_whole_model(straight_run: Path) -> None:
+    for rank in (0, 1):
+        built = _built(straight_run, rank)
+        assert int(built["local_params"]) <= 0.55 * int(built["params"])  # type: ignore[call-overload]
+
+
 def test_checkpoint_is_sharded_per_rank_and_marked_complete(straight_run: Path) -> None:
     ckpt = straight_run / "checkpoints" / "step_00000020"
     assert (ckpt / "COMPLETE").exists()
@@ -127,5 +141,8 @@ def test_deepspeed_zero3_trains_and_resumes_exactly_on_cpu(corpus: Path, tokeniz
     torchrun(tiny_args(corpus, tokenizer_path, resumed, 6, ckpt_every=3, engine="deepspeed"))
     a, b = step_records(run), step_records(resumed)
     assert a[6]["loss"] < a[1]["loss"]
+    for rank in (0, 1):  # parameters partitioned by deepspeed.zero.Init as the model was built
+        built = _built(run, rank)
+        assert int(built["local_params"]) <= 0.55 * int(built["params"])  # type: ignore[call-overload]
     for s in (4, 5, 6):
         assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-5), s
