@@ -407,7 +407,7 @@ class RedfishClient:
             target = resp.headers.get("Location", "nowhere")
             detail = f"redirected to {target}; point the site file at the final address (redirects are not followed)"
         elif cls is RedfishAuthError:
-            detail = "authentication refused (check the credential named in the site file)"
+            detail = "authentication refused"
         elif cls is RedfishServerError:
             detail = f"BMC error after {self.options.retries + 1} attempts"
         else:
