@@ -135,8 +135,11 @@ def run(args: argparse.Namespace) -> int:
     resume_from = latest_complete(ckpt_root) if args.resume == "auto" else None
     files = discover_files(args.data) if args.data else []
     if resume_from is not None:
-        engine.load(resume_from)
         extras = read_extras(resume_from)
+        if args.engine == "deepspeed" and len(extras) != world:
+            raise RuntimeError(f"{resume_from}: DeepSpeed ZeRO-3 shards reload only on the same number of ranks "
+                               f"(saved by {len(extras)}, now {world}); FSDP2 checkpoints reshard on load")
+        engine.load(resume_from)
         start_step = extras[0].step
         if any(e.step != start_step for e in extras):
             raise RuntimeError(f"{resume_from}: ranks disagree on the step")

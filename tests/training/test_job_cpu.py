@@ -146,3 +146,24 @@ def test_deepspeed_zero3_trains_and_resumes_exactly_on_cpu(corpus: Path, tokeniz
         assert int(built["local_params"]) <= 0.55 * int(built["params"])  # type: ignore[call-overload]
     for s in (4, 5, 6):
         assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-5), s
+
+
+def test_restart_on_fewer_ranks_reshards_the_model_and_the_data(straight_run: Path, corpus: Path,
+                                                                 tokenizer_path: Path, tmp_path: Path) -> None:
+    """What a restart after dropping a host does: the FSDP2 checkpoint of 2 ranks loads on 1, and the
+    one rank takes over the bytes both had left to read."""
+    run = tmp_path / "shrunk"
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copytree(straight_run / "checkpoints" / "step_00000010", run / "checkpoints" / "step_00000010")
+    args = tiny_args(corpus, tokenizer_path, run, 12, ckpt_every=10)
+    r = torchrun(args, nproc=1)
+    assert "saved by 2 ranks, now 1" in r.stderr
+    recs = step_records(run)
+    assert sorted(recs) == [11, 12]
+    assert recs[11]["loss"] < step_records(straight_run)[1]["loss"] - 1.0  # trained weights, not a fresh model
+    old = [_extra(straight_run, 10, rank)["loader"] for rank in (0, 1)]
+    left_before = sum(s["end"] - s["offset"] for st in old for s in st["segments"])  # type: ignore[index]
+    now = _extra(run, 12, 0)["loader"]
+    left_after = sum(s["end"] - s["offset"] for s in now["segments"])  # type: ignore[index]
+    assert now["world"] == 1 and now["epoch"] == 0  # type: ignore[index]
+    assert 0 < left_after < left_before
