@@ -118,6 +118,9 @@ class TrainConfig:
     # (False: no second all-gather, costs one bf16 copy of the model; pays on few GPUs).
     reshard_after_forward: bool = True
     cpu_offload: bool = False  # FSDP2: parameters, gradients and optimizer state in host memory
+    # DeepSpeed: "torch" = PyTorch's AdamW (no compiler needed); "fused" = DeepSpeed's FusedAdam,
+    # JIT-built with nvcc at first use.
+    deepspeed_optimizer: str = "torch"
     document_mask: bool = False  # True: block-causal mask per document; False: positions reset only
     loss_chunk_tokens: int = 4096
     checkpoint_every: int = 200
@@ -130,6 +133,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.activation_checkpoint not in ACTIVATION_CHECKPOINT_MODES:
             raise ValueError(f"activation_checkpoint must be one of {ACTIVATION_CHECKPOINT_MODES}")
+        if self.deepspeed_optimizer not in ("torch", "fused"):
+            raise ValueError("deepspeed_optimizer is torch or fused")
         if self.micro_batch < 1 or self.grad_accum < 1 or self.seq_len < 2:
             raise ValueError("micro_batch, grad_accum >= 1 and seq_len >= 2 are required")
 

@@ -22,6 +22,8 @@ def test_zero3_config_follows_the_model() -> None:
     assert z["stage3_gather_16bit_weights_on_model_save"] is False
     assert cfg["train_batch_size"] == 1 * 4 * 64 and cfg["bf16"]["enabled"] is True
     assert "optimizer" not in cfg  # PyTorch's AdamW is passed in: no FusedAdam, no nvcc
+    asked = deepspeed_config(m, TrainConfig(deepspeed_optimizer="fused"), world=8)
+    assert asked["optimizer"]["type"] == "AdamW" and "zero_allow_untested_optimizer" not in asked
 
 
 def test_lr_schedule_warms_up_then_decays_to_the_floor() -> None:

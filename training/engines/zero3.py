@@ -46,7 +46,9 @@ def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[s
             "sub_group_size": 1_000_000_000,
             "stage3_gather_16bit_weights_on_model_save": False,
         },
-        "zero_allow_untested_optimizer": True,
+        **({"optimizer": {"type": "AdamW", "params": {"lr": tcfg.lr, "betas": list(tcfg.betas), "eps": 1e-8,
+                                                       "weight_decay": tcfg.weight_decay}}}
+           if tcfg.deepspeed_optimizer == "fused" else {"zero_allow_untested_optimizer": True}),
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
@@ -76,9 +78,13 @@ class DeepSpeedEngine:
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
         model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every)
         cuda = device.type == "cuda"
-        optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,
-                                      betas=tcfg.betas, eps=1e-8, fused=cuda, foreach=not cuda)
-        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
+        groups = param_groups(model, tcfg.weight_decay)
+        if tcfg.deepspeed_optimizer == "fused":
+            engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=groups, config=self.config)
+        else:
+            optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=tcfg.betas, eps=1e-8, fused=cuda,
+                                          foreach=not cuda)
+            engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
         self.engine: Any = engine
         self.model: torch.nn.Module = engine.module
 
