@@ -36,16 +36,32 @@ def mark_complete(root: Path, path: Path, keep: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def is_complete(path: Path) -> bool:
+    """COMPLETE written, or a DCP checkpoint whose metadata is there (DCP writes it last, after every
+    rank's shard) with every rank's extra state: the job died before rank 0 could mark it."""
+    if (path / "COMPLETE").exists():
+        return True
+    extras = list(path.glob("extra_rank*.json"))
+    if not (path / ".metadata").exists() or not extras:
+        return False
+    try:
+        world = ExtraState.from_json(extras[0].read_text()).world
+    except (ValueError, KeyError):
+        return False
+    return len(extras) == world
+
+
 def latest_complete(root: Path) -> Path | None:
     if not root.exists():
         return None
     pointer = root / "latest"
-    if pointer.exists():
-        cand = root / pointer.read_text().strip()
-        if (cand / "COMPLETE").exists():
+    candidates = sorted((p for p in root.glob("step_*") if p.is_dir()), reverse=True)
+    for cand in candidates:
+        if is_complete(cand):
             return cand
-    complete = sorted(p for p in root.glob("step_*") if (p / "COMPLETE").exists())
-    return complete[-1] if complete else None
+    if pointer.exists() and is_complete(root / pointer.read_text().strip()):
+        return root / pointer.read_text().strip()
+    return None
 
 
 @dataclass(frozen=True)

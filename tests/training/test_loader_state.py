@@ -77,3 +77,19 @@ def test_reshard_after_losing_a_rank_reads_the_rest_once(corpus: Path, tokenizer
     split_carried = {(s.path, s.offset): s.skip_tokens for st in states for s in st.segments if s.skip_tokens}
     for (path, off), skip in split_carried.items():
         assert any(s.path == path and s.offset == off and s.skip_tokens == skip for st in new for s in st.segments)
+
+
+def test_a_checkpoint_counts_once_every_shard_and_the_metadata_are_written(tmp_path: Path) -> None:
+    from training.checkpoint import ExtraState, latest_complete, mark_complete, write_extra
+
+    root = tmp_path / "checkpoints"
+    state = LoaderState(0, 0, 0, 2)
+    for step in (10, 20):
+        for rank in (0, 1):
+            write_extra(root / f"step_{step:08d}", rank, ExtraState(step, state, "", None, "fsdp", 2))
+    mark_complete(root, root / "step_00000010", keep=3)
+    assert latest_complete(root) == root / "step_00000010"
+    (root / "step_00000020" / ".metadata").write_bytes(b"x")  # DCP finished; the job died before marking
+    assert latest_complete(root) == root / "step_00000020"
+    (root / "step_00000020" / "extra_rank1.json").unlink()  # a rank's state missing: not usable
+    assert latest_complete(root) == root / "step_00000010"
