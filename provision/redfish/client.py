@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import ssl
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -326,38 +327,28 @@ class RedfishClient:
 
     async def _read_capped(self, resp: httpx.Response, method: str, path: str) -> bytes:
         cap = self.options.max_body_bytes
+
+        def too_large(size: str = "") -> RedfishProtocolError:
+            return RedfishProtocolError(f"response{size} is over the {cap}-byte limit", endpoint=self.endpoint,
+                                        method=method, path=path, status=resp.status_code)
+
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
-            raise RedfishProtocolError(
-                f"response of {declared} bytes is over the {cap}-byte limit",
-                endpoint=self.endpoint,
-                method=method,
-                path=path,
-                status=resp.status_code,
-            )
+            raise too_large(f" of {declared} bytes")
         if resp.is_stream_consumed:  # a transport that buffers (httpx's MockTransport) already decoded it
             if len(resp.content) > cap:
-                raise RedfishProtocolError(f"response is over the {cap}-byte limit", endpoint=self.endpoint,
-                                           method=method, path=path, status=resp.status_code)
+                raise too_large()
             return resp.content
         chunks: list[bytes] = []
         size = 0
         async for chunk in resp.aiter_raw():
             size += len(chunk)
             if size > cap:
-                raise RedfishProtocolError(
-                    f"response is over the {cap}-byte limit",
-                    endpoint=self.endpoint,
-                    method=method,
-                    path=path,
-                    status=resp.status_code,
-                )
+                raise too_large()
             chunks.append(chunk)
         raw = b"".join(chunks)
         encoding = resp.headers.get("Content-Encoding", "").lower()
         if encoding in ("gzip", "deflate"):
-            import zlib
-
             try:
                 raw = zlib.decompress(raw, 47 if encoding == "gzip" else 15)
             except zlib.error as exc:
@@ -365,9 +356,7 @@ class RedfishClient:
                     f"cannot decode {encoding} body: {exc}", endpoint=self.endpoint, method=method, path=path
                 ) from None
             if len(raw) > cap:
-                raise RedfishProtocolError(
-                    f"response is over the {cap}-byte limit", endpoint=self.endpoint, method=method, path=path
-                )
+                raise too_large()
         return raw
 
     def _json(self, resp: Answer, method: str, path: str) -> Mapping[str, Any]:
