@@ -186,3 +186,30 @@ def test_gpu_count_below_the_host_class_is_unexpected_hardware() -> None:
         check(inv, HostClass(gpu=GpuSpec(model="H100", count=8)))
     assert info.value.reason == "unexpected_hardware" and "7 GPUs" in info.value.detail
     check(inv, HostClass(gpu=GpuSpec(model="H100", count=7)))
+
+
+def test_missing_fields_are_clear_errors_or_unknowns_not_crashes() -> None:
+    from provision.redfish import RedfishProtocolError
+
+    root = {"@odata.id": "/redfish/v1", "Systems": {"@odata.id": "/redfish/v1/Systems"}}
+    bare_system = {"@odata.id": "/redfish/v1/Systems/1", "Id": "1"}  # no EthernetInterfaces, no Status...
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.rstrip("/")
+        if path == "/redfish/v1":
+            return httpx.Response(200, json=root)
+        if path == "/redfish/v1/Systems":
+            return httpx.Response(200, json={"Members": [{"@odata.id": "/redfish/v1/Systems/1"}]})
+        return httpx.Response(200, json=bare_system)
+
+    async def go() -> None:
+        async with RedfishClient("https://bmc.test", Login("root", Secret("x")), options=ClientOptions(auth="basic"),
+                                 transport=httpx.MockTransport(handler)) as bmc:
+            await harvest(bmc, HostClass())
+
+    with pytest.raises(RedfishProtocolError, match="no EthernetInterfaces link"):
+        asyncio.run(go())
+    assert parse_system({}).serial is None and parse_system({"Status": "garbage"}).health is None
+    no_mac = parse_ethernet_interface({"Id": "NIC.Slot.1-1-1", "SpeedMbps": "fast", "LinkStatus": 7})
+    assert no_mac.mac is None and no_mac.speed_mbps is None and no_mac.link is None
+    assert choose_pxe_nic((no_mac,), (), "NIC.Slot.1-1-1").problem == "no_pxe_nic"
