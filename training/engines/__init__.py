@@ -4,6 +4,7 @@ small surface (`Engine`), so the training loop, checkpoints and monitor are shar
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -60,3 +61,21 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+MicroStep = Callable[[Batch, "torch.Tensor | None", "torch.Tensor"], torch.Tensor]
+
+
+def run_micro_batches(batches: list[Batch], device: torch.device, document_mask: bool, step: MicroStep) -> float:
+    """Forward and backward over each micro-batch. `step(batch, doc_ids, scale)` returns the summed
+    token loss and back-propagates loss x scale, where scale = world / (labelled tokens over every
+    micro-batch and rank): the engines average gradients over ranks, so the update is the mean over
+    all tokens of the step. Returns that mean loss, the same on every rank."""
+    world = dist.get_world_size()
+    scale = world / global_token_count(batches, device)
+    total = torch.zeros((), device=device)
+    for b in batches:
+        b = b.to(device)
+        total += step(b, b.doc_ids if document_mask else None, scale).detach()
+    dist.all_reduce(total)
+    return float(total * scale / world)

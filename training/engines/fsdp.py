@@ -18,7 +18,7 @@ from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionP
 
 from training.configs import ModelConfig, TrainConfig
 from training.data import Batch
-from training.engines import global_token_count, param_groups
+from training.engines import param_groups, run_micro_batches
 from training.model import DecoderLayer, Llama
 
 
@@ -64,23 +64,19 @@ class FsdpEngine:
     def train_step(self, batches: list[Batch], lr: float) -> tuple[float, float]:
         for g in self.optimizer.param_groups:
             g["lr"] = lr
-        world = dist.get_world_size()
-        denom = global_token_count(batches, self.device)
-        total = torch.zeros((), device=self.device)
-        for b in batches:
-            b = b.to(self.device)
-            doc = b.doc_ids if self.tcfg.document_mask else None
-            loss_sum = self.model(b.input_ids, b.position_ids, b.labels, doc)
-            # FSDP averages gradients over ranks, hence the factor `world`.
-            (loss_sum * (world / denom)).backward()
-            total += loss_sum.detach()
+
+        def step(b: Batch, doc: torch.Tensor | None, scale: torch.Tensor) -> torch.Tensor:
+            loss_sum: torch.Tensor = self.model(b.input_ids, b.position_ids, b.labels, doc)
+            (loss_sum * scale).backward()  # type: ignore[no-untyped-call]
+            return loss_sum
+
+        loss = run_micro_batches(batches, self.device, self.tcfg.document_mask, step)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tcfg.grad_clip)
         if hasattr(norm, "full_tensor"):
             norm = norm.full_tensor()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        dist.all_reduce(total)
-        return float(total / denom), float(norm)
+        return loss, float(norm)
 
     def _state(self) -> dict[str, Any]:
         msd, osd = get_state_dict(self.model, self.optimizer)

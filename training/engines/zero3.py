@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from training.configs import ModelConfig, TrainConfig
 from training.data import Batch
-from training.engines import global_token_count, param_groups
+from training.engines import param_groups, run_micro_batches
 from training.model import Llama
 
 
@@ -91,21 +91,17 @@ class DeepSpeedEngine:
     def train_step(self, batches: list[Batch], lr: float) -> tuple[float, float]:
         for g in self.engine.optimizer.param_groups:
             g["lr"] = lr
-        world = dist.get_world_size()
-        denom = global_token_count(batches, self.device)
-        total = torch.zeros((), device=self.device)
-        for b in batches:
-            b = b.to(self.device)
-            doc = b.doc_ids if self.tcfg.document_mask else None
-            loss_sum = self.engine(b.input_ids, b.position_ids, b.labels, doc)
-            # ZeRO averages gradients over ranks; the global token count already spans the
-            # micro-batches, so DeepSpeed must not divide by the accumulation steps again.
-            self.engine.backward(loss_sum * (world / denom), scale_wrt_gas=False)
-            self.engine.step()
-            total += loss_sum.detach()
-        dist.all_reduce(total)
+
+        def step(b: Batch, doc: torch.Tensor | None, scale: torch.Tensor) -> torch.Tensor:
+            loss_sum: torch.Tensor = self.engine(b.input_ids, b.position_ids, b.labels, doc)
+            # the scale already spans the micro-batches: DeepSpeed must not divide by them again
+            self.engine.backward(loss_sum * scale, scale_wrt_gas=False)
+            self.engine.step()  # applies the update only at the accumulation boundary
+            return loss_sum
+
+        loss = run_micro_batches(batches, self.device, self.tcfg.document_mask, step)
         norm = self.engine.get_global_grad_norm()
-        return float(total / denom), float(norm if norm is not None else float("nan"))
+        return loss, float(norm if norm is not None else float("nan"))
 
     def save(self, path: Path) -> None:
         self.engine.save_checkpoint(str(path.parent), tag=path.name, save_latest=False)
