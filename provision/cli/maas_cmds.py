@@ -10,7 +10,7 @@ import typer
 
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json
+from provision.cli.output import console, emit_json, get_console
 from provision.errors import BringupError
 from provision.state import State
 
@@ -61,7 +61,7 @@ def deploy(
                 return await deployer.run(selected)
             from rich.progress import Progress
 
-            with Progress(console=console, transient=True) as bar:
+            with Progress(console=get_console(), transient=True) as bar:
                 task = bar.add_task("MAAS: enlist, commission, deploy", total=len(work))
                 deployer.progress = lambda _outcome: bar.advance(task)
                 return await deployer.run(selected)

@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 
 
 @cache
+def get_console(stderr: bool = False) -> Console:
+    """The real rich Console, for APIs that need one (Progress, Live)."""
+    return _console(stderr)
+
+
+@cache
 def _console(stderr: bool) -> Console:
     from rich.console import Console
 

@@ -88,3 +88,10 @@ def test_hosts_not_yet_pxe_armed_are_skipped_with_a_reason(site: Path, capsys: p
     rows = json.loads(capsys.readouterr().out)
     assert code == 0 and {r["state"] for r in rows} == {"declared"}
     assert all("not PXE-armed yet" in str(r["detail"]) for r in rows)
+
+
+def test_the_table_output_shows_progress_and_a_summary(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["maas", "deploy", "--site", str(site), "--poll", "0.02", "--timeout", "20", "--hosts", "gpu-r1-0[1-2]"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "MAAS deployment" in out and "2 deployed, 0 failed, 0 skipped" in out
