@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -120,6 +120,18 @@ def load_nccl_site(path: Path | None) -> NcclSite:
     if not isinstance(section, dict):
         raise LaunchError(f"{path}: `nccl` must be a mapping")
     return NcclSite.from_mapping(section)
+
+
+def hcas_from_fabric_design(path: Path, hosts: Sequence[str]) -> str | None:
+    """NCCL_IB_HCA from the fabric design (`fabric design generate`): the HCAs every job host has,
+    in the design's order. None when the design names none of them."""
+    raw = yaml.safe_load(path.read_text()) or {}
+    by_host = {str(h["name"]): [str(x) for x in h.get("hcas", [])] for h in raw.get("hosts", []) if "name" in h}
+    lists = [by_host[h] for h in hosts if h in by_host]
+    if not lists:
+        return None
+    common = [hca for hca in lists[0] if all(hca in other for other in lists[1:])]
+    return ",".join(common) or None
 
 
 def job_env(nccl: NcclSite, run_dir: Path, attempt: int) -> dict[str, str]:
@@ -289,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-dir", type=Path, help="shared by every host (default runs/CONFIG-ENGINE)")
     p.add_argument("--gpus-per-host", type=int, default=8, help="slots for hostfile lines without slots=")
     p.add_argument("--site", type=Path, help="site YAML with an `nccl` mapping")
+    p.add_argument("--fabric-design", type=Path,
+                   help="fabric design YAML: NCCL_IB_HCA from the job hosts' HCAs when the site sets none")
     p.add_argument("--max-restarts", type=int, default=3)
     p.add_argument("--min-hosts", type=int, default=1)
     p.add_argument("--rdzv-port", type=int, default=29500)
@@ -302,9 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         hosts = parse_hostfile(a.hostfile.read_text(), a.gpus_per_host)
         run_dir = (a.run_dir or Path("runs") / f"{a.config}-{a.engine}").resolve()
         train_args = ["--config", a.config, "--engine", a.engine, "--run-dir", str(run_dir), *extra]
-        sup = Supervisor(hosts, train_args, run_dir, provision_health(a.health_cmd), load_nccl_site(a.site),
+        nccl = load_nccl_site(a.site)
+        if nccl.ib_hca is None and a.fabric_design is not None:
+            nccl = replace(nccl, ib_hca=hcas_from_fabric_design(a.fabric_design, [h.name for h in hosts]))
+        sup = Supervisor(hosts, train_args, run_dir, provision_health(a.health_cmd), nccl,
                          a.max_restarts, a.min_hosts, a.rdzv_port, a.python, a.workdir)
-    except (LaunchError, OSError) as e:
+    except (LaunchError, OSError, yaml.YAMLError) as e:
         print(f"launch: {e}", file=sys.stderr)
         return 2
     if a.dry_run:

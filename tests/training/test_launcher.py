@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from training.launcher import Host, LaunchError, NcclSite, Supervisor, job_env, load_nccl_site, parse_hostfile
+from training.launcher import (
+    Host,
+    LaunchError,
+    NcclSite,
+    Supervisor,
+    hcas_from_fabric_design,
+    job_env,
+    load_nccl_site,
+    parse_hostfile,
+)
 
 
 def test_hostfile_deepspeed_and_plain_lines() -> None:
@@ -88,3 +97,30 @@ def test_gives_up_below_min_hosts(tmp_path: Path) -> None:
     assert sup.run() == 1
     last = _events(tmp_path)[-1]
     assert last["event"] == "gave_up" and "min_hosts" in str(last["reason"])
+
+
+def test_ib_hcas_come_from_the_fabric_design_of_the_job_hosts(tmp_path: Path) -> None:
+    design = tmp_path / "design.yml"
+    design.write_text('fabric: "t"\nhosts:\n'
+                      '  - {"name": "gpu-a", "hcas": ["mlx5_0", "mlx5_1", "mlx5_2"]}\n'
+                      '  - {"name": "gpu-b", "hcas": ["mlx5_0", "mlx5_2"]}\n')
+    assert hcas_from_fabric_design(design, ["gpu-a", "gpu-b"]) == "mlx5_0,mlx5_2"
+    assert hcas_from_fabric_design(design, ["gpu-a"]) == "mlx5_0,mlx5_1,mlx5_2"
+    assert hcas_from_fabric_design(design, ["other"]) is None
+
+
+def test_launch_dry_run_prints_one_command_per_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from training.launcher import main
+
+    hostfile = tmp_path / "golden"
+    hostfile.write_text("gpu-r1-01 slots=8\ngpu-r1-02 slots=8\n")
+    design = tmp_path / "design.yml"  # the shape `fabric design generate` writes
+    design.write_text('hosts:\n  - {"name": "gpu-r1-01", "hcas": ["mlx5_0", "mlx5_1"], "rack": "r1"}\n'
+                      '  - {"name": "gpu-r1-02", "hcas": ["mlx5_0", "mlx5_1"], "rack": "r1"}\n')
+    args = ["--hostfile", str(hostfile), "--config", "llama3_70b", "--engine", "deepspeed", "--dry-run",
+            "--run-dir", str(tmp_path / "run"), "--fabric-design", str(design)]
+    assert main([*args, "--", "--steps", "100"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["gpu-r1-01", "gpu-r1-02"]
+    assert "--engine deepspeed" in lines[1] and "--steps 100" in lines[1] and "--node-rank=1" in lines[1]
+    assert "NCCL_IB_HCA=mlx5_0,mlx5_1" in lines[0]
