@@ -163,7 +163,9 @@ def host_command(host: Host, argv: Sequence[str], env: Mapping[str, str], workdi
         return list(argv)
     assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
     remote = f"cd {shlex.quote(str(workdir))} && env {assignments} {shlex.join(argv)}"
-    return ["ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=30", host.name, remote]
+    # -tt: the remote torchrun gets a terminal, so when the supervisor stops this ssh client the remote
+    # side sees SIGHUP and torchrun tears its workers down instead of running on orphaned.
+    return ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=30", host.name, remote]
 
 
 HealthCheck = Callable[[Sequence[str]], dict[str, str]]
@@ -224,8 +226,8 @@ class Supervisor:
         (self.run_dir / "nccl_trace").mkdir(exist_ok=True)
         for host, argv, env in self.commands(hosts, attempt):
             out = open(logs / f"attempt{attempt}_{host.name}.log", "ab")  # noqa: SIM115
-            procs[host.name] = subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
-                                                cwd=self.workdir, start_new_session=True)
+            procs[host.name] = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out,
+                                                stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True)
             out.close()
         codes: dict[str, int] = {}
         try:

@@ -44,7 +44,7 @@ def test_remote_hosts_get_torchrun_over_ssh_with_c10d_rendezvous_on_the_first(tm
     sup = Supervisor([Host("gpu-a", 8), Host("gpu-b", 8)], ["--config", "llama3_70b"], tmp_path, lambda h: {},
                      python="python3", workdir=Path("/srv/bringup"))
     (_, cmd_a, _), (_, cmd_b, _) = sup.commands(sup.hosts, attempt=1)
-    assert cmd_a[:2] == ["ssh", "-o"] and cmd_a[-2] == "gpu-a"
+    assert cmd_a[:2] == ["ssh", "-tt"] and cmd_a[-2] == "gpu-a"
     remote = cmd_b[-1]
     assert remote.startswith("cd /srv/bringup && env ")
     for part in ("--nnodes=2", "--nproc-per-node=8", "--node-rank=1", "--rdzv-backend=c10d",

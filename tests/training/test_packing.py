@@ -93,3 +93,13 @@ def test_document_mask_changes_attention_but_positions_alone_do_not_leak_future(
     alone = model.hidden_states(ids[:, 6:], pos[:, 6:])
     assert torch.allclose(masked[:, 6:], alone, atol=1e-5)
     assert torch.allclose(masked[:, :6], model.hidden_states(ids[:, :6], pos[:, :6]), atol=1e-5)
+
+
+def test_plain_text_shards_are_one_document_per_line(tmp_path: Path, tokenizer_path: Path) -> None:
+    tok = load_tokenizer(tokenizer_path)
+    path = tmp_path / "docs.txt"
+    path.write_text("alice sees the cat.\n\nbob likes a dog.\n")
+    ids = [tok.encode(t).ids for t in ("alice sees the cat.", "bob likes a dog.")]
+    batch, state = _loader(path, tokenizer_path, sum(map(len, ids)), split=True).next_batch()
+    assert batch.input_ids[0].tolist() == ids[0] + ids[1]
+    assert state.segments[0].offset == path.stat().st_size  # the empty line was skipped, all read
