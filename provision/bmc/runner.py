@@ -162,7 +162,7 @@ class Fanout:
                 why = f"{rec.state.value}" + (f" ({rec.reason})" if rec.reason else "")
                 skipped.append(HostResult(host.hostname, rec.state is not State.failed, skipped=True,
                                           reason=rec.reason, detail=f"nothing to do: {why}",
-                                          data=_last_inventory(self.store, host.hostname)))
+                                          data=last_inventory(self.store, host.hostname)))
         return todo, skipped
 
     async def harvest_macs(self, hosts: list[Host]) -> list[HostResult]:
@@ -210,7 +210,7 @@ class Fanout:
                     resets.append("On")
                 after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
             boot_after = after.data.get("Boot") or {}
-            inventory = _last_inventory(self.store, host.hostname)
+            inventory = last_inventory(self.store, host.hostname)
             evidence = {"bmc": base_url(host), **armed, "power_before": state, "resets": resets,
                         "power_state": power_state(after), "pxe_mac": inventory.get("pxe_mac"),
                         "pxe_nic": inventory.get("pxe_nic"),
@@ -232,7 +232,7 @@ class Fanout:
         return await self._each(hosts, None, work)
 
 
-def _last_inventory(store: StateStore, hostname: str) -> dict[str, Any]:
+def last_inventory(store: StateStore, hostname: str) -> dict[str, Any]:
     """The inventory summary of the host's latest successful harvest (empty when never harvested)."""
     for event in reversed(store.history(hostname)):
         if event.to_state is State.macs_harvested and isinstance(event.evidence, dict):
@@ -242,4 +242,4 @@ def _last_inventory(store: StateStore, hostname: str) -> dict[str, Any]:
 
 
 def harvested(store: StateStore, hosts: Iterable[Host]) -> dict[str, dict[str, Any]]:
-    return {h.hostname: inv for h in hosts if (inv := _last_inventory(store, h.hostname))}
+    return {h.hostname: inv for h in hosts if (inv := last_inventory(store, h.hostname))}

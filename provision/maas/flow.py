@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.bmc.runner import last_inventory
 from provision.maas.client import MaasClient
 from provision.maas.errors import MaasConflict, MaasError, MaasUnreachable, MaasValidationError
 from provision.maas.machine import MaasMachine, MaasStatus
@@ -54,13 +55,10 @@ class _Failed(Exception):
 
 def harvested_macs(store: StateStore, hostname: str) -> tuple[str | None, list[str]]:
     """The PXE MAC and every MAC recorded by the last successful MAC harvest of a host."""
-    for event in reversed(store.history(hostname)):
-        if event.to_state is State.macs_harvested and isinstance(event.evidence, dict):
-            inventory = event.evidence.get("inventory") or {}
-            pxe = inventory.get("pxe_mac")
-            macs = [m for m in (inventory.get("macs") or {}).values() if m]
-            return (str(pxe).lower() if pxe else None), [str(m).lower() for m in macs]
-    return None, []
+    inventory = last_inventory(store, hostname)
+    pxe = inventory.get("pxe_mac")
+    macs = [str(m).lower() for m in (inventory.get("macs") or {}).values() if m]
+    return (str(pxe).lower() if pxe else None), macs
 
 
 def _evidence(machine: MaasMachine) -> dict[str, Any]:

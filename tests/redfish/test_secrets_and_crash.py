@@ -48,7 +48,14 @@ def test_credentials_appear_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             [sys.executable, "-m", "provision.cli", "harvest-macs", "--site", str(site), "--db", str(db), "--json",
              "--retries", "1"],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        seen_argv = _cmdlines()
+        # The child's cmdline is only there once it has exec'd: watch until it shows or the run ends.
+        seen_argv: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while run.poll() is None and time.monotonic() < deadline:
+            seen_argv += _cmdlines()
+            if any(str(db).encode() in c for c in seen_argv):
+                break
+            time.sleep(0.01)
         stdout, stderr = run.communicate(timeout=120)
         assert run.returncode == 1, stderr.decode()
         assert b'"bmc_auth"' in stdout and b'"bmc_error_5xx"' in stdout
