@@ -44,7 +44,9 @@ def parse_ufm_systems(text: str, source: str = "ufm systems") -> dict[str, tuple
             continue
         t = str(item.get("type", "")).lower()
         ntype = NodeType.SWITCH if t in {"switch", "director"} else NodeType.ROUTER if t == "router" else NodeType.CA
-        desc = str(item.get("description") or item.get("system_name") or "")
+        # UFM puts the switch's own name (which carries its location) in system_name; description is
+        # often just the model (MSB7800 in real UFM 5.9/6.1 responses)
+        desc = str(item.get("system_name") or item.get("description") or "")
         out[norm_guid(raw)[0]] = (ntype, desc)
         del i
     return out
