@@ -11,9 +11,10 @@ from provision.ansible_inventory.build import Inventory
 
 
 def _ini_value(value: Any) -> str:
+    """INI inventory values are read as Python literals (ast.literal_eval) after shell-like splitting."""
     if isinstance(value, str):
         return json.dumps(value) if (" " in value or not value) else value
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return json.dumps(repr(value))
 
 
 def to_ini(inventory: Inventory) -> str:

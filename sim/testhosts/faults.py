@@ -38,17 +38,23 @@ def held_wrong_version(lab: Lab, host: str) -> None:
     env = ["env", "DEBIAN_FRONTEND=noninteractive"]
     try:
         run(["chroot", str(root), *env, "apt-get", "-q", "update"], timeout=300)
-        run(["chroot", str(root), *env, "apt-get", "-q", "-y", "install", *(f"{n}={old}" for n in names)],
-            timeout=300)
+        run(["chroot", str(root), "apt-mark", "unhold", *names])
+        run(["chroot", str(root), *env, "apt-get", "-q", "-y", "--allow-downgrades", "install",
+             *(f"{n}={old}" for n in names)], timeout=300)
         run(["chroot", str(root), "apt-mark", "hold", *names])
     finally:
         source.unlink(missing_ok=True)
 
 
 def missing_peermem(lab: Lab, host: str) -> None:
-    """The driver's DKMS build leaves out nvidia-peermem (built without OFED): dpkg never installs it."""
-    cfg = lab.host(host).root / "etc/dpkg/dpkg.cfg.d/bringup-fault-no-peermem"
-    cfg.write_text("path-exclude=/usr/src/nvidia-*/nvidia-peermem.ko\n")
+    """The driver's DKMS build lacks nvidia-peermem (built without OFED): dpkg never installs it, and a
+    module already built for the running kernel is gone (as after a kernel update rebuilt without it)."""
+    root = lab.host(host).root
+    (root / "etc/dpkg/dpkg.cfg.d/bringup-fault-no-peermem").write_text(
+        "path-exclude=/usr/src/nvidia-*/nvidia-peermem.ko\n")
+    for module in root.glob("lib/modules/*/updates/dkms/nvidia-peermem.ko"):
+        module.unlink()
+        run(["chroot", str(root), "depmod", "-a", module.parts[-4]])
 
 
 def disk_mismatch(lab: Lab, host: str) -> None:

@@ -1,0 +1,85 @@
+"""Shared fixtures: four Debian test hosts (sim.testhosts) and a runner for site.yml against them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+TEST_HOSTS = 4
+
+
+def missing_prerequisites() -> str | None:
+    if os.geteuid() != 0:
+        return "test hosts need root (mounts, chroot)"
+    for tool in ("debootstrap", "equivs-build", "unshare", "ssh", "objcopy", "gpg"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (deps/apt/ansible.txt)"
+    if not (BIN / "ansible-playbook").exists():
+        return "ansible is not installed in the venv (deps/python/ansible.txt)"
+    return None
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    rc: int
+    output: str
+    recap: dict[str, dict[str, int]]
+
+
+_RECAP = re.compile(r"^(\S+)\s+:\s+((?:\w+=\d+\s*)+)$", re.MULTILINE)
+
+
+def parse_recap(output: str) -> dict[str, dict[str, int]]:
+    tail = output.rsplit("PLAY RECAP", 1)[-1]
+    recap: dict[str, dict[str, int]] = {}
+    for host, counters in _RECAP.findall(tail):
+        recap[host] = {k: int(v) for k, v in (pair.split("=") for pair in counters.split())}
+    return recap
+
+
+def run_playbook(inventory: Path, playbook: Path, *extra: str, timeout: float = 900) -> PlaybookRun:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
+           "ANSIBLE_NOCOLOR": "1", "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    done = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), *extra],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    output = done.stdout + done.stderr
+    return PlaybookRun(done.returncode, output, parse_recap(output))
+
+
+@pytest.fixture(scope="package")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    reason = missing_prerequisites()
+    if reason:
+        pytest.skip(reason)
+    from sim.testhosts import lab as lab_mod
+
+    run_dir = tmp_path_factory.mktemp("testhosts")
+    started = lab_mod.up(run_dir, TEST_HOSTS, log=False)
+    try:
+        yield started
+    finally:
+        problems = lab_mod.down(run_dir)
+        assert problems == [], problems
+
+
+def state_of(lab: object, host: str) -> tuple[str, str | None]:
+    from provision.state import StateStore
+
+    with StateStore(lab.state_db) as store:  # type: ignore[attr-defined]
+        record = store.get(host)
+        return record.state.value, record.reason
+
+
+def read_json(text: str) -> object:
+    return json.loads(text)

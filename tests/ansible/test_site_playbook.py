@@ -1,0 +1,194 @@
+"""`ansible-playbook playbooks/site.yml` against four real SSH test hosts (Debian 12 chroots).
+
+The order of the tests is the order of the story: a first run configures every host and records it,
+testinfra checks each role's end state over SSH, a second run changes nothing, then faults are injected
+and each faulty host fails with what to fix while the others finish, and the state store says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra
+
+from sim.testhosts import faults
+from tests.ansible.conftest import REPO, run_playbook, state_of
+
+pytestmark = pytest.mark.slow
+
+SITE = REPO / "playbooks" / "site.yml"
+DRIVER = "580.159.04-0ubuntu1"
+HOSTS = ("gpu-r1-01", "gpu-r1-02", "gpu-r1-03", "gpu-r1-04")
+_runs: dict[str, Any] = {}
+
+
+def first_run(lab: Any) -> Any:
+    if "first" not in _runs:
+        _runs["first"] = run_playbook(lab.inventory, SITE)
+    return _runs["first"]
+
+
+def second_run(lab: Any) -> Any:
+    first_run(lab)
+    if "second" not in _runs:
+        _runs["second"] = run_playbook(lab.inventory, SITE)
+    return _runs["second"]
+
+
+def ssh(lab: Any, name: str) -> Any:
+    host = lab.host(name)
+    return testinfra.get_host(
+        f"ssh://root@{host.address}", ssh_identity_file=str(lab.ssh_key),
+        ssh_extra_args=f"-o UserKnownHostsFile={lab.run_dir / 'ssh' / 'known_hosts'} -o StrictHostKeyChecking=yes")
+
+
+def enabled(host: Any, unit: str) -> bool:
+    # testinfra sees no running systemd in a chroot and would check SysV links: ask systemctl itself.
+    return bool(host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled")
+
+
+def test_first_run_configures_every_host_and_records_it(lab: Any) -> None:
+    run = first_run(lab)
+    assert run.rc == 0, run.output[-4000:]
+    assert set(run.recap) >= set(HOSTS)
+    for name in HOSTS:
+        assert run.recap[name]["failed"] == 0 and run.recap[name]["unreachable"] == 0
+        assert run.recap[name]["changed"] > 0
+        assert state_of(lab, name) == ("configured", None)
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_roles_end_state_over_ssh(lab: Any, name: str) -> None:
+    assert first_run(lab).rc == 0
+    host = ssh(lab, name)
+    # common: chrony, governor, swap, sysctl, limits
+    chrony = host.file("/etc/chrony/chrony.conf")
+    assert chrony.contains("^pool pool.ntp.org iburst$") and chrony.contains("^makestep 1.0 3$")
+    assert enabled(host, "chrony")
+    governor = host.file("/etc/systemd/system/cpu-governor.service")
+    assert governor.contains("echo performance")
+    assert host.file("/etc/systemd/system/multi-user.target.wants/cpu-governor.service").is_symlink
+    assert host.run("systemctl is-enabled swap.target").stdout.strip() == "masked"
+    assert host.file("/etc/sysctl.d/90-bringup.conf").contains("^net.ipv4.neigh.default.gc_thresh3 = 65536$")
+    assert host.file("/etc/security/limits.d/90-bringup.conf").contains("memlock[[:space:]]*unlimited")
+    assert host.file("/etc/systemd/system.conf.d/90-bringup-limits.conf").contains("DefaultLimitMEMLOCK=infinity")
+    # vendor repositories: signed-by keys verified by fingerprint
+    for repo in ("nvidia-cuda", "nvidia-doca", "docker", "nvidia-container-toolkit"):
+        sources = host.file(f"/etc/apt/sources.list.d/{repo}.sources")
+        assert sources.contains(f"Signed-By: /etc/apt/keyrings/{repo}.asc")
+        fprs = host.run(f"gpg --show-keys --with-colons /etc/apt/keyrings/{repo}.asc").stdout
+        assert lab.fingerprint in fprs
+    # ofed
+    assert host.run("ofed_info -s").stdout.strip() == "OFED-internal-24.10-1.1.4:"
+    assert enabled(host, "openibd")
+    # nvidia_driver: pinned, held, persistence daemon, module for the running kernel
+    for pkg in ("nvidia-driver-580-server-open", "nvidia-dkms-580-server-open", "nvidia-utils-580-server"):
+        assert host.package(pkg).version == DRIVER
+    holds = host.run("apt-mark showhold").stdout.split()
+    assert {"nvidia-driver-580-server-open", "nvidia-utils-580-server"} <= set(holds)
+    assert enabled(host, "nvidia-persistenced")
+    assert "580.159.04" in host.run("nvidia-smi").stdout
+    assert host.file("/etc/modprobe.d/blacklist-nouveau.conf").contains("^blacklist nouveau$")
+    # fabric manager locked to the driver
+    assert host.package("nvidia-fabricmanager-580").version == DRIVER
+    assert "nvidia-fabricmanager-580" in holds and "libnvidia-nscq-580" in holds
+    assert enabled(host, "nvidia-fabricmanager")
+    # gpudirect_rdma
+    assert host.file("/etc/modules-load.d/nvidia-peermem.conf").contains("^nvidia_peermem$")
+    assert host.run("modinfo -F version nvidia-peermem").stdout.strip() == "580.159.04"
+    # container_runtime
+    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    assert daemon["runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
+    assert daemon["default-runtime"] == "nvidia" and daemon["log-driver"] == "json-file"
+    assert "storage-driver" not in daemon  # no pool was created on a test host
+    assert host.package("nvidia-container-toolkit").is_installed and enabled(host, "docker")
+    assert host.run("dockerd --validate --config-file /etc/docker/daemon.json").rc == 0
+    # dcgm
+    assert host.file("/etc/systemd/system/dcgm-exporter.service").contains("--address :9400")
+    assert enabled(host, "nvidia-dcgm") and enabled(host, "dcgm-exporter")
+    # node_exporter
+    textfile = host.file("/var/lib/node_exporter/textfile_collector")
+    assert textfile.is_directory and textfile.mode == 0o775
+    assert host.file("/etc/default/prometheus-node-exporter").contains(
+        "--collector.textfile.directory=/var/lib/node_exporter/textfile_collector")
+    assert enabled(host, "prometheus-node-exporter")
+    # zfs_raidz: the plan, not the pool, on a chroot
+    plan = json.loads(host.file("/etc/bringup/zfs_raidz_plan.json").content_string)
+    assert plan["ok"] and plan["created"] is False
+    assert plan["command"] == ["zpool", "create", "-o", "ashift=12", "-O", "acltype=posixacl", "-O", "atime=off",
+                               "-O", "compression=lz4", "-O", "mountpoint=none", "-O", "xattr=sa", "tank", "raidz2",
+                               "/dev/nvme2n1", "/dev/nvme3n1", "/dev/nvme4n1", "/dev/nvme5n1"]
+    assert {e["disk"]: e["reason"] for e in plan["excluded"]}["nvme0n1"] == "holds the OS"
+    # health_agent
+    assert host.file("/opt/bringup/tools/health/__main__.py").exists
+    expectations = json.loads(host.file("/etc/bringup/health.json").content_string)
+    assert expectations["host"] == name and expectations["gpu"]["count"] == 2
+    assert expectations["storage"]["zpools"] == ["tank"]
+    assert host.file("/etc/systemd/system/bringup-health.timer").contains("^OnCalendar=")
+    assert host.run("systemctl is-enabled bringup-health.timer").stdout.strip() == "enabled"
+
+
+def test_second_run_changes_nothing(lab: Any) -> None:
+    run = second_run(lab)
+    assert run.rc == 0, run.output[-4000:]
+    for name in HOSTS:
+        assert run.recap[name]["changed"] == 0, (name, run.recap[name])
+        assert run.recap[name]["failed"] == 0
+
+
+def test_faulty_hosts_fail_with_what_to_fix_and_the_others_finish(lab: Any) -> None:
+    assert second_run(lab).rc == 0
+    faults.inject(lab, "gpu-r1-01", "disk_mismatch")
+    faults.inject(lab, "gpu-r1-02", "held_wrong_version")
+    faults.inject(lab, "gpu-r1-03", "missing_peermem")
+    healthy = ssh(lab, "gpu-r1-04")
+    # A hand edit that drops the nvidia runtime and adds a setting: the role merges, never clobbers.
+    healthy.run("""printf '{"debug": true, "runtimes": {}}\\n' > /etc/docker/daemon.json""")
+    run = run_playbook(lab.inventory, SITE)
+    assert run.rc != 0
+    for name in ("gpu-r1-01", "gpu-r1-02", "gpu-r1-03"):
+        assert run.recap[name]["failed"] == 1, (name, run.recap[name])
+    assert run.recap["gpu-r1-04"]["failed"] == 0 and run.recap["gpu-r1-04"]["changed"] >= 1
+    assert "the site expects 4 data disks, 3 are usable" in run.output and "/mnt/scratch" in run.output
+    assert "nvidia-driver-580-server-open is held at 580.95.05-0ubuntu1" in run.output
+    assert "apt-mark unhold nvidia-driver-580-server-open" in run.output
+    assert "nvidia-peermem is not available for kernel" in run.output
+    assert state_of(lab, "gpu-r1-01") == ("failed", "site_refuse_a_disk_layout_that_does_not_match_the_site")
+    assert state_of(lab, "gpu-r1-02") == ("failed", "site_refuse_to_move_a_package_held_at_another_version")
+    assert state_of(lab, "gpu-r1-03") == ("failed", "site_fail_loudly_when_the_module_is_missing")
+    assert state_of(lab, "gpu-r1-04") == ("configured", None)
+    daemon = json.loads(healthy.file("/etc/docker/daemon.json").content_string)
+    assert daemon["debug"] is True and daemon["runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
+    assert daemon["default-runtime"] == "nvidia"
+
+
+def test_unreachable_apt_source_fails_that_host_with_the_url(lab: Any) -> None:
+    faults.inject(lab, "gpu-r1-04", "apt_unreachable")
+    run = run_playbook(lab.inventory, SITE, "--limit", "gpu-r1-04")
+    assert run.rc != 0 and run.recap["gpu-r1-04"]["failed"] == 1
+    dead = lab.repo_url.rsplit(":", 1)[0] + ":1/docker"
+    assert f"apt cannot read the docker repository at {dead}" in run.output
+    state, reason = state_of(lab, "gpu-r1-04")
+    assert state == "failed" and reason == "site_say_which_repository_is_unreachable"
+    # The definition was removed so that the next run retries it.
+    assert not ssh(lab, "gpu-r1-04").file("/etc/apt/sources.list.d/docker.sources").exists
+
+
+def test_static_inventory_export_lists_the_same_hosts(lab: Any, tmp_path: Path) -> None:
+    from provision.ansible_inventory import load_inventory, to_ini
+
+    exported = tmp_path / "hosts.ini"
+    exported.write_text(to_ini(load_inventory(lab.site_file, lab.state_db)))
+    import subprocess
+
+    from tests.ansible.conftest import BIN
+
+    listed = subprocess.run([str(BIN / "ansible-inventory"), "-i", str(exported), "--list"], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    doc = json.loads(listed.stdout)
+    assert sorted(doc["role_gpu"]["hosts"]) == list(HOSTS)
+    assert doc["_meta"]["hostvars"]["gpu-r1-02"]["ansible_host"] == "127.0.1.2"
+    assert doc["_meta"]["hostvars"]["gpu-r1-02"]["bringup_hardware"]["nvme_data_disks"] == 4
