@@ -16,8 +16,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: zfs_raidz_plan
 short_description: Plan a RAIDZ pool over every non-OS data disk
@@ -285,6 +283,10 @@ LSBLK_ARGV = ["lsblk", "--json", "--bytes", "--output",
 
 
 def main() -> None:
+    # Imported here, not at the top: importing ansible.module_utils patches sys.intern process-wide,
+    # and the selection logic above is also imported by tests that share a process with torch.
+    from ansible.module_utils.basic import AnsibleModule
+
     module = AnsibleModule(
         argument_spec={
             "lsblk_json": {"type": "str"},
