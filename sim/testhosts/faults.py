@@ -33,8 +33,9 @@ def held_wrong_version(lab: Lab, host: str) -> None:
     names = [f"nvidia-driver-{b}-server-open", f"nvidia-dkms-{b}-server-open", f"nvidia-utils-{b}-server",
              f"nvidia-compute-utils-{b}-server"]
     source = root / "etc/apt/sources.list.d/fault-old-driver.sources"
-    keyring = "/etc/apt/keyrings/bringup-testhost-distro.asc"
-    source.write_text(f"Types: deb\nURIs: {lab.repo_url}/cuda/\nSuites: /\nSigned-By: {keyring}\n")
+    if not (root / "etc/apt/sources.list.d/nvidia-cuda.sources").exists():  # a host site.yml never configured
+        keyring = "/etc/apt/keyrings/bringup-testhost-distro.asc"
+        source.write_text(f"Types: deb\nURIs: {lab.repo_url}/cuda/\nSuites: /\nSigned-By: {keyring}\n")
     env = ["env", "DEBIAN_FRONTEND=noninteractive"]
     try:
         run(["chroot", str(root), *env, "apt-get", "-q", "update"], timeout=300)
