@@ -146,6 +146,13 @@ def _event(row: sqlite3.Row) -> Event:
     )
 
 
+def _current(db: sqlite3.Connection, hostname: str) -> HostRecord:
+    row = db.execute("SELECT * FROM hosts WHERE hostname = ?", (hostname,)).fetchone()
+    if row is None:
+        raise UnknownHost(f"host {hostname!r} is not in the state store (is it in the site file?)")
+    return _record(row)
+
+
 class StateStore:
     """Thread-safe: each thread gets its own connection; processes serialise on SQLite's lock."""
 
@@ -228,10 +235,7 @@ class StateStore:
     # reads ---------------------------------------------------------------------------------------
 
     def get(self, hostname: str) -> HostRecord:
-        row = self._conn().execute("SELECT * FROM hosts WHERE hostname = ?", (hostname,)).fetchone()
-        if row is None:
-            raise UnknownHost(f"host {hostname!r} is not in the state store (is it in the site file?)")
-        return _record(row)
+        return _current(self._conn(), hostname)
 
     def hosts(self) -> list[HostRecord]:
         rows = self._conn().execute("SELECT * FROM hosts ORDER BY rack, hostname").fetchall()
@@ -287,10 +291,7 @@ class StateStore:
         return len(new)
 
     def _apply(self, db: sqlite3.Connection, change: Change, now: float) -> Outcome:
-        row = db.execute("SELECT * FROM hosts WHERE hostname = ?", (change.host,)).fetchone()
-        if row is None:
-            raise UnknownHost(f"host {change.host!r} is not in the state store (is it in the site file?)")
-        current = _record(row)
+        current = _current(db, change.host)
         if change.to is State.failed:
             if not change.reason or not _REASON.match(change.reason):
                 raise StateError(
@@ -382,10 +383,7 @@ class StateStore:
         if target is State.failed and not _REASON.match(reason):
             raise StateError("marking a host failed needs a machine-readable reason like 'pcie_width_x4'")
         with self._tx() as db:
-            row = db.execute("SELECT * FROM hosts WHERE hostname = ?", (hostname,)).fetchone()
-            if row is None:
-                raise UnknownHost(f"host {hostname!r} is not in the state store (is it in the site file?)")
-            current = _record(row)
+            current = _current(db, hostname)
             self._write(db, current, target, command, reason, {"override": True}, time.time(), True)
         return Outcome(hostname, current.state, target, changed=current.state is not target)
 
