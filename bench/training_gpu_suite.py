@@ -22,13 +22,14 @@ WARMUP = 3
 
 def job(name: str, model: str, engine: str, gpus: int, mb: int, steps: int = 8, ac: str = "none",
         compile_: int = 0, chunk: int = 0, seq: int = 4096, sdpa: str = "auto", reshard: int = 1, ga: int = 1,
-        offload: int = 0) -> dict[str, object]:
+        offload: int = 0, profile: int = 0) -> dict[str, object]:
     chunk = chunk or mb * seq
     args = ["-m", "training", "train", "--config", model, "--engine", engine, "--synthetic",
             "--seq-len", str(seq), "--micro-batch", str(mb), "--steps", str(steps), "--warmup-steps", "2",
             "--checkpoint-every", "0", "--activation-checkpoint", ac, "--compile", str(compile_),
             "--loss-chunk-tokens", str(chunk), "--gc-every", "50", "--sdpa", sdpa,
-            "--reshard-after-forward", str(reshard), "--grad-accum", str(ga), "--cpu-offload", str(offload)]
+            "--reshard-after-forward", str(reshard), "--grad-accum", str(ga), "--cpu-offload", str(offload),
+            "--profile-step", str(profile)]
     return {"name": name, "kind": "job", "model": model, "engine": engine, "gpus": gpus, "micro_batch": mb,
             "seq": seq, "ac": ac, "compile": compile_, "args": args}
 
@@ -49,6 +50,16 @@ CASES_RUN2 = [
     job("deepspeed_8b_2gpu_best_sdpa", "llama3_8b", "deepspeed", 2, 2, sdpa="best"),
     job("slice70b_4layers_fsdp_2gpu_fullac", "llama3_70b-slice4", "fsdp", 2, 1, steps=5, ac="full"),
     job("fsdp_8b_1gpu_cpu_offload_fullac", "llama3_8b", "fsdp", 1, 1, steps=4, ac="full", offload=1),
+]
+
+# Run 3: where the 8B step's time goes (profiled step 5), cuDNN attention forced, and 8B on one H200.
+CASES_RUN3 = [
+    job("fsdp_8b_2gpu_best_profiled", "llama3_8b", "fsdp", 2, 2, steps=7, compile_=1, reshard=0, ga=2, profile=5),
+    job("fsdp_8b_2gpu_best_cudnn_profiled", "llama3_8b", "fsdp", 2, 2, steps=7, compile_=1, reshard=0, ga=2,
+        sdpa="cudnn", profile=5),
+    job("fsdp_8b_1gpu_fullac", "llama3_8b", "fsdp", 1, 2, steps=6, ac="full", compile_=1),
+    job("deepspeed_8b_1gpu_fullac", "llama3_8b", "deepspeed", 1, 1, steps=6, ac="full"),
+    baseline("hf_baseline_8b_2gpu", "llama3_8b", 2, 2),
 ]
 
 CASES = [
@@ -89,7 +100,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole suite")
     p.add_argument("--only", default="")
-    p.add_argument("--set", choices=("run1", "run2"), default="run1")
+    p.add_argument("--set", choices=("run1", "run2", "run3"), default="run1")
     p.add_argument("--pick-sdpa", action="store_true", help="time the SDPA kernels first; 'best' cases use the fastest")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -108,7 +119,7 @@ def main() -> int:
         print(r.stdout, flush=True)
         picks = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("BEST ")]
         best = picks[0] if picks else "auto"
-    for case in (CASES if a.set == "run1" else CASES_RUN2):
+    for case in {"run1": CASES, "run2": CASES_RUN2, "run3": CASES_RUN3}[a.set]:
         case = {**case, "args": [best if x == "best" else x for x in case["args"]]}  # type: ignore[union-attr]
         if only and case["name"] not in only:
             continue
@@ -138,6 +149,11 @@ def main() -> int:
                     "command": f"torchrun --standalone --nproc-per-node={gpus} " + " ".join(case["args"])})  # type: ignore[arg-type]
         if case["kind"] == "job":
             res.update(summarise_job(run_dir, case))
+            for prof in sorted((run_dir / "profile").glob("step_*.json")):
+                res["profile"] = json.loads(prof.read_text())
+                table = prof.with_suffix(".txt")
+                if table.exists():
+                    (a.out / f"{case['name']}_{table.name}").write_text(table.read_text())
         else:
             lines = [ln for ln in out.splitlines() if ln.startswith("SUMMARY ")]
             if lines:

@@ -114,6 +114,13 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
                   total + RESERVED_GIB <= gpu_mem_gib)
 
 
+def vendor_gib(gb: float) -> float:
+    """A GPU's "80 GB" or "141 GB" is what CUDA reports in GiB, not 1e9 bytes: an H100 80 GB has
+    81,559 MiB (79.6 GiB), an A100 80 GB 81,920 MiB, an H200 141 GB 143,771 MiB (140.4 GiB); the
+    0.5% margin covers the smallest of these, and RESERVED_GIB the CUDA context and NCCL."""
+    return gb * 0.995
+
+
 def min_gpus(m: ModelConfig, engine: str, gpu_mem_gib: float, seq_len: int = 4096) -> int | None:
     """Fewest GPUs on which one sequence per GPU fits with full activation checkpointing."""
     for g in range(1, 4097):
@@ -134,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m training plan")
     p.add_argument("--config", required=True)
     p.add_argument("--gpus", type=int, required=True)
-    p.add_argument("--gpu-mem", type=float, required=True, help="GB per GPU as the vendor counts (80, 141)")
+    p.add_argument("--gpu-mem", type=float, required=True, help="memory per GPU as the vendor names it (80, 141)")
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--grad-accum", type=int, default=1)
@@ -144,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     m = model_config(a.config)
-    # Vendors count GB (1e9); what CUDA can allocate is a little less again, taken from RESERVED_GIB.
-    mem_gib = a.gpu_mem * 1e9 / GIB
+    mem_gib = vendor_gib(a.gpu_mem)
     rows = []
     for engine in ENGINES:
         mode = a.activation_checkpoint or lightest_fitting_mode(m, engine, a.gpus, mem_gib, a.micro_batch,

@@ -29,6 +29,7 @@ from training.configs import ModelConfig, TrainConfig, model_config, recommended
 from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
 from training.engines import Engine, lr_at
 from training.monitor import GcController, MetricsWriter, SlowStepDetector, StepRecord, log, mfu, peak_tflops
+from training.profile import profiled_step
 from training.tokenizer import load_tokenizer
 
 
@@ -45,6 +46,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job-name", default="bringup-train")
     p.add_argument("--sdpa", choices=("auto", "cudnn", "flash"), default="auto",
                    help="attention kernel to prefer on GPU (auto: PyTorch's own order)")
+    p.add_argument("--profile-step", type=int, default=0,
+                   help="profile this step; rank 0 writes RUN/profile/step_N.{json,txt} (0: never)")
     p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps (0: no limit)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -198,7 +201,10 @@ def run(args: argparse.Namespace) -> int:
             pairs = [next(prefetch) for _ in range(tcfg.grad_accum)]
             last_state = pairs[-1][1]
             lr = lr_at(step, tcfg)
-            loss, gnorm = engine.train_step([b for b, _ in pairs], lr)
+            profiling = profiled_step(step, args.run_dir / "profile", rank == 0) if step == args.profile_step \
+                else contextlib.nullcontext()
+            with profiling:
+                loss, gnorm = engine.train_step([b for b, _ in pairs], lr)
             seconds = time.perf_counter() - t
             slow = detector.end(seconds)
             tps = tokens_per_step / seconds
