@@ -22,14 +22,14 @@ WARMUP = 3
 
 def job(name: str, model: str, engine: str, gpus: int, mb: int, steps: int = 8, ac: str = "none",
         compile_: int = 0, chunk: int = 0, seq: int = 4096, sdpa: str = "auto", reshard: int = 1, ga: int = 1,
-        offload: int = 0, profile: int = 0) -> dict[str, object]:
+        offload: int = 0, profile: int = 0, buckets: str = "hidden") -> dict[str, object]:
     chunk = chunk or mb * seq
     args = ["-m", "training", "train", "--config", model, "--engine", engine, "--synthetic",
             "--seq-len", str(seq), "--micro-batch", str(mb), "--steps", str(steps), "--warmup-steps", "2",
             "--checkpoint-every", "0", "--activation-checkpoint", ac, "--compile", str(compile_),
             "--loss-chunk-tokens", str(chunk), "--gc-every", "50", "--sdpa", sdpa,
             "--reshard-after-forward", str(reshard), "--grad-accum", str(ga), "--cpu-offload", str(offload),
-            "--profile-step", str(profile)]
+            "--profile-step", str(profile), "--zero3-buckets", buckets]
     return {"name": name, "kind": "job", "model": model, "engine": engine, "gpus": gpus, "micro_batch": mb,
             "seq": seq, "ac": ac, "compile": compile_, "args": args}
 
@@ -60,6 +60,17 @@ CASES_RUN3 = [
     job("fsdp_8b_1gpu_fullac", "llama3_8b", "fsdp", 1, 2, steps=6, ac="full", compile_=1),
     job("deepspeed_8b_1gpu_fullac", "llama3_8b", "deepspeed", 1, 1, steps=6, ac="full"),
     baseline("hf_baseline_8b_2gpu", "llama3_8b", 2, 2),
+]
+
+# Run 4: ZeRO-3 bucket sizes and compiled element-wise work, against FSDP2's best in the same run.
+CASES_RUN4 = [
+    job("deepspeed_8b_2gpu_layer_buckets_compiled", "llama3_8b", "deepspeed", 2, 2, steps=7, compile_=1,
+        buckets="layer", profile=5),
+    job("deepspeed_8b_2gpu_layer_buckets", "llama3_8b", "deepspeed", 2, 2, steps=7, buckets="layer"),
+    job("deepspeed_8b_2gpu_hidden_buckets_compiled", "llama3_8b", "deepspeed", 2, 2, steps=7, compile_=1),
+    job("fsdp_8b_2gpu_best", "llama3_8b", "fsdp", 2, 2, steps=7, compile_=1, reshard=0, ga=2),
+    job("deepspeed_8b_2gpu", "llama3_8b", "deepspeed", 2, 2, steps=7),
+    job("deepspeed_1b_2gpu_layer_buckets_compiled", "llama3_1b", "deepspeed", 2, 4, compile_=1, buckets="layer"),
 ]
 
 CASES = [
@@ -100,7 +111,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole suite")
     p.add_argument("--only", default="")
-    p.add_argument("--set", choices=("run1", "run2", "run3"), default="run1")
+    p.add_argument("--set", choices=("run1", "run2", "run3", "run4"), default="run1")
     p.add_argument("--pick-sdpa", action="store_true", help="time the SDPA kernels first; 'best' cases use the fastest")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -119,7 +130,7 @@ def main() -> int:
         print(r.stdout, flush=True)
         picks = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("BEST ")]
         best = picks[0] if picks else "auto"
-    for case in {"run1": CASES, "run2": CASES_RUN2, "run3": CASES_RUN3}[a.set]:
+    for case in {"run1": CASES, "run2": CASES_RUN2, "run3": CASES_RUN3, "run4": CASES_RUN4}[a.set]:
         case = {**case, "args": [best if x == "best" else x for x in case["args"]]}  # type: ignore[union-attr]
         if only and case["name"] not in only:
             continue

@@ -121,6 +121,9 @@ class TrainConfig:
     # DeepSpeed: "torch" = PyTorch's AdamW (no compiler needed); "fused" = DeepSpeed's FusedAdam,
     # JIT-built with nvcc at first use.
     deepspeed_optimizer: str = "torch"
+    # DeepSpeed bucket sizes: "hidden" = Hugging Face's "auto" rules (reduce h², prefetch 0.9·h²);
+    # "layer" = one decoder layer's parameters, so the next layer is fetched whole while this one computes.
+    zero3_buckets: str = "hidden"
     document_mask: bool = False  # True: block-causal mask per document; False: positions reset only
     loss_chunk_tokens: int = 4096
     checkpoint_every: int = 200
@@ -133,6 +136,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.activation_checkpoint not in ACTIVATION_CHECKPOINT_MODES:
             raise ValueError(f"activation_checkpoint must be one of {ACTIVATION_CHECKPOINT_MODES}")
+        if self.zero3_buckets not in ("hidden", "layer"):
+            raise ValueError("zero3_buckets is hidden or layer")
         if self.deepspeed_optimizer not in ("torch", "fused"):
             raise ValueError("deepspeed_optimizer is torch or fused")
         if self.micro_batch < 1 or self.grad_accum < 1 or self.seq_len < 2:

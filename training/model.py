@@ -24,18 +24,27 @@ from training.configs import ModelConfig
 IGNORE_INDEX = -100
 
 
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def _swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.empty(dim))
+        self.norm_fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] = _rms_norm
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         nn.init.ones_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+        return self.norm_fn(x, self.weight, self.eps)
 
 
 def rope_tables(head_dim: int, max_len: int, theta: float, device: torch.device | None = None
@@ -55,6 +64,11 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x: [B, H, S, D]; cos/sin: [B, 1, S, D] gathered at the tokens' position ids."""
     return x * cos + _rotate_half(x) * sin
+
+
+def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
 
 
 class Linear(nn.Linear):
@@ -77,6 +91,7 @@ class Attention(nn.Module):
         self.k_proj = Linear(h, cfg.kv_dim, cfg.init_std)
         self.v_proj = Linear(h, cfg.kv_dim, cfg.init_std)
         self.o_proj = Linear(cfg.num_heads * d, h, out_std)
+        self.rope_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = _rope_qk
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 mask: torch.Tensor | None) -> torch.Tensor:
@@ -84,7 +99,7 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = self.rope_fn(q, k, cos, sin)
         rep = self.num_heads // self.num_kv_heads
         if rep > 1:
             # Explicit repeat rather than enable_gqa: every fused SDPA backend accepts it.
@@ -105,9 +120,10 @@ class MLP(nn.Module):
         self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size, cfg.init_std)
         self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size, cfg.init_std)
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size, out_std)
+        self.act_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: torch.Tensor = self.down_proj(self.act_fn(self.gate_proj(x), self.up_proj(x)))
         return out
 
 
@@ -182,6 +198,18 @@ class Llama(nn.Module):
         for m in self.modules():
             if isinstance(m, Linear | RMSNorm):
                 m.reset_parameters()
+
+    def compile_pointwise(self) -> None:
+        """Compile only the parameter-free element-wise functions (RMSNorm, RoPE, SwiGLU), for
+        engines whose per-module hooks keep whole layers from being compiled."""
+        norm, rope, act = torch.compile(_rms_norm), torch.compile(_rope_qk), torch.compile(_swiglu)
+        for m in self.modules():
+            if isinstance(m, RMSNorm):
+                m.norm_fn = norm
+            elif isinstance(m, Attention):
+                m.rope_fn = rope
+            elif isinstance(m, MLP):
+                m.act_fn = act
 
     def set_activation_checkpointing(self, mode: str, every: int = 2) -> None:
         """none | full (every layer) | selective (every `every`-th layer, full) | ops (op-level)."""

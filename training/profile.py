@@ -46,6 +46,12 @@ class StepProfile:
     top: tuple[KernelTime, ...]
 
 
+# Device-time rows that are not kernels: CUDA runtime calls, stalls and annotations that span kernels
+# already counted (counting them would count the same time twice).
+NOT_KERNELS = re.compile(
+    r"^(cuda[A-Z]|cu[A-Z]|Command Buffer Full|nccl:|ProfilerStep|Optimizer\.|## |record_param_comms)")
+
+
 def family_of(kernel: str) -> str:
     for family, pattern in FAMILIES:
         if pattern.search(kernel):
@@ -56,7 +62,8 @@ def family_of(kernel: str) -> str:
 def summarise(step: int, wall_ms: float, kernels: Iterable[tuple[str, int, float]], top_n: int = 25) -> StepProfile:
     """`kernels`: (name, calls, self device ms) for every kernel of the step. NCCL kernels overlap
     compute by design, so `device_busy_ms` (the sum over families) can exceed the wall time."""
-    rows = [KernelTime(name, family_of(name), calls, ms) for name, calls, ms in kernels if ms > 0]
+    rows = [KernelTime(name, family_of(name), calls, ms) for name, calls, ms in kernels
+            if ms > 0 and not NOT_KERNELS.match(name)]
     families: dict[str, float] = {}
     for r in rows:
         families[r.family] = families.get(r.family, 0.0) + r.device_ms
@@ -66,10 +73,10 @@ def summarise(step: int, wall_ms: float, kernels: Iterable[tuple[str, int, float
 
 
 def _device_ms(evt: Any) -> float:
-    us = getattr(evt, "self_device_time_total", None)
+    us: Any = getattr(evt, "self_device_time_total", None)
     if us is None:
         us = getattr(evt, "self_cuda_time_total", 0.0)
-    return float(us) / 1e3
+    return float(us or 0.0) / 1e3
 
 
 @contextmanager
@@ -93,7 +100,7 @@ def profiled_step(step: int, out_dir: Path, write: bool) -> Iterator[None]:
     out_dir.mkdir(parents=True, exist_ok=True)
     averages = prof.key_averages()
     kernels = [(e.key, int(e.count), _device_ms(e)) for e in averages
-               if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)]
+               if "CUDA" in str(getattr(e, "device_type", "")) and not getattr(e, "is_user_annotation", False)]
     summary = summarise(step, wall_ms, kernels)
     (out_dir / f"step_{step}.json").write_text(json.dumps(asdict(summary), indent=1) + "\n")
     sort_key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"

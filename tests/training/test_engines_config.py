@@ -72,3 +72,31 @@ def test_hf_parameter_names() -> None:
     assert {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
             "model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.gate_proj.weight",
             "model.layers.0.post_attention_layernorm.weight"} <= names
+
+
+def test_zero3_layer_buckets_hold_one_whole_decoder_layer() -> None:
+    m = model_config("llama3_8b")
+    z = deepspeed_config(m, TrainConfig(zero3_buckets="layer"), world=2)["zero_optimization"]
+    assert z["stage3_prefetch_bucket_size"] == z["reduce_bucket_size"] == m.layer_params()
+    assert m.layer_params() > 200_000_000  # 8B: ~218M per layer, against the 15M "auto" prefetch
+    with pytest.raises(ValueError, match="zero3_buckets"):
+        TrainConfig(zero3_buckets="huge")
+
+
+def test_compiled_pointwise_functions_give_the_eager_loss_and_gradients() -> None:
+    torch.manual_seed(0)
+    eager = Llama(tiny())
+    compiled = Llama(tiny())
+    compiled.load_state_dict(eager.state_dict())
+    compiled.compile_pointwise()
+    ids = torch.randint(0, tiny().vocab_size, (2, 32))
+    pos = torch.arange(32).expand(2, 32)
+    losses = []
+    for model in (eager, compiled):
+        loss = model(ids, pos, ids)
+        loss.backward()
+        losses.append(loss)
+    assert torch.allclose(losses[0], losses[1], rtol=1e-4)
+    for (name, a), b in zip(eager.named_parameters(), compiled.parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None
+        assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-5), name

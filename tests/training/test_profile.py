@@ -22,9 +22,11 @@ def test_kernel_names_from_a_hopper_step_fall_into_their_families() -> None:
     assert family_of("some_unknown_kernel") == "other"
 
 
-def test_summary_sums_families_and_keeps_the_largest_kernels_first() -> None:
+def test_summary_sums_kernels_once_by_family_and_keeps_the_largest_first() -> None:
     s = summarise(5, 1500.0, [("nvjet_gemm", 100, 900.0), ("flash_bwd", 32, 200.0), ("ncclDevKernel_AllGather", 33, 80.0),
-                              ("triton_poi_fused_silu", 64, 50.0), ("idle_zero", 1, 0.0)], top_n=2)
+                              ("triton_poi_fused_silu", 64, 50.0), ("idle_zero", 1, 0.0),
+                              ("nccl:_all_gather_base", 33, 80.0), ("Command Buffer Full", 9, 170.0),
+                              ("cudaStreamIsCapturing", 99, 26.0)], top_n=2)
     assert s.families_ms == {"matmul": 900.0, "attention": 200.0, "nccl": 80.0, "elementwise": 50.0}
     assert s.device_busy_ms == 1230.0
     assert [k.name for k in s.top] == ["nvjet_gemm", "flash_bwd"]

@@ -25,9 +25,14 @@ from training.model import Llama
 
 
 def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[str, Any]:
-    """ZeRO-3 settings derived from the model (the rules Hugging Face's "auto" values use):
-    reduce bucket h², prefetch bucket 0.9·h², parameters under 10·h elements stay resident."""
+    """ZeRO-3 settings derived from the model: with `zero3_buckets="hidden"` the rules Hugging Face's
+    "auto" values use (reduce bucket h², prefetch bucket 0.9·h²), with "layer" one decoder layer's
+    parameters for both; parameters under 10·h elements stay resident either way."""
     h = mcfg.hidden_size
+    if tcfg.zero3_buckets == "layer":
+        reduce_bucket, prefetch_bucket = mcfg.layer_params(), mcfg.layer_params()
+    else:
+        reduce_bucket, prefetch_bucket = h * h, int(0.9 * h * h)
     return {
         "train_micro_batch_size_per_gpu": tcfg.micro_batch,
         "gradient_accumulation_steps": tcfg.grad_accum,
@@ -38,8 +43,8 @@ def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[s
             "stage": 3,
             "overlap_comm": True,
             "contiguous_gradients": True,
-            "reduce_bucket_size": h * h,
-            "stage3_prefetch_bucket_size": int(0.9 * h * h),
+            "reduce_bucket_size": reduce_bucket,
+            "stage3_prefetch_bucket_size": prefetch_bucket,
             "stage3_param_persistence_threshold": 10 * h,
             "stage3_max_live_parameters": 1_000_000_000,
             "stage3_max_reuse_distance": 1_000_000_000,
@@ -77,6 +82,10 @@ class DeepSpeedEngine:
             model = Llama(mcfg)
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
         model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every)
+        if tcfg.compile:
+            # DeepSpeed's gather hooks sit on every submodule, so the layers cannot be compiled whole
+            # as under FSDP2; the parameter-free element-wise work (RMSNorm, RoPE, SwiGLU) can.
+            model.compile_pointwise()
         cuda = device.type == "cuda"
         groups = param_groups(model, tcfg.weight_decay)
         if tcfg.deepspeed_optimizer == "fused":
