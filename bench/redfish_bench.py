@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def timed(argv: list[str], env: dict[str, str], log: Path) -> tuple[float, int, 
     return wall, os.waitstatus_to_exitcode(status), usage.ru_maxrss // 1024, usage.ru_utime + usage.ru_stime
 
 
+def sim_requests(control: str) -> int:
+    """Requests the simulator's BMCs have answered so far, all together (its control API counts them)."""
+    with urllib.request.urlopen(f"http://{control}/hosts", timeout=10) as resp:
+        return sum(int(bmc["requests"]) for bmc in json.load(resp).values())
+
+
 def sim_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -113,6 +120,7 @@ def main() -> int:
     p.add_argument("--latency-ms", type=float, default=150.0)
     p.add_argument("--power-delay-ms", type=float, default=1000.0)
     p.add_argument("--concurrency", type=int, default=512)
+    p.add_argument("--poll", type=float, default=None, help="pxe-boot --poll (default: the power delay)")
     p.add_argument("--forks", type=int, default=25)
     p.add_argument("--ansible-hosts", type=int, default=None, help="run Ansible on the first N hosts only")
     p.add_argument("--no-ansible", action="store_true")
@@ -147,15 +155,20 @@ def main() -> int:
         common = ["--site", str(site), "--db", str(db), "--concurrency", str(args.concurrency), "--json",
                   "--auth", args.auth]
         provision = [sys.executable, "-m", "provision.cli"]
+        # One PowerState read per power change when the simulator keeps to its configured delay.
+        poll_s = args.poll if args.poll is not None else max(args.power_delay_ms / 1000, 0.05)
         for name, argv in (("harvest", [*provision, "harvest-macs", *common]),
-                           ("pxe_boot", [*provision, "pxe-boot", *common, "--poll", "0.5"])):
+                           ("pxe_boot", [*provision, "pxe-boot", *common, "--poll", str(poll_s)])):
             sim_cpu = sim_cpu_s(sim.pid)
+            requests = sim_requests(f"{CONTROL}:{control_port}")
             load = os.getloadavg()[0]
             wall, code, rss, cpu = timed(argv, env, work / f"{name}.json")
             counts = json.loads((work / f"{name}.json").read_text())["counts"]
+            per_host = (sim_requests(f"{CONTROL}:{control_port}") - requests) / args.hosts
             figures[name] = {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                              "simulator_cpu_s": round(sim_cpu_s(sim.pid) - sim_cpu, 2), "exit": code,
-                             "peak_rss_mb": rss, "load_at_start": round(load, 2), **counts}
+                             "peak_rss_mb": rss, "requests_per_host": round(per_host, 2),
+                             "load_at_start": round(load, 2), **counts}
 
         if not args.no_ansible:
             from provision.site import load_site

@@ -1,8 +1,9 @@
 """Harvest one host: system facts, NICs (with the chassis tree as cross-check), the PXE NIC, GPUs.
 
 Discovery follows `@odata.id` links from the service root. On a Dell service root the ComputerSystem
-is first asked for at its well-known iDRAC path (one round trip saved); any 404 there falls back to
-the Systems collection.
+is first asked for at its well-known iDRAC path, and the network adapters at the iDRAC's path under the
+system's chassis (a round trip saved each); a 404 at either falls back to following links. Collections
+are read with `$expand` when the service root advertises it (one request instead of one per member).
 """
 
 from __future__ import annotations
@@ -37,13 +38,18 @@ from provision.redfish import (
 from provision.site.model import HostClass
 
 IDRAC_SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
+IDRAC_CHASSIS_PREFIX = "/redfish/v1/Chassis/System.Embedded."
 T = TypeVar("T")
+
+
+def is_idrac(root: Resource) -> bool:
+    oem = root.data.get("Oem")
+    return root.data.get("Vendor") == "Dell" or (isinstance(oem, Mapping) and "Dell" in oem)
 
 
 async def find_system(client: RedfishClient) -> Resource:
     root = await client.root()
-    oem = root.data.get("Oem")
-    if root.data.get("Vendor") == "Dell" or (isinstance(oem, Mapping) and "Dell" in oem):
+    if is_idrac(root):
         try:
             return await client.get(IDRAC_SYSTEM)
         except RedfishNotFound:
@@ -110,16 +116,26 @@ class HostInventory:
         }
 
 
+async def _adapters(client: RedfishClient, chassis_path: str) -> list[Resource] | None:
+    """The chassis' NetworkAdapters with their functions (expanded three levels deep when offered)."""
+    if is_idrac(await client.root()) and chassis_path.startswith(IDRAC_CHASSIS_PREFIX):
+        try:
+            return await client.members(f"{chassis_path}/NetworkAdapters", levels=3)
+        except RedfishNotFound:
+            pass  # not where iDRACs keep them: ask the chassis
+    chassis = await client.get(chassis_path)
+    adapters_path = chassis.link("NetworkAdapters")
+    return None if adapters_path is None else await client.members(adapters_path, levels=3)
+
+
 async def _network_functions(client: RedfishClient, system: Resource) -> list[Resource] | None:
     chassis_path = first_link(system, "Links", "Chassis")
     if chassis_path is None:
         return None
-    chassis = await client.get(chassis_path)
-    adapters_path = chassis.link("NetworkAdapters")
-    if adapters_path is None:
+    found = await _adapters(client, chassis_path)
+    if found is None:
         return None
-    adapters = [a for a in await client.members(adapters_path, levels=3)
-                if a.data.get("NetworkDeviceFunctions") is not None]
+    adapters = [a for a in found if a.data.get("NetworkDeviceFunctions") is not None]
     if all(isinstance(f := a.data["NetworkDeviceFunctions"], Mapping) and "Members" in f for a in adapters):
         # expanded inline: nothing to fetch, so no tasks to spread it over
         per_adapter = [await client.child_members(a, "NetworkDeviceFunctions") for a in adapters]

@@ -62,8 +62,11 @@ async def reset(client: RedfishClient, system: Resource, kind: str) -> None:
 
 async def wait_power(client: RedfishClient, path: str, want: str, timeout_s: float, poll_s: float,
                      after: str) -> Resource:
+    """Read the system every `poll_s` until PowerState is `want`; the first read comes one interval
+    after the reset, since no server changes power state within a round trip of being asked."""
     deadline = time.monotonic() + timeout_s
     while True:
+        await asyncio.sleep(max(0.0, min(poll_s, deadline - time.monotonic())))
         system = await client.get(path)
         state = power_state(system)
         if state == want:
@@ -72,7 +75,6 @@ async def wait_power(client: RedfishClient, path: str, want: str, timeout_s: flo
             status = system.data.get("Status")
             raise HostProblem("power_fault", f"PowerState is still {state} {timeout_s:g} s after {after}",
                               {"power_state": state, "status": status, "after": after})
-        await asyncio.sleep(poll_s)
 
 
 async def power(client: RedfishClient, system: Resource, action: PowerAction, *, timeout_s: float,
@@ -94,8 +96,23 @@ async def power(client: RedfishClient, system: Resource, action: PowerAction, *,
     return {"power_before": before, "resets": done, "power_state": after}
 
 
-async def arm_pxe_once(client: RedfishClient, system: Resource, mode: str | None) -> dict[str, Any]:
-    """PATCH Boot {Pxe, Once} (and the override mode when the site wants one), then read it back."""
+def confirm_armed(armed: dict[str, Any], system: Resource) -> dict[str, Any]:
+    """Check a read of the system (taken before the server booted) shows the override that was sent;
+    raises `pxe_not_armed` otherwise. Returns `armed` with what the BMC reported."""
+    sent: dict[str, Any] = armed["boot_sent"]
+    now = system.data.get("Boot")
+    seen = {k: now.get(k) for k in sent} if isinstance(now, Mapping) else {}
+    if any(seen.get(k) != v for k, v in sent.items()):
+        raise HostProblem("pxe_not_armed", f"after the PATCH the BMC reports Boot {seen}, not {sent}",
+                          {"sent": sent, "seen": seen})
+    return {**armed, "boot_armed": seen}
+
+
+async def arm_pxe_once(client: RedfishClient, system: Resource, mode: str | None, *,
+                       verify: bool = True) -> dict[str, Any]:
+    """PATCH Boot {Pxe, Once} (and the override mode when the site wants one) and check it took: from
+    the PATCH answer when the BMC returns the resource, else by reading the system again. With
+    `verify=False` the caller checks with `confirm_armed` on a read it makes anyway (before any boot)."""
     boot = system.data.get("Boot")
     if not isinstance(boot, Mapping):
         raise RedfishUnsupported("the ComputerSystem has no Boot property", endpoint=client.endpoint,
@@ -113,16 +130,15 @@ async def arm_pxe_once(client: RedfishClient, system: Resource, mode: str | None
         if "BootSourceOverrideMode" in boot or modes is not None:
             body["BootSourceOverrideMode"] = mode
     try:
-        await client.patch(system.path, {"Boot": body}, etag=etag_of(system))
+        answer = await client.patch(system.path, {"Boot": body}, etag=etag_of(system))
     except RedfishRequestRejected as exc:
         if exc.status != 412:
             raise
         system = await client.get(system.path)
-        await client.patch(system.path, {"Boot": body}, etag=etag_of(system))
-    check = await client.get(system.path)
-    now = check.data.get("Boot")
-    seen = {k: now.get(k) for k in body} if isinstance(now, Mapping) else {}
-    if any(seen.get(k) != v for k, v in body.items()):
-        raise HostProblem("pxe_not_armed", f"after the PATCH the BMC reports Boot {seen}, not {body}",
-                          {"sent": body, "seen": seen})
-    return {"boot_before": {k: boot.get(k) for k in body}, "boot_armed": seen, "etag_used": etag_of(system) is not None}
+        answer = await client.patch(system.path, {"Boot": body}, etag=etag_of(system))
+    armed = {"boot_before": {k: boot.get(k) for k in body}, "boot_sent": body, "etag_used": etag_of(system) is not None}
+    if isinstance(answer.data.get("Boot"), Mapping):  # a BMC that answers a PATCH with the resource
+        return confirm_armed(armed, answer)
+    if not verify:
+        return armed
+    return confirm_armed(armed, await client.get(system.path))

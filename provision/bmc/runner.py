@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.bmc.harvest import check, find_system, harvest
-from provision.bmc.power import PowerAction, PowerPolicy, arm_pxe_once, power, power_state, reset, wait_power
+from provision.bmc.power import (
+    PowerAction,
+    PowerPolicy,
+    arm_pxe_once,
+    confirm_armed,
+    power,
+    power_state,
+    reset,
+    wait_power,
+)
 from provision.bmc.recorder import Recorder
 from provision.bmc.triage import Failure, triage
 from provision.redfish import ClientOptions, RedfishClient, tls_context
@@ -192,17 +201,23 @@ class Fanout:
         async def work(host: Host) -> dict[str, Any]:
             async with self.session(host) as bmc:
                 system = await find_system(bmc)
-                armed = await arm_pxe_once(bmc, system, opts.boot_mode)
                 state = power_state(system)
+                on = state in ("On", "PoweringOn")
+                # Off first: the reads waiting for Off show the override before any boot, so they
+                # double as its check; otherwise the check is a read of its own before the reset.
+                off_first = on and opts.power_policy is PowerPolicy.off_on
+                armed = await arm_pxe_once(bmc, system, opts.boot_mode, verify=not off_first)
                 resets: list[str] = []
-                if state in ("On", "PoweringOn"):
+                if on:
                     if opts.power_policy is PowerPolicy.restart:
                         await reset(bmc, system, "ForceRestart")
                         resets.append("ForceRestart")
                     else:
                         await reset(bmc, system, "ForceOff")
                         resets.append("ForceOff")
-                        await wait_power(bmc, system.path, "Off", opts.power_timeout_s, opts.poll_s, "ForceOff")
+                        off = await wait_power(bmc, system.path, "Off", opts.power_timeout_s, opts.poll_s, "ForceOff")
+                        if "boot_armed" not in armed:
+                            armed = confirm_armed(armed, off)
                         await reset(bmc, system, "On")
                         resets.append("On")
                 else:
@@ -211,6 +226,7 @@ class Fanout:
                 after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
             boot_after = after.data.get("Boot") or {}
             inventory = last_inventory(self.store, host.hostname)
+            armed.pop("boot_sent", None)
             evidence = {"bmc": base_url(host), **armed, "power_before": state, "resets": resets,
                         "power_state": power_state(after), "pxe_mac": inventory.get("pxe_mac"),
                         "pxe_nic": inventory.get("pxe_nic"),

@@ -34,7 +34,7 @@ from provision.redfish.errors import (
     error_for_status,
     extended_info,
 )
-from provision.redfish.transport import AsyncioTransport
+from provision.redfish.transport import BmcTransport
 from provision.site.credentials import Login
 
 ROOT = "/redfish/v1/"
@@ -50,9 +50,6 @@ class ClientOptions:
     backoff_max_s: float = 4.0
     auth: AuthMode = "session"
     max_body_bytes: int = 4 * 1024 * 1024
-    # One keep-alive connection per BMC: iDRACs serve few connections and every new one costs a TLS
-    # handshake (milliseconds of CPU here, far more on the BMC). Requests to one BMC queue for it.
-    connections: int = 1
 
 
 @dataclass(frozen=True)
@@ -97,23 +94,31 @@ def _is_expanded(value: Any) -> bool:
     return isinstance(value, Mapping) and odata_id(value) is not None and len(value) > 1
 
 
+_CONTEXTS: dict[bool, ssl.SSLContext] = {}
+
+
 def tls_context(verify: bool, ca_bundle: str | None = None) -> ssl.SSLContext:
-    """One context for every BMC of a site (building one per client costs milliseconds each).
+    """One context for every BMC of a site (building one costs milliseconds; loading the system
+    trust store, tens of them).
 
     Verification is on unless the site opts out; `ca_bundle` replaces the system trust store, which is
-    how a site trusts its iDRACs' own CA.
+    how a site trusts its iDRACs' own CA. Without verification no trust store is loaded at all: OpenSSL
+    still looks every presented certificate up in it, about half a millisecond of each handshake.
     """
-    if not verify:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        return ctx
-    if ca_bundle:
+    if ca_bundle and verify:
         try:
             return ssl.create_default_context(cafile=ca_bundle)
         except (OSError, ssl.SSLError) as exc:
             raise RedfishTlsError(f"cannot load the BMC CA bundle {ca_bundle}: {exc}") from None
-    return ssl.create_default_context()
+    if verify not in _CONTEXTS:
+        if verify:
+            ctx = ssl.create_default_context()
+        else:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        _CONTEXTS[verify] = ctx
+    return _CONTEXTS[verify]
 
 
 def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
@@ -148,22 +153,44 @@ class RedfishClient:
         self.endpoint = self.base_url.split("://", 1)[-1]
         self._login = login
         self.options = options or ClientOptions()
-        limits = httpx.Limits(
-            max_connections=self.options.connections, max_keepalive_connections=self.options.connections
-        )
-        # Requests go straight to httpx's transport (pooling, keep-alive, HTTP/1.1): the client layer
-        # above it (URL merging, cookies, auth flows, redirects) costs a third of the CPU per request
-        # and none of it is wanted here; redirects in particular are refused, not followed.
-        self._transport: httpx.AsyncBaseTransport = transport or AsyncioTransport(verify=tls, limits=limits)
+        # Requests go straight to an httpx transport holding one keep-alive connection (iDRACs serve
+        # few connections and each new one costs a TLS handshake): the client layer above it (URL
+        # merging, cookies, auth flows, redirects) costs a third of the CPU per request and none of it
+        # is wanted here; redirects in particular are refused, not followed.
+        if transport is None:
+            transport = BmcTransport(tls if isinstance(tls, ssl.SSLContext) else tls_context(tls))
+        self._transport: httpx.AsyncBaseTransport = transport
         t = self.options.timeout_s
         self._timeouts = {"connect": t, "read": t, "write": t, "pool": t}
         self._headers = {"Accept": "application/json", "OData-Version": "4.0", "User-Agent": "bringup-redfish"}
-        self._slots = asyncio.Semaphore(self.options.connections)
-        self._token: str | None = None
+        self._authed_headers: dict[str, str] | None = None  # _headers plus the credential, built once
+        self._slots = asyncio.Semaphore(1)  # one connection: requests to one BMC queue for it
+        self.__token: str | None = None
         self._session_path: str | None = None
-        self._basic = False
+        self.__basic = False
         self._root: Resource | None = None
         self.requests = 0
+
+    # The credential header of every request is built when the way of authenticating changes, not
+    # per request (Basic means a base64 of the password each time otherwise).
+
+    @property
+    def _token(self) -> str | None:
+        return self.__token
+
+    @_token.setter
+    def _token(self, value: str | None) -> None:
+        self.__token = value
+        self._authed_headers = None
+
+    @property
+    def _basic(self) -> bool:
+        return self.__basic
+
+    @_basic.setter
+    def _basic(self, value: bool) -> None:
+        self.__basic = value
+        self._authed_headers = None
 
     # lifecycle -----------------------------------------------------------------------------------
 
@@ -298,11 +325,17 @@ class RedfishClient:
     async def _attempt(
         self, method: str, path: str, body: Any, headers: Mapping[str, str] | None, auth: bool
     ) -> Answer:
-        all_headers = {**self._headers, **(self._auth_headers() if auth else {}), **(headers or {})}
+        all_headers = self._headers
+        if auth:
+            if self._authed_headers is None:
+                self._authed_headers = {**self._headers, **self._auth_headers()}
+            all_headers = self._authed_headers
         content: bytes | None = None
         if body is not None:
             content = json.dumps(body).encode()
-            all_headers["Content-Type"] = "application/json"
+            all_headers = {**all_headers, "Content-Type": "application/json"}
+        if headers:
+            all_headers = {**all_headers, **headers}
         request = httpx.Request(method, self.base_url + path, content=content, headers=all_headers,
                                 extensions={"timeout": self._timeouts})
         self.requests += 1

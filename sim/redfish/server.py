@@ -63,6 +63,9 @@ class Simulator:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert, key)
+        # No TLS 1.3 session tickets: a client talks to each BMC over one connection, so a ticket is
+        # never used, and issuing two per handshake (OpenSSL's default) costs both sides CPU.
+        ctx.num_tickets = 0
         self._ssl = ctx
         await asyncio.gather(*(self._ensure_listener(name) for name in self.bmcs))
         if self.control is not None:

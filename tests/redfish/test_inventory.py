@@ -42,13 +42,22 @@ def load(name: str) -> Any:
     return json.loads((IDRAC / name).read_text())
 
 
-def capture_transport(directory: Path, root: dict[str, Any]) -> httpx.MockTransport:
-    """Serve the captured files by URL path (`/redfish/v1/A/B` → `redfish_v1_A_B.json`), 404 otherwise."""
+def capture_transport(directory: Path, root: dict[str, Any], *, moved: dict[str, str] | None = None,
+                      extra: dict[str, Any] | None = None, seen: list[str] | None = None) -> httpx.MockTransport:
+    """Serve the captured files by URL path (`/redfish/v1/A/B` → `redfish_v1_A_B.json`), 404 otherwise.
+    `moved` serves a capture at another path (the captured path then 404s); `extra` adds resources."""
+    moved = moved or {}
+    gone = set(moved.values())
 
     def handler(request: httpx.Request) -> httpx.Response:
         path = request.url.path.rstrip("/")
+        if seen is not None:
+            seen.append(path)
         if path == "/redfish/v1":
             return httpx.Response(200, json=root)
+        if extra and path in extra:
+            return httpx.Response(200, json=extra[path])
+        path = moved.get(path, "" if path in gone else path)
         file = directory / (path.strip("/").replace("/", "_") + ".json")
         if file.exists():
             return httpx.Response(200, content=file.read_bytes(), headers={"Content-Type": "application/json"})
@@ -80,11 +89,34 @@ def test_harvest_reads_the_real_r650_captures() -> None:
     assert inv.system.power_state == "On"
     assert inv.system.health_rollup == "OK"
     assert inv.bmc_firmware == "5.10.00.00"
-    # The chassis itself was not captured, so the cross-check says so instead of failing the host.
-    assert inv.cross_check == {"checked": False}
-    assert any("network adapters" in note for note in inv.notes)
+    # The adapters were read at the iDRAC's own path (the chassis itself was not captured): every
+    # NIC's MAC agrees with its NetworkDeviceFunction, the FC functions have none to compare.
+    assert inv.cross_check == {"checked": True, "mismatches": [], "not_in_chassis": []}
+    assert inv.functions is not None and {f.id for f in inv.functions} >= set(R650_MACS)
+    assert inv.notes == ("BIOS: Not Found",)  # BIOS attributes were not captured
     link = {n.id: n.link_up for n in inv.nics}
     assert link["NIC.Integrated.1-1-1"] is True and link["NIC.Embedded.1-1-1"] is False
+
+
+@pytest.mark.realdata
+@needs_realdata
+def test_network_adapters_not_at_the_idrac_path_are_found_through_the_chassis_link() -> None:
+    adapters = "/redfish/v1/Chassis/System.Embedded.1/NetworkAdapters"
+    root = {"@odata.id": "/redfish/v1", "Vendor": "Dell", "Systems": {"@odata.id": "/redfish/v1/Systems"}}
+    chassis = {"@odata.id": "/redfish/v1/Chassis/System.Embedded.1", "Id": "System.Embedded.1",
+               "NetworkAdapters": {"@odata.id": "/redfish/v1/Chassis/System.Embedded.1/Adapters"}}
+    seen: list[str] = []
+
+    async def go() -> HostInventory:
+        transport = capture_transport(IDRAC, root, moved={f"{chassis['@odata.id']}/Adapters": adapters},
+                                      extra={chassis["@odata.id"]: chassis}, seen=seen)
+        async with RedfishClient("https://idrac.test", Login("root", Secret("x")), options=ClientOptions(auth="basic"),
+                                 transport=transport) as bmc:
+            return await harvest(bmc, HostClass(pxe_nic="NIC.Integrated.1-1-1"))
+
+    inv = asyncio.run(go())
+    assert seen.index(adapters) < seen.index(chassis["@odata.id"])  # the iDRAC path first, then the link
+    assert inv.cross_check == {"checked": True, "mismatches": [], "not_in_chassis": []}
 
 
 @pytest.mark.realdata
