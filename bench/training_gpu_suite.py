@@ -73,6 +73,23 @@ CASES_RUN4 = [
     job("deepspeed_1b_2gpu_layer_buckets_compiled", "llama3_1b", "deepspeed", 2, 4, compile_=1, buckets="layer"),
 ]
 
+# Run 5: ZeRO-3 keeping gathered parameters for backward (FSDP2's reshard_after_forward=False).
+CASES_RUN5 = [
+    job("deepspeed_8b_2gpu_layer_buckets_keep", "llama3_8b", "deepspeed", 2, 2, steps=9, buckets="layer", reshard=0),
+    job("fsdp_8b_2gpu_best", "llama3_8b", "fsdp", 2, 2, steps=9, compile_=1, reshard=0, ga=2),
+    job("deepspeed_8b_2gpu_layer_buckets_keep_ga2", "llama3_8b", "deepspeed", 2, 2, steps=7, buckets="layer",
+        reshard=0, ga=2),
+    job("fsdp_8b_2gpu_compiled", "llama3_8b", "fsdp", 2, 2, steps=9, compile_=1),
+    job("deepspeed_8b_2gpu_layer_buckets", "llama3_8b", "deepspeed", 2, 2, steps=9, buckets="layer"),
+]
+
+# Run 6: 70B-shaped slices deep enough that activations, not the fixed terms, set the peak.
+CASES_RUN6 = [
+    job("slice70b_8layers_fsdp_2gpu", "llama3_70b-slice8", "fsdp", 2, 1, steps=5, compile_=1),
+    job("slice70b_8layers_deepspeed_2gpu", "llama3_70b-slice8", "deepspeed", 2, 1, steps=5, buckets="layer"),
+    job("deepspeed_1b_2gpu_layer_buckets_keep", "llama3_1b", "deepspeed", 2, 4, steps=8, buckets="layer", reshard=0),
+]
+
 CASES = [
     job("fsdp_8b_2gpu_compiled", "llama3_8b", "fsdp", 2, 2, compile_=1),
     baseline("hf_baseline_8b_2gpu", "llama3_8b", 2, 2),
@@ -111,7 +128,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole suite")
     p.add_argument("--only", default="")
-    p.add_argument("--set", choices=("run1", "run2", "run3", "run4"), default="run1")
+    p.add_argument("--set", choices=("run1", "run2", "run3", "run4", "run5", "run6"), default="run1")
     p.add_argument("--pick-sdpa", action="store_true", help="time the SDPA kernels first; 'best' cases use the fastest")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -130,7 +147,9 @@ def main() -> int:
         print(r.stdout, flush=True)
         picks = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("BEST ")]
         best = picks[0] if picks else "auto"
-    for case in {"run1": CASES, "run2": CASES_RUN2, "run3": CASES_RUN3, "run4": CASES_RUN4}[a.set]:
+    sets = {"run1": CASES, "run2": CASES_RUN2, "run3": CASES_RUN3, "run4": CASES_RUN4, "run5": CASES_RUN5,
+            "run6": CASES_RUN6}
+    for case in sets[a.set]:
         case = {**case, "args": [best if x == "best" else x for x in case["args"]]}  # type: ignore[union-attr]
         if only and case["name"] not in only:
             continue

@@ -123,7 +123,7 @@ class TrainConfig:
     deepspeed_optimizer: str = "torch"
     # DeepSpeed bucket sizes: "hidden" = Hugging Face's "auto" rules (reduce h², prefetch 0.9·h²);
     # "layer" = one decoder layer's parameters, so the next layer is fetched whole while this one computes.
-    zero3_buckets: str = "hidden"
+    zero3_buckets: str = "layer"
     document_mask: bool = False  # True: block-causal mask per document; False: positions reset only
     loss_chunk_tokens: int = 4096
     checkpoint_every: int = 200

@@ -73,13 +73,14 @@ def activation_bytes_per_token_layer(m: ModelConfig, mode: str) -> float:
 
 def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int = 1, seq_len: int = 4096,
          activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096, grad_accum: int = 1,
-         reshard_after_forward: bool = True) -> Budget:
+         reshard_after_forward: bool = True, zero3_buckets: str = "layer") -> Budget:
     """Peak tensor memory = persistent state + the larger of two phases:
     end of forward (activations and logits live, gradients not yet) and end of backward (every
     gradient shard, plus the root's reduce-scatter input: FSDP2 reduces the unsharded embedding
     and head gradients in fp32 in one go; ZeRO-3 upcasts one optimizer sub-group to fp32).
     With gradient accumulation the shards of the earlier micro-batches are there at the end of the
-    later forwards; without resharding after forward (FSDP2) every layer stays gathered in bf16."""
+    later forwards; without resharding after forward (FSDP2, or ZeRO-3 with every parameter kept
+    live) every layer stays gathered in bf16."""
     n, g = m.num_params(), gpus
     tokens = micro_batch * seq_len
     layer, emb = m.layer_params(), m.embedding_params()
@@ -90,10 +91,11 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
     chunk = min(tokens, loss_chunk_tokens)
     acts += chunk * m.vocab_size * (4 + 4 + 2)  # fp32 log-probs saved, their fp32 grad, bf16 logits grad
     acts += 2.0 * m.hidden_size * tokens * 2  # final norm in and out
+    # the current and the prefetched layer, or all of them
+    gathered_layers = 2 if reshard_after_forward else m.num_layers
     if engine == "fsdp":
         weights, grads, optim = 4.0 * n / g, 4.0 * n / g, 8.0 * n / g
-        # root (embeddings, head) stays gathered in bf16; the current and the prefetched layer too
-        gathered_layers = 2 if reshard_after_forward else m.num_layers
+        # root (embeddings, head) stays gathered in bf16
         working_fwd = 2.0 * emb + 2.0 * head + 2.0 * (gathered_layers * layer)
         if grad_accum > 1:
             working_fwd += grads
@@ -101,7 +103,8 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
     elif engine == "deepspeed":
         weights, grads, optim = 2.0 * n / g, 2.0 * n / g, 12.0 * n / g
         h = m.hidden_size
-        working_fwd = 2.0 * (2 * layer) + 2.0 * head + 2.0 * (0.9 * h * h) + 2 * 2.0 * (h * h)
+        prefetch, reduce = (layer, layer) if zero3_buckets == "layer" else (0.9 * h * h, h * h)
+        working_fwd = 2.0 * (gathered_layers * layer) + 2.0 * head + 2.0 * prefetch + 2 * 2.0 * reduce
         end_bwd = 4.0 * min(1e9, n / g)
     else:
         raise ValueError(f"engine must be one of {ENGINES}")
@@ -145,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--no-reshard", action="store_true", help="FSDP2 keeps layers gathered between forward and backward")
+    p.add_argument("--no-reshard", action="store_true",
+                   help="layers stay gathered between forward and backward (FSDP2), every parameter live (ZeRO-3)")
+    p.add_argument("--zero3-buckets", choices=("layer", "hidden"), default="layer")
     p.add_argument("--activation-checkpoint", choices=AC_MODES, default=None,
                    help="default: the lightest mode that fits")
     p.add_argument("--json", action="store_true")
@@ -157,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         mode = a.activation_checkpoint or lightest_fitting_mode(m, engine, a.gpus, mem_gib, a.micro_batch,
                                                                  a.seq_len) or "full"
         b = plan(m, engine, a.gpus, mem_gib, a.micro_batch, a.seq_len, mode, grad_accum=a.grad_accum,
-                 reshard_after_forward=not a.no_reshard)
+                 reshard_after_forward=not a.no_reshard, zero3_buckets=a.zero3_buckets)
         rows.append({**asdict(b), "verdict": b.verdict,
                      "min_gpus_full_checkpointing": min_gpus(m, engine, mem_gib, a.seq_len)})
     if a.json:

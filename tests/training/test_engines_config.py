@@ -13,7 +13,7 @@ from training.model import Llama, chunked_cross_entropy_sum
 
 def test_zero3_config_follows_the_model() -> None:
     m = model_config("llama3_70b")
-    cfg = deepspeed_config(m, TrainConfig(micro_batch=1, grad_accum=4), world=64)
+    cfg = deepspeed_config(m, TrainConfig(micro_batch=1, grad_accum=4, zero3_buckets="hidden"), world=64)
     z = cfg["zero_optimization"]
     assert z["stage"] == 3 and z["overlap_comm"] is True
     assert z["reduce_bucket_size"] == 8192 * 8192
@@ -74,11 +74,14 @@ def test_hf_parameter_names() -> None:
             "model.layers.0.post_attention_layernorm.weight"} <= names
 
 
-def test_zero3_layer_buckets_hold_one_whole_decoder_layer() -> None:
+def test_zero3_buckets_hold_one_whole_decoder_layer_by_default() -> None:
     m = model_config("llama3_8b")
-    z = deepspeed_config(m, TrainConfig(zero3_buckets="layer"), world=2)["zero_optimization"]
+    z = deepspeed_config(m, TrainConfig(), world=2)["zero_optimization"]
     assert z["stage3_prefetch_bucket_size"] == z["reduce_bucket_size"] == m.layer_params()
     assert m.layer_params() > 200_000_000  # 8B: ~218M per layer, against the 15M "auto" prefetch
+    assert z["stage3_max_live_parameters"] == 1_000_000_000
+    kept = deepspeed_config(m, TrainConfig(reshard_after_forward=False), world=2)["zero_optimization"]
+    assert kept["stage3_max_live_parameters"] == kept["stage3_max_reuse_distance"] == m.num_params()
     with pytest.raises(ValueError, match="zero3_buckets"):
         TrainConfig(zero3_buckets="huge")
 

@@ -49,7 +49,10 @@ def test_8b_on_one_h200_is_at_the_edge_and_on_two_fits() -> None:
                                   "deepspeed_1b_2gpu", "deepspeed_1b_1gpu", "slice70b_4layers_fsdp_2gpu_fullac",
                                   "fsdp_8b_2gpu_compiled_noreshard", "fsdp_8b_2gpu_compiled_noreshard_ga2",
                                   "fsdp_1b_1gpu_compiled", "fsdp_8b_1gpu_fullac", "deepspeed_8b_1gpu_fullac",
-                                  "fsdp_8b_2gpu_best_profiled"])
+                                  "fsdp_8b_2gpu_best_profiled", "deepspeed_8b_2gpu_layer_buckets_keep",
+                                  "deepspeed_8b_2gpu_layer_buckets_keep_ga2", "deepspeed_8b_2gpu_layer_buckets",
+                                  "deepspeed_1b_2gpu_layer_buckets_compiled", "slice70b_8layers_fsdp_2gpu",
+                                  "slice70b_8layers_deepspeed_2gpu", "deepspeed_1b_2gpu_layer_buckets_keep"])
 def test_plan_is_within_10_percent_of_measured_peak_memory(name: str) -> None:
     rows = [json.loads(line) for f in sorted(FIXTURES.glob("gpu_suite_*.jsonl")) for line in f.read_text().splitlines()]
     row = next(r for r in rows if r["name"] == name)
@@ -58,7 +61,8 @@ def test_plan_is_within_10_percent_of_measured_peak_memory(name: str) -> None:
     flag = {a: args[i + 1] for i, a in enumerate(args[:-1]) if a.startswith("--")}
     b = plan(model_config(row["model"]), row["engine"], row["gpus"], GIB_141, row["micro_batch"], row["seq"],
              row["ac"], chunk, grad_accum=int(flag.get("--grad-accum", "1")),
-             reshard_after_forward=flag.get("--reshard-after-forward", "1") == "1")
+             reshard_after_forward=flag.get("--reshard-after-forward", "1") == "1",
+             zero3_buckets=flag.get("--zero3-buckets", "hidden"))
     assert b.total_gib == pytest.approx(row["peak_mem_gib"], rel=0.10)
 
 

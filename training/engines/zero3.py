@@ -29,6 +29,9 @@ def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[s
     "auto" values use (reduce bucket h², prefetch bucket 0.9·h²), with "layer" one decoder layer's
     parameters for both; parameters under 10·h elements stay resident either way."""
     h = mcfg.hidden_size
+    # reshard_after_forward=False is FSDP2's "keep the gathered layers for backward"; ZeRO-3's
+    # equivalent is to let every parameter stay live and be reused (no second all-gather in backward).
+    keep = mcfg.num_params() if not tcfg.reshard_after_forward else 1_000_000_000
     if tcfg.zero3_buckets == "layer":
         reduce_bucket, prefetch_bucket = mcfg.layer_params(), mcfg.layer_params()
     else:
@@ -46,8 +49,8 @@ def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[s
             "reduce_bucket_size": reduce_bucket,
             "stage3_prefetch_bucket_size": prefetch_bucket,
             "stage3_param_persistence_threshold": 10 * h,
-            "stage3_max_live_parameters": 1_000_000_000,
-            "stage3_max_reuse_distance": 1_000_000_000,
+            "stage3_max_live_parameters": keep,
+            "stage3_max_reuse_distance": keep,
             "sub_group_size": 1_000_000_000,
             "stage3_gather_16bit_weights_on_model_save": False,
         },
