@@ -40,6 +40,9 @@ from provision.site.model import HostClass
 IDRAC_SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
 IDRAC_CHASSIS_PREFIX = "/redfish/v1/Chassis/System.Embedded."
 T = TypeVar("T")
+# What the NIC parser reads, as the BMC sent it: the evidence behind each harvested MAC and link state.
+_NIC_EVIDENCE = ("@odata.id", "Id", "Description", "MACAddress", "PermanentMACAddress", "LinkStatus", "SpeedMbps",
+                 "InterfaceEnabled", "Status")
 
 
 def is_idrac(root: Resource) -> bool:
@@ -192,7 +195,7 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
         "system": {k: v for k, v in system.data.items() if k in (
             "@odata.id", "Id", "Manufacturer", "Model", "SerialNumber", "SKU", "BiosVersion", "PowerState",
             "Status", "UUID", "Boot")},
-        "ethernet_interfaces": [dict(r.data) for r in eth],
+        "ethernet_interfaces": [{k: r.data[k] for k in _NIC_EVIDENCE if k in r.data} for r in eth],
         "bios_pxe": {k: v for k, v in (attributes or {}).items() if k.startswith("PxeDev") or k == "BootMode"},
         "manager": {k: manager.data.get(k) for k in ("@odata.id", "FirmwareVersion", "Model")} if manager else None,
         "network_device_functions": [

@@ -160,8 +160,6 @@ class RedfishClient:
         if transport is None:
             transport = BmcTransport(tls if isinstance(tls, ssl.SSLContext) else tls_context(tls))
         self._transport: httpx.AsyncBaseTransport = transport
-        t = self.options.timeout_s
-        self._timeouts = {"connect": t, "read": t, "write": t, "pool": t}
         self._headers = {"Accept": "application/json", "OData-Version": "4.0", "User-Agent": "bringup-redfish"}
         self._authed_headers: dict[str, str] | None = None  # _headers plus the credential, built once
         self._slots = asyncio.Semaphore(1)  # one connection: requests to one BMC queue for it
@@ -336,8 +334,8 @@ class RedfishClient:
             all_headers = {**all_headers, "Content-Type": "application/json"}
         if headers:
             all_headers = {**all_headers, **headers}
-        request = httpx.Request(method, self.base_url + path, content=content, headers=all_headers,
-                                extensions={"timeout": self._timeouts})
+        # No per-step timeout extension: the one deadline below bounds connect, send and read together.
+        request = httpx.Request(method, self.base_url + path, content=content, headers=all_headers)
         self.requests += 1
         err: dict[str, Any] = {"endpoint": self.endpoint, "method": method, "path": path}
         try:
@@ -374,7 +372,9 @@ class RedfishClient:
             return resp.content
         chunks: list[bytes] = []
         size = 0
-        async for chunk in resp.aiter_raw():
+        # Straight from the transport's stream when it is one (httpx's raw iterator re-chunks it).
+        stream = resp.stream if isinstance(resp.stream, httpx.AsyncByteStream) else resp.aiter_raw()
+        async for chunk in stream:
             size += len(chunk)
             if size > cap:
                 raise too_large()

@@ -70,8 +70,11 @@ class _Connection:
             if event is not h11.NEED_DATA:
                 return event
             try:
-                async with asyncio.timeout(timeout):
+                if timeout is None:  # the caller keeps a deadline of its own
                     data = await self.reader.read(_READ_SIZE)
+                else:
+                    async with asyncio.timeout(timeout):
+                        data = await self.reader.read(_READ_SIZE)
             except TimeoutError:
                 raise httpx.ReadTimeout("no answer within the read timeout") from None
             except (OSError, ssl.SSLError) as exc:
@@ -195,8 +198,9 @@ class BmcTransport(httpx.AsyncBaseTransport):
             raise httpx.LocalProtocolError(_text(exc)) from exc
         try:
             conn.writer.write(data)
-            async with asyncio.timeout(_timeout(request, "write")):
-                await conn.writer.drain()
+            if conn.writer.transport.get_write_buffer_size():  # the kernel did not take it all at once
+                async with asyncio.timeout(_timeout(request, "write")):
+                    await conn.writer.drain()
         except TimeoutError:
             raise httpx.WriteTimeout("sending the request timed out") from None
         except (OSError, ssl.SSLError, RuntimeError) as exc:
