@@ -44,8 +44,10 @@ class RunOptions:
     client: ClientOptions = field(default_factory=ClientOptions)
     power_timeout_s: float = 60.0
     poll_s: float = 1.0
-    boot_mode: str | None = "UEFI"
-    power_policy: PowerPolicy = PowerPolicy.off_on
+    # pxe-boot's override mode (UEFI, Legacy, or keep) and what it does to servers already on; None:
+    # the site's policy (`policy.pxe_boot_mode`, `policy.pxe_power_policy`).
+    boot_mode: str | None = None
+    power_policy: PowerPolicy | None = None
     # Hosts opening a BMC connection (TCP, TLS handshake, service root, login) at once. Without a
     # bound, 500 simultaneous handshakes finish together, late, and the first ones time out.
     open_concurrency: int = 64
@@ -194,9 +196,17 @@ class Fanout:
 
         return await self._each(todo, HARVEST, work) + skipped
 
+    def pxe_settings(self) -> tuple[str | None, PowerPolicy]:
+        """The override mode to set (None: keep the BMC's) and the power policy: the run's options
+        where given, else the site's policy."""
+        policy = self.site.spec.policy
+        mode = self.options.boot_mode or policy.pxe_boot_mode
+        return (None if mode == "keep" else mode), self.options.power_policy or PowerPolicy(policy.pxe_power_policy)
+
     async def pxe_boot(self, hosts: list[Host]) -> list[HostResult]:
         todo, skipped = self._split(hosts, needs_pxe)
         opts = self.options
+        boot_mode, power_policy = self.pxe_settings()
 
         async def work(host: Host) -> dict[str, Any]:
             async with self.session(host) as bmc:
@@ -205,11 +215,11 @@ class Fanout:
                 on = state in ("On", "PoweringOn")
                 # Off first: the reads waiting for Off show the override before any boot, so they
                 # double as its check; otherwise the check is a read of its own before the reset.
-                off_first = on and opts.power_policy is PowerPolicy.off_on
-                armed = await arm_pxe_once(bmc, system, opts.boot_mode, verify=not off_first)
+                off_first = on and power_policy is PowerPolicy.off_on
+                armed = await arm_pxe_once(bmc, system, boot_mode, verify=not off_first)
                 resets: list[str] = []
                 if on:
-                    if opts.power_policy is PowerPolicy.restart:
+                    if power_policy is PowerPolicy.restart:
                         await reset(bmc, system, "ForceRestart")
                         resets.append("ForceRestart")
                     else:

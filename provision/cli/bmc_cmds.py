@@ -156,9 +156,14 @@ def pxe_boot(
     host_timeout: HostTimeoutOpt = 300.0,
     retries: RetriesOpt = 2,
     auth: AuthOpt = "session",
-    boot_mode: Annotated[str, typer.Option("--boot-mode", help="Override mode: UEFI, Legacy, or keep.")] = "UEFI",
-    power_policy: Annotated[PowerPolicy, typer.Option("--power-policy", help="For servers already on.")]
-    = PowerPolicy.off_on,
+    boot_mode: Annotated[
+        str | None,
+        typer.Option("--boot-mode", help="Override mode: UEFI, Legacy, or keep (default: site policy.pxe_boot_mode)."),
+    ] = None,
+    power_policy: Annotated[
+        PowerPolicy | None,
+        typer.Option("--power-policy", help="For servers already on (default: the site's policy.pxe_power_policy)."),
+    ] = None,
     power_timeout: Annotated[float, typer.Option("--power-timeout", min=1, help="Seconds to wait for PowerState.")]
     = 60.0,
     poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between PowerState reads.")] = 1.0,
@@ -167,12 +172,11 @@ def pxe_boot(
     json_out: JsonOpt = False,
 ) -> None:
     """Arm a one-time PXE boot on every harvested host, power it on (off first if on), record pxe_armed."""
-    if boot_mode not in ("UEFI", "Legacy", "keep"):
+    if boot_mode not in (None, "UEFI", "Legacy", "keep"):
         raise typer.BadParameter("--boot-mode must be UEFI, Legacy or keep")
     ctx = Context.open(site, db)
-    opts = _options(concurrency, timeout, host_timeout, retries, auth,
-                    boot_mode=None if boot_mode == "keep" else boot_mode, power_policy=power_policy,
-                    power_timeout_s=power_timeout, poll_s=poll)
+    opts = _options(concurrency, timeout, host_timeout, retries, auth, boot_mode=boot_mode,
+                    power_policy=power_policy, power_timeout_s=power_timeout, poll_s=poll)
     coro = Fanout(ctx.site, ctx.store, opts).pxe_boot(select_hosts(ctx.site, hosts))
     results = asyncio.run(coro) if json_out else _run(coro)
     results.sort(key=lambda r: r.host)

@@ -253,6 +253,13 @@ class Policy(_Model):
     golden_requires_burn_in: bool = True
     health_concurrency: int = Field(default=64, ge=1, le=4096)
     health_timeout_s: float = Field(default=120.0, gt=0)
+    pxe_boot_mode: Literal["UEFI", "Legacy", "keep"] = Field(
+        default="UEFI", description="BootSourceOverrideMode pxe-boot sets with the one-time override; keep: leave it"
+    )
+    pxe_power_policy: Literal["off-on", "restart"] = Field(
+        default="off-on",
+        description="what pxe-boot does to a server already on: ForceOff, wait for Off, then On; or ForceRestart",
+    )
 
 
 class SiteSpec(_Model):

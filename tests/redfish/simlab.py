@@ -32,10 +32,11 @@ def new_password() -> str:
 
 
 def write_site(directory: Path, hosts: int, port: int, *, tls: str = "verify: false", gpus: int = 2, hcas: int = 2,
-               name: str = "t") -> Path:
+               name: str = "t", policy: str = "") -> Path:
     lines = [
         f"name: {name}",
         "bmc_tls: {" + tls + "}",
+        "policy: {" + policy + "}",
         "credentials:",
         f"  bmc: {{username: root, password: {{env: {PASSWORD_VAR}}}}}",
         "host_classes:",

@@ -100,3 +100,32 @@ def test_power_off_cycle_and_status(lab: tuple[SimProcess, Path, Path], capsys: 
                     "--power-timeout", "1", "--poll", "0.05")
     assert code == 1 and bad["hosts"][0]["reason"] == "power_fault"
     assert StateStore(db).get("h004").state is State.declared  # power commands do not move the lifecycle
+
+
+def test_pxe_boot_follows_the_site_policy_and_the_options_override_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    password = new_password()
+    monkeypatch.setenv(PASSWORD_VAR, password)
+    site = write_site(tmp_path, 3, free_port(), policy="pxe_boot_mode: Legacy, pxe_power_policy: restart")
+    db = tmp_path / "state.db"
+    common = ["--site", str(site), "--db", str(db), "--poll", "0.05", "--power-timeout", "2"]
+    with SimProcess(site, password, tmp_path / "run", power_delay_ms=100) as sim:
+        assert cli(capsys, "harvest-macs", "--site", str(site), "--db", str(db))[0] == 0
+        assert cli(capsys, "power", "on", *common, "--hosts", "h001,h002")[0] == 0
+
+        code, by_site = cli(capsys, "pxe-boot", *common, "--hosts", "h000,h001")
+        assert code == 0
+        results = {h["host"]: h["data"] for h in by_site["hosts"]}
+        assert results["h000"]["boot_armed"]["BootSourceOverrideMode"] == "Legacy"
+        assert results["h000"]["resets"] == ["On"]
+        assert results["h001"]["resets"] == ["ForceRestart"]  # already on: the site restarts it
+        assert sim.hosts()["h001"]["boots"][-1] == "Pxe"
+
+        code, by_options = cli(capsys, "pxe-boot", *common, "--hosts", "h002", "--boot-mode", "UEFI",
+                               "--power-policy", "off-on")
+        assert code == 0
+        h002 = by_options["hosts"][0]["data"]
+        assert h002["boot_armed"]["BootSourceOverrideMode"] == "UEFI"
+        assert h002["resets"] == ["ForceOff", "On"]
+        assert sim.hosts()["h002"]["boot"]["BootSourceOverrideMode"] == "UEFI"
