@@ -1,10 +1,18 @@
-"""Exports of harvested MACs: CSV (one row per host, for spreadsheets and MAAS bulk add) and YAML
-(per host: PXE MAC, every MAC, BMC power parameters, for MAAS enlistment and DHCP reservations)."""
+"""Exports of harvested MACs: CSV (one row per host, for spreadsheets and MAAS bulk add), YAML (per
+host: PXE MAC, every MAC, BMC power parameters, for MAAS enlistment), and DHCP reservations of each
+host's PXE NIC under its site host name, as ISC dhcpd `host` blocks and as dnsmasq `dhcp-host=` lines.
+
+The reservations name hosts but fix no addresses: leases come from the PXE pool (MAAS's, or the one
+`pxe_network.dhcp_range` describes), and a pool with `deny unknown-clients;` (dhcpd) or
+`dhcp-ignore=tag:!known` (dnsmasq) then serves only the harvested hosts. Text that came from a BMC
+(serials, NIC ids) only ever goes into comments, stripped to one printable line.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,3 +66,41 @@ def to_yaml(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
     # libyaml's emitter when present: the pure-Python one takes about a second for 500 hosts
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return yaml.dump({"site": site.name, "hosts": hosts}, Dumper=dumper, sort_keys=False)
+
+
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]+")
+
+
+def _comment(text: str) -> str:
+    return _UNPRINTABLE.sub(" ", text).strip()
+
+
+def _reservations(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """(row, comment) for every harvested host with a PXE MAC, in site order."""
+    out = []
+    for row in rows(site, inventories):
+        if row["pxe_mac"]:
+            note = f"rack {row['rack']}, serial {row['serial'] or '?'}, {row['pxe_nic'] or 'PXE NIC'}"
+            out.append((row, _comment(note)))
+    return out
+
+
+def to_dhcpd(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
+    """ISC dhcpd host declarations (include them from dhcpd.conf)."""
+    lines = [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
+             "# Include from dhcpd.conf; with `deny unknown-clients;` in the PXE pool only these hosts get leases.", ""]
+    for row, note in _reservations(site, inventories):
+        lines += [f"host {row['hostname']} {{  # {note}",
+                  f"  hardware ethernet {row['pxe_mac']};",
+                  f'  option host-name "{row["hostname"]}";',
+                  "}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_dnsmasq(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
+    """dnsmasq `dhcp-host=MAC,NAME` lines (a conf-file= or conf-dir= file)."""
+    lines = [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
+             "# Load with conf-file=; `dhcp-ignore=tag:!known` then serves only these hosts."]
+    for row, note in _reservations(site, inventories):
+        lines += [f"# {row['hostname']}: {note}", f"dhcp-host={row['pxe_mac']},{row['hostname']}"]
+    return "\n".join(lines) + "\n"

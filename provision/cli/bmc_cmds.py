@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from provision.bmc import Fanout, HostResult, PowerAction, PowerPolicy, RunOptions, harvested, select_hosts
-from provision.bmc.export import to_csv, to_yaml
+from provision.bmc.export import to_csv, to_dhcpd, to_dnsmasq, to_yaml
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json
@@ -98,8 +98,14 @@ def harvest_macs(
     auth: AuthOpt = "session",
     csv_path: Annotated[Path | None, typer.Option("--csv", help="CSV export (default: <state dir>/<site>-macs.csv).")]
     = None,
-    yaml_path: Annotated[Path | None, typer.Option("--yaml", help="YAML export for MAAS/DHCP (default: beside CSV).")]
+    yaml_path: Annotated[Path | None, typer.Option("--yaml", help="YAML export for MAAS (default: beside the CSV).")]
     = None,
+    dhcpd_path: Annotated[
+        Path | None, typer.Option("--dhcpd", help="ISC dhcpd host reservations (default: beside the CSV).")
+    ] = None,
+    dnsmasq_path: Annotated[
+        Path | None, typer.Option("--dnsmasq", help="dnsmasq dhcp-host lines (default: beside the CSV).")
+    ] = None,
     site: SiteOpt = None,
     db: DbOpt = None,
     json_out: JsonOpt = False,
@@ -114,18 +120,21 @@ def harvest_macs(
     inventories = {r.host: r.data for r in results if r.ok and r.data}
     inventories.update(harvested(ctx.store, [h for h in ctx.site.hosts() if h.hostname not in inventories]))
     base = ctx.store.path.parent / f"{ctx.site.name}-macs"
-    csv_file = csv_path or base.with_suffix(".csv")
-    yaml_file = yaml_path or base.with_suffix(".yaml")
-    csv_file.parent.mkdir(parents=True, exist_ok=True)
-    csv_file.write_text(to_csv(ctx.site, inventories), encoding="utf-8")
-    yaml_file.parent.mkdir(parents=True, exist_ok=True)
-    yaml_file.write_text(to_yaml(ctx.site, inventories), encoding="utf-8")
+    exports = {
+        "csv": (csv_path or base.with_suffix(".csv"), to_csv),
+        "yaml": (yaml_path or base.with_suffix(".yaml"), to_yaml),
+        "dhcpd": (dhcpd_path or base.with_name(f"{ctx.site.name}-dhcpd.conf"), to_dhcpd),
+        "dnsmasq": (dnsmasq_path or base.with_name(f"{ctx.site.name}-dnsmasq.conf"), to_dnsmasq),
+    }
+    for path, render in exports.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(ctx.site, inventories), encoding="utf-8")
     order = {h.hostname: i for i, h in enumerate(ctx.site.hosts())}
     results.sort(key=lambda r: order.get(r.host, 0))
     counts = _counts(results)
     if json_out:
         emit_json({"site": ctx.site.name, "counts": counts, "hosts": [_result_json(r) for r in results],
-                   "exports": {"csv": str(csv_file), "yaml": str(yaml_file)}})
+                   "exports": {name: str(path) for name, (path, _) in exports.items()}})
     else:
         from rich.table import Table
 
@@ -144,7 +153,7 @@ def harvest_macs(
         console.print(f"harvested {counts['done']}, already done {counts['already']}, failed {counts['failed']}"
                       + (f", failed earlier (untouched) {counts['skipped_failed_earlier']}"
                          if counts["skipped_failed_earlier"] else ""))
-        console.print(f"exports: {csv_file}  {yaml_file}", style="dim")
+        console.print("exports: " + "  ".join(str(path) for path, _ in exports.values()), style="dim")
     _fail_if_any(results)
 
 

@@ -52,6 +52,11 @@ def test_pxe_boot_arms_once_boots_from_pxe_and_records_pxe_armed(
     assert h0["pxe_mac"] == rows[0]["pxe_mac"] and h0["pxe_mac"] in h0["mac_addresses"]
     assert h0["power"] == {"type": "redfish", "address": rows[0]["bmc_address"] + ":" + rows[0]["bmc_port"],
                            "node_id": "System.Embedded.1", "credential": "bmc"}
+    assert Path(harvest["exports"]["dhcpd"]) == db.parent / "t-dhcpd.conf"
+    assert "host h000 {" in Path(harvest["exports"]["dhcpd"]).read_text()
+    dnsmasq = Path(harvest["exports"]["dnsmasq"]).read_text().splitlines()
+    assert [line for line in dnsmasq if line.startswith("dhcp-host=")] == [
+        f"dhcp-host={r['pxe_mac']},{r['hostname']}" for r in rows]  # h005 (no link) is not there
 
     # h001 is already on: the policy powers it off first, then on.
     sim_hosts = sim.hosts()
