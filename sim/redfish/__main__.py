@@ -16,6 +16,7 @@ from provision.site import load_site
 from sim.redfish.bmc import Settings
 from sim.redfish.faults import FaultFileError, load_faults
 from sim.redfish.server import Simulator
+from sim.redfish.tlscert import KEY_TYPES
 
 
 def _address(value: str) -> tuple[str, int]:
@@ -32,6 +33,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--latency-ms", type=float, default=0.0, help="added to every BMC answer")
     p.add_argument("--slow-ms", type=float, default=2000.0, help="extra latency of BMCs with the 'slow' fault")
     p.add_argument("--power-delay-ms", type=float, default=1000.0, help="how long a power change takes")
+    p.add_argument("--cert-key", choices=KEY_TYPES, default="ecdsa",
+                   help="the BMC certificate's key: ECDSA P-256 (cheap handshakes) or RSA-2048 (as many iDRACs ship)")
     return p.parse_args(argv)
 
 
@@ -39,7 +42,7 @@ async def run(args: argparse.Namespace) -> None:
     site = load_site(args.site)
     settings = Settings(latency_s=args.latency_ms / 1000, slow_s=args.slow_ms / 1000,
                         power_delay_s=args.power_delay_ms / 1000)
-    sim = Simulator(site, settings, load_faults(args.faults), args.cert_dir, args.control)
+    sim = Simulator(site, settings, load_faults(args.faults), args.cert_dir, args.control, args.cert_key)
     await sim.start()
     faulty = {n: sorted(f.value for f in b.faults) for n, b in sim.bmcs.items() if b.faults}
     print(f"serving {len(sim.bmcs)} BMCs of site {site.name}; faults: {faulty or 'none'}", flush=True)

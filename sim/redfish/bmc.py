@@ -7,7 +7,12 @@ Behaviour pinned to the Redfish specification (DSP0266) and iDRAC9 practice:
 - the ComputerSystem carries an ETag; a PATCH with a stale `If-Match` gets 412;
 - a boot override with `BootSourceOverrideEnabled: Once` is consumed by the next boot;
 - power changes take `power_delay_s` (PowerState reads PoweringOn/PoweringOff meanwhile);
-- errors carry `error.@Message.ExtendedInfo` with Base registry message ids.
+- errors carry `error.@Message.ExtendedInfo` with Base registry message ids;
+- the query parameters the service root advertises (`ProtocolFeaturesSupported`) work as DSP0266
+  7.3 says: `$expand` with `*`, `.` (every hyperlink outside `Links`), `~` (those inside `Links`) and
+  `$levels` up to `MaxLevels`; `$select` (with `/` for nested properties; `@odata.id`/`type`/
+  `context` always kept; on a collection it selects in the expanded members); `only`; any other
+  `$` parameter is 501 Not Implemented, a malformed value 400, and other unknown parameters are ignored.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 from sim.redfish import tree
 from sim.redfish.faults import Fault
@@ -27,7 +33,8 @@ from sim.redfish.http import HANG, JSON_TYPE, Request, Response, _Hang
 from sim.redfish.identity import ServerIdentity
 
 MAX_SESSIONS = 16
-_EXPAND = re.compile(r"\$expand=([.*~])(?:\(\$levels=(\d+)\))?")
+_EXPAND = re.compile(r"^([.*~])(?:\(\$levels=(\d+)\))?$")
+_ALWAYS_SELECTED = ("@odata.context", "@odata.etag", "@odata.id", "@odata.type")
 
 
 def message(status: int, text: str, message_id: str, resolution: str = "None") -> Response:
@@ -37,6 +44,77 @@ def message(status: int, text: str, message_id: str, resolution: str = "None") -
         "@Message.ExtendedInfo": [{"Message": text, "MessageId": message_id, "Resolution": resolution,
                                    "Severity": "Critical" if status >= 500 else "Warning"}],
     }})
+
+
+@dataclass(frozen=True)
+class Query:
+    """The query parameters of one GET, parsed and checked."""
+
+    expand: tuple[str, int] | None = None  # (mode, levels)
+    select: tuple[str, ...] | None = None
+    only: bool = False
+
+
+def parse_query(query: str) -> Query | Response:
+    """A `Query`, or the error answer DSP0266 7.3 asks for."""
+    if not query:
+        return Query()
+    expand: tuple[str, int] | None = None
+    select: tuple[str, ...] | None = None
+    only = False
+    params = parse_qsl(query, keep_blank_values=True)
+    for name, value in params:
+        if name == "$expand":
+            match = _EXPAND.match(value)
+            if match is None:
+                return message(400, f"The value '{value}' for the parameter $expand is of a different format than "
+                               "the parameter can accept.", "Base.1.12.QueryParameterValueFormatError",
+                               "Correct the value for the query parameter in the request and resubmit the request.")
+            levels = int(match.group(2) or 1)
+            if not 1 <= levels <= tree.EXPAND_MAX_LEVELS:
+                return message(400, f"The value '{levels}' for the query parameter $levels is out of range 1 to "
+                               f"{tree.EXPAND_MAX_LEVELS}.", "Base.1.12.QueryParameterOutOfRange",
+                               "Reduce the value for the query parameter to a value that is within range.")
+            expand = (match.group(1), levels)
+        elif name == "$select":
+            names = tuple(n.strip() for n in value.split(",") if n.strip())
+            if not names:
+                return message(400, "The value '' for the parameter $select is of a different format than the "
+                               "parameter can accept.", "Base.1.12.QueryParameterValueFormatError")
+            select = names
+        elif name == "only":
+            if value:
+                return message(400, f"The value '{value}' for the parameter only is of a different format than the "
+                               "parameter can accept.", "Base.1.12.QueryParameterValueFormatError",
+                               "Use only without a value.")
+            only = True
+        elif name.startswith("$"):
+            return message(501, f"The query parameter {name} is not supported by this service.",
+                           "Base.1.12.QueryNotSupported", "Remove the query parameter and resubmit the request.")
+    if only and len(params) > 1:
+        return message(400, "The query parameter only cannot be combined with other query parameters.",
+                       "Base.1.12.QueryCombinationInvalid", "Remove the other query parameters and resubmit.")
+    return Query(expand, select, only)
+
+
+def _pick(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """`$select` on one resource: the named properties (`A/B` for nested ones) and the OData ones."""
+    out: dict[str, Any] = {k: data[k] for k in _ALWAYS_SELECTED if k in data}
+    for name in names:
+        parts = name.split("/")
+        value: Any = data
+        for part in parts:
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+        if value is _MISSING:
+            continue
+        target = out
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        target[parts[-1]] = value
+    return out
+
+
+_MISSING = object()
 
 
 @dataclass
@@ -106,21 +184,22 @@ class SimBmc:
         found: dict[str, Any] | None = self._tree.get(path)
         return found
 
-    def _expand(self, value: Any, levels: int, mode: str, parent: str, under_links: bool = False) -> Any:
+    def _expand(self, value: Any, levels: int, mode: str, touched: set[str], under_links: bool = False) -> Any:
+        """Replace hyperlinks (`{"@odata.id": ...}`) with the resources they name, `levels` deep: all of
+        them (`*`), those outside the resource's `Links` (`.`), or those inside it (`~`). The paths
+        inlined are added to `touched`."""
         if isinstance(value, dict):
             target = value.get("@odata.id")
             if len(value) == 1 and isinstance(target, str) and levels > 0:
-                subordinate = target.startswith(parent.rstrip("/") + "/")
-                wanted = (mode == "*" or (mode == "." and not under_links and subordinate)
-                          or (mode == "~" and under_links))
-                if wanted:
+                if mode == "*" or (mode == "." and not under_links) or (mode == "~" and under_links):
                     found = self.resource(target)
                     if found is not None:
-                        return self._expand(found, levels - 1, mode, target)
+                        touched.add(target)
+                        return self._expand(found, levels - 1, mode, touched)
                 return value
-            return {k: self._expand(v, levels, mode, parent, under_links or k == "Links") for k, v in value.items()}
+            return {k: self._expand(v, levels, mode, touched, under_links or k == "Links") for k, v in value.items()}
         if isinstance(value, list):
-            return [self._expand(v, levels, mode, parent, under_links) for v in value]
+            return [self._expand(v, levels, mode, touched, under_links) for v in value]
         return value
 
     # request handling ----------------------------------------------------------------------------
@@ -209,22 +288,38 @@ class SimBmc:
                            {"X-Auth-Token": token, "Location": location})
 
     def _get(self, path: str, query: str) -> Response:
-        # Answers that cannot contain power/boot/session state are serialised once.
-        cacheable = not any(d.startswith(path) for d in (tree.SYSTEM, tree.CHASSIS, tree.SESSIONS))
+        # Answers that contain no power/boot/session state are serialised once.
         key = f"{path}?{query}"
-        if cacheable and key in self._cache:
-            return Response(200, self._cache[key], {"Content-Type": JSON_TYPE})
+        cached = self._cache.get(key)
+        if cached is not None:
+            return Response(200, cached, {"Content-Type": JSON_TYPE})
         found = self.resource(path)
         if found is None:
             return message(404, f"The resource at the URI {path} was not found.", "Base.1.12.ResourceMissingAtURI",
                            "Place a valid resource at the URI or correct the URI and resubmit the request.")
-        match = _EXPAND.search(query.replace("%24", "$").replace("%28", "(").replace("%29", ")")
-                               .replace("%3D", "=").replace("%3d", "="))
-        if match:
-            found = self._expand(found, int(match.group(2) or 1), match.group(1), path)
+        parsed = parse_query(query)
+        if isinstance(parsed, Response):
+            return parsed
+        touched = {path}
+        if parsed.only:
+            members = found.get("Members")
+            if not isinstance(members, list):
+                return message(400, f"The query parameter only is not supported on {path}.",
+                               "Base.1.12.QueryNotSupportedOnResource", "Remove the query parameter and resubmit.")
+            if len(members) == 1 and isinstance(target := members[0].get("@odata.id"), str):
+                return self._get(target, "")
+        if parsed.expand is not None:
+            found = self._expand(found, parsed.expand[1], parsed.expand[0], touched)
+        if parsed.select is not None:
+            names = parsed.select
+            if isinstance(found.get("Members"), list):  # a collection: select in its (expanded) members
+                found = {**found, "Members": [_pick(m, names) if isinstance(m, dict) and len(m) > 1 else m
+                                              for m in found["Members"]]}
+            else:
+                found = _pick(found, names)
         headers = {"ETag": self.etag} if path == tree.SYSTEM else {}
         response = Response.of(200, found, headers)
-        if cacheable:
+        if touched.isdisjoint(tree.DYNAMIC):
             self._cache[key] = response.body
         return response
 

@@ -38,8 +38,9 @@ class _Listener:
 
 class Simulator:
     def __init__(self, site: Site, settings: Settings, faults: dict[str, frozenset[Fault]], cert_dir: Path,
-                 control: tuple[str, int] | None) -> None:
+                 control: tuple[str, int] | None, key_type: str = "ecdsa") -> None:
         self.site = site
+        self.key_type = key_type
         self.settings = settings
         self.cert_dir = cert_dir
         self.control = control
@@ -59,7 +60,7 @@ class Simulator:
 
     async def start(self) -> None:
         addresses = [b.ident.address for b in self.bmcs.values()]
-        self.ca_path, cert, key = make_certificates(self.cert_dir, addresses)
+        self.ca_path, cert, key = make_certificates(self.cert_dir, addresses, self.key_type)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert, key)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 
@@ -24,11 +24,23 @@ def _name(common: str) -> x509.Name:
                       x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
-def make_certificates(directory: Path, addresses: list[str]) -> tuple[Path, Path, Path]:
-    """Write ca.pem, bmc.pem and bmc.key (0600) into `directory`; returns their paths."""
+KEY_TYPES = ("ecdsa", "rsa")
+
+
+def _new_key(key_type: str) -> ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey:
+    if key_type == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    if key_type == "ecdsa":
+        return ec.generate_private_key(ec.SECP256R1())
+    raise ValueError(f"unknown key type {key_type!r} (known: {', '.join(KEY_TYPES)})")
+
+
+def make_certificates(directory: Path, addresses: list[str], key_type: str = "ecdsa") -> tuple[Path, Path, Path]:
+    """Write ca.pem, bmc.pem and bmc.key (0600) into `directory`, with ECDSA P-256 or RSA-2048 keys;
+    returns their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_key = _new_key(key_type)
     ca = (
         x509.CertificateBuilder()
         .subject_name(_name("bringup sim BMC CA"))
@@ -43,7 +55,7 @@ def make_certificates(directory: Path, addresses: list[str]) -> tuple[Path, Path
                                      key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = _new_key(key_type)
     sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(a)) for a in sorted(set(addresses))]
     sans.append(x509.DNSName("localhost"))
     leaf = (

@@ -22,6 +22,9 @@ SYSTEM = f"{V1}/Systems/{SYSTEM_ID}"
 CHASSIS = f"{V1}/Chassis/{CHASSIS_ID}"
 MANAGER = f"{V1}/Managers/{MANAGER_ID}"
 SESSIONS = f"{V1}/SessionService/Sessions"
+# Resources whose content changes with power, boot override or sessions (never served from a cache).
+DYNAMIC = frozenset({SYSTEM, CHASSIS, SESSIONS})
+EXPAND_MAX_LEVELS = 6
 RESET_TYPES = ["On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShutdown", "PushPowerButton", "Nmi",
                "PowerCycle"]
 BOOT_TARGETS = ["None", "Pxe", "Floppy", "Cd", "Hdd", "BiosSetup", "Utilities", "UefiTarget", "SDCard", "UefiHttp"]
@@ -60,7 +63,8 @@ def service_root(uuid: str) -> Json:
         "Product": "Integrated Dell Remote Access Controller",
         "ProtocolFeaturesSupported": {
             "ExcerptQuery": False,
-            "ExpandQuery": {"ExpandAll": True, "Levels": True, "Links": True, "MaxLevels": 6, "NoLinks": True},
+            "ExpandQuery": {"ExpandAll": True, "Levels": True, "Links": True, "MaxLevels": EXPAND_MAX_LEVELS,
+                            "NoLinks": True},
             "FilterQuery": False,
             "OnlyMemberQuery": True,
             "SelectQuery": True,

@@ -62,12 +62,12 @@ class SimProcess:
     """`python -m sim.redfish` for a site; the password travels in the environment only."""
 
     def __init__(self, site: Path, password: str, run_dir: Path, *, latency_ms: float = 0, power_delay_ms: float = 100,
-                 slow_ms: float = 300, faults: Path | None = None) -> None:
+                 slow_ms: float = 300, faults: Path | None = None, cert_key: str = "ecdsa") -> None:
         self.control_port = free_port(CONTROL_ADDRESS)
         self.cert_dir = run_dir / "certs"
         argv = [sys.executable, "-m", "sim.redfish", "--site", str(site), "--cert-dir", str(self.cert_dir),
                 "--control", f"{CONTROL_ADDRESS}:{self.control_port}", "--latency-ms", str(latency_ms),
-                "--power-delay-ms", str(power_delay_ms), "--slow-ms", str(slow_ms)]
+                "--power-delay-ms", str(power_delay_ms), "--slow-ms", str(slow_ms), "--cert-key", cert_key]
         if faults is not None:
             argv += ["--faults", str(faults)]
         self.log = run_dir / "sim.log"

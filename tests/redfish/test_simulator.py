@@ -143,6 +143,86 @@ def test_expand_inlines_subordinate_resources(sim: tuple[SimProcess, Path, str])
     assert all(set(m) == {"@odata.id"} for m in plain["Members"])
 
 
+def test_expand_period_inlines_every_link_outside_links_and_tilde_only_those_inside(
+    sim: tuple[SimProcess, Path, str]
+) -> None:
+    _, site, password = sim
+    chassis_link = {"@odata.id": "/redfish/v1/Chassis/System.Embedded.1"}
+    period = request(site, 0, "GET", f"{SYSTEM}?$expand=.", password).json()
+    assert "Attributes" in period["Bios"] and "Members" in period["EthernetInterfaces"]
+    assert all(set(m) == {"@odata.id"} for m in period["EthernetInterfaces"]["Members"])  # one level only
+    assert period["Links"]["Chassis"] == [chassis_link]
+    tilde = request(site, 0, "GET", f"{SYSTEM}?$expand=~", password).json()
+    assert set(tilde["Bios"]) == {"@odata.id"}
+    assert tilde["Links"]["Chassis"][0]["NetworkAdapters"] and tilde["Links"]["ManagedBy"][0]["FirmwareVersion"]
+    star = request(site, 0, "GET", f"{SYSTEM}/EthernetInterfaces?$expand=*($levels=2)", password).json()
+    nic = star["Members"][0]
+    assert nic["MACAddress"] and nic["Links"]["Chassis"]["SerialNumber"]  # level 2: the member's Links too
+    deep = request(site, 0, "GET", "/redfish/v1/Chassis/System.Embedded.1/NetworkAdapters?$expand=.($levels=3)",
+                   password).json()
+    functions = deep["Members"][0]["NetworkDeviceFunctions"]["Members"]
+    assert all("NetDevFuncType" in f for f in functions)
+    assert set(functions[0]["Links"]["PhysicalPortAssignment"]) == {"@odata.id"}  # inside Links: not with '.'
+
+
+def test_expanded_power_state_is_never_served_stale(sim: tuple[SimProcess, Path, str]) -> None:
+    _, site, password = sim
+    before = request(site, 2, "GET", "/redfish/v1/Systems?$expand=.", password).json()["Members"][0]["PowerState"]
+    request(site, 2, "POST", f"{SYSTEM}/Actions/ComputerSystem.Reset", password,
+            json={"ResetType": "On" if before == "Off" else "ForceOff"})
+    for _ in range(100):
+        now = request(site, 2, "GET", "/redfish/v1/Systems?$expand=.", password).json()["Members"][0]["PowerState"]
+        if now in ("On", "Off") and now != before:
+            break
+        asyncio.run(asyncio.sleep(0.05))
+    assert now != before
+
+
+def test_select_returns_the_named_properties_and_the_odata_ones(sim: tuple[SimProcess, Path, str]) -> None:
+    _, site, password = sim
+    r = request(site, 0, "GET", f"{SYSTEM}?$select=PowerState,Status/Health,Nothing", password)
+    assert r.json() == {"@odata.context": "/redfish/v1/$metadata#ComputerSystem.ComputerSystem",
+                        "@odata.id": SYSTEM, "@odata.type": "#ComputerSystem.v1_12_0.ComputerSystem",
+                        "PowerState": r.json()["PowerState"], "Status": {"Health": "OK"}}
+    assert r.headers["ETag"]
+    macs = request(site, 0, "GET", f"{SYSTEM}/EthernetInterfaces?$select=MACAddress&$expand=.", password).json()
+    assert all(set(m) == {"@odata.context", "@odata.id", "@odata.type", "MACAddress"} for m in macs["Members"])
+
+
+def test_only_answers_the_single_member_of_a_collection(sim: tuple[SimProcess, Path, str]) -> None:
+    _, site, password = sim
+    assert request(site, 0, "GET", "/redfish/v1/Systems?only", password).json()["@odata.id"] == SYSTEM
+    many = request(site, 0, "GET", f"{SYSTEM}/EthernetInterfaces?only", password).json()
+    assert len(many["Members"]) > 1  # more than one member: the collection itself
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "message_id"),
+    [
+        ("$expand=.($levels=7)", 400, "Base.1.12.QueryParameterOutOfRange"),  # MaxLevels is 6
+        ("$expand=.($levels=0)", 400, "Base.1.12.QueryParameterOutOfRange"),
+        ("$expand=Bios", 400, "Base.1.12.QueryParameterValueFormatError"),
+        ("only=1", 400, "Base.1.12.QueryParameterValueFormatError"),
+        ("only&$expand=.", 400, "Base.1.12.QueryCombinationInvalid"),
+        ("$filter=SystemType%20eq%20'Physical'", 501, "Base.1.12.QueryNotSupported"),  # FilterQuery: false
+        ("$top=1", 501, "Base.1.12.QueryNotSupported"),
+    ],
+)
+def test_query_parameters_the_service_does_not_take_are_refused_as_dsp0266_says(
+    sim: tuple[SimProcess, Path, str], query: str, status: int, message_id: str
+) -> None:
+    _, site, password = sim
+    r = request(site, 0, "GET", f"/redfish/v1/Systems?{query}", password)
+    assert r.status_code == status
+    assert r.json()["error"]["@Message.ExtendedInfo"][0]["MessageId"] == message_id
+
+
+def test_unknown_query_parameters_without_a_dollar_are_ignored(sim: tuple[SimProcess, Path, str]) -> None:
+    _, site, password = sim
+    assert request(site, 0, "GET", "/redfish/v1/Systems?excerpt&foo=bar", password).json()["Members"] == [
+        {"@odata.id": SYSTEM}]
+
+
 def test_certificate_verifies_against_the_simulator_ca(sim: tuple[SimProcess, Path, str]) -> None:
     proc, site, _ = sim
     h = load_site(site).hosts()[0]

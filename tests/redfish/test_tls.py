@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from provision.bmc import Fanout
 from provision.site import load_site
@@ -41,3 +43,20 @@ def test_ca_bundle_verification_and_opt_out(tmp_path: Path, monkeypatch: pytest.
         assert "CERTIFICATE_VERIFY_FAILED" in rec.evidence["detail"]
 
         assert harvest(served, tmp_path / "c.db").get("h000").state is State.macs_harvested  # verify: false
+
+
+def test_an_rsa_certificate_is_verified_and_harvested_like_an_ecdsa_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    password = new_password()
+    monkeypatch.setenv(PASSWORD_VAR, password)
+    port = free_port()
+    served = write_site(tmp_path / "served", 1, port)
+    with SimProcess(served, password, tmp_path / "run", cert_key="rsa") as sim:
+        assert isinstance(x509.load_pem_x509_certificate(sim.ca.read_bytes()).public_key(), rsa.RSAPublicKey)
+        trusted_dir = tmp_path / "trusted"
+        trusted_dir.mkdir()
+        shutil.copy(sim.ca, trusted_dir / "bmc-ca.pem")
+        trusted = write_site(trusted_dir, 1, port, tls="verify: true, ca_bundle: bmc-ca.pem")
+        assert harvest(trusted, tmp_path / "a.db").get("h000").state is State.macs_harvested
+        assert harvest(served, tmp_path / "b.db").get("h000").state is State.macs_harvested  # verify: false
