@@ -26,6 +26,7 @@ from provision.redfish.errors import (
     RedfishError,
     RedfishNotFound,
     RedfishProtocolError,
+    RedfishRequestRejected,
     RedfishServerError,
     RedfishTimeout,
     RedfishTlsError,
@@ -167,6 +168,7 @@ class RedfishClient:
         self._session_path: str | None = None
         self.__basic = False
         self._root: Resource | None = None
+        self._expand_refused = False
         self.requests = 0
 
     # The credential header of every request is built when the way of authenticating changes, not
@@ -480,11 +482,16 @@ class RedfishClient:
 
     async def get_expanded(self, path: str, levels: int) -> Resource:
         """GET with `$expand=.($levels=N)` when the BMC supports it (capped at what it offers)."""
-        offered = await self.expand_levels()
+        offered = 0 if self._expand_refused else await self.expand_levels()
         n = min(levels, offered)
         if n <= 0:
             return await self.get(path)
-        return await self.get(f"{path}?$expand=.($levels={n})")
+        try:
+            return await self.get(f"{path}?$expand=.($levels={n})")
+        except (RedfishUnsupported, RedfishRequestRejected):
+            # Advertised but refused (a firmware bug, or a proxy): follow links, here and from now on.
+            self._expand_refused = True
+            return await self.get(path)
 
     async def resolve(self, value: Any, context: str) -> Resource:
         """A navigation property: the inline resource when the BMC expanded it, else GET its link."""

@@ -217,3 +217,27 @@ def test_expand_is_only_asked_for_when_the_service_root_offers_it() -> None:
     run(go(root_with_expand))
     run(go({**ROOT, "Links": {}}))
     assert targets == [".($levels=2)", "None"]
+
+
+def test_expand_refused_despite_the_advertisement_falls_back_to_following_links() -> None:
+    asked: list[str] = []
+    root = {**ROOT, "Links": {}, "ProtocolFeaturesSupported": {"ExpandQuery": {"NoLinks": True, "Levels": True}}}
+    members = {"/redfish/v1/Systems/1": {"@odata.id": "/redfish/v1/Systems/1", "Id": "1"},
+               "/redfish/v1/Systems/2": {"@odata.id": "/redfish/v1/Systems/2", "Id": "2"}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url.raw_path.decode()))
+        if request.url.path == "/redfish/v1/":
+            return httpx.Response(200, json=root)
+        if "$expand" in request.url.params:
+            return httpx.Response(501, json={"error": {"message": "Querying is not supported."}})
+        if request.url.path == "/redfish/v1/Systems":
+            return httpx.Response(200, json={"Members": [{"@odata.id": m} for m in members]})
+        return httpx.Response(200, json=members[request.url.path])
+
+    async def go() -> list[list[str]]:
+        async with client(handler) as bmc:
+            return [[str(m.data["Id"]) for m in await bmc.members("/redfish/v1/Systems")] for _ in range(2)]
+
+    assert run(go()) == [["1", "2"], ["1", "2"]]
+    assert [a for a in asked if "$expand" in a] == ["/redfish/v1/Systems?$expand=.($levels=1)"]  # asked once only
