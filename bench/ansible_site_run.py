@@ -1,7 +1,9 @@
 """Benchmark: site.yml on N Debian test hosts: first run, then the no-op second run (target <= 90 s on
-16 hosts on a 2-core machine), with the per-role and slowest-task breakdown from profile_tasks/profile_roles.
+16 hosts on a 2-core machine), with the per-role and slowest-task breakdown from profile_tasks/profile_roles,
+the tasks each host went through (ok + skipped + failed in the recap) and the load average before and
+after each run. The full output of each run is kept in the run directory (first-run.log, no-op-run.log).
 
-    python bench/ansible_site_run.py [--hosts 16] [--forks 16] [--run-dir DIR]
+    flock /tmp/bringup-bench.lock python bench/ansible_site_run.py [--hosts 16] [--forks 16] [--run-dir DIR]
 
 Prints figures only; it asserts nothing (timings are not tests).
 """
@@ -28,7 +30,7 @@ _LINE = re.compile(r"^(.+?) -+ ([0-9.]+)s$")
 
 def run(inventory: Path, forks: int) -> tuple[float, int, str]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_FORKS": str(forks), "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "15",
+           "ANSIBLE_FORKS": str(forks), "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
            "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,ansible.posix.profile_roles",
            "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
     started = time.monotonic()
@@ -37,11 +39,20 @@ def run(inventory: Path, forks: int) -> tuple[float, int, str]:
     return time.monotonic() - started, done.returncode, done.stdout + done.stderr
 
 
-def summary(label: str, seconds: float, rc: int, output: str) -> None:
-    recap = output.rsplit("PLAY RECAP", 1)[-1]
-    changed = [int(m) for m in re.findall(r"changed=(\d+)", recap.split("\n\n")[0])]
-    print(f"\n== {label}: {seconds:.1f} s wall, rc {rc}, hosts {len(changed) - 1 if changed else 0}, "
-          f"changed per host max {max(changed) if changed else 'n/a'}")
+def _loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def summary(label: str, seconds: float, rc: int, output: str, loads: tuple[str, str]) -> None:
+    recap = output.rsplit("PLAY RECAP", 1)[-1].split("\n\n")[0]
+    hosts = {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counters)}
+            for host, counters in re.findall(r"^(\S+)\s+:\s+(.*)$", recap, re.MULTILINE) if host != "localhost"}
+    changed = [r.get("changed", 0) for r in hosts.values()]
+    counts = sorted({r.get("ok", 0) + r.get("skipped", 0) + r.get("failed", 0) for r in hosts.values()})
+    span = (f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}") if counts else "n/a"
+    print(f"\n== {label}: {seconds:.1f} s wall, rc {rc}, hosts {len(hosts)}, "
+          f"changed per host max {max(changed) if changed else 'n/a'}, tasks per host {span}; "
+          f"load average before {loads[0]}, after {loads[1]}")
     roles = output.rsplit("ROLES RECAP", 1)[-1].split("TASKS RECAP")[0] if "ROLES RECAP" in output else ""
     tasks = output.rsplit("TASKS RECAP", 1)[-1] if "TASKS RECAP" in output else ""
     for title, block in (("per role (profile_roles)", roles), ("slowest tasks (profile_tasks)", tasks)):
@@ -64,9 +75,11 @@ def main() -> int:
     print(f"{args.hosts} test hosts up in {time.monotonic() - started:.1f} s (base and repository cached after "
           f"the first time); load average {os.getloadavg()[0]:.1f}")
     try:
-        for label in ("first run", "second (no-op) run"):
+        for label, log in (("first run", "first-run.log"), ("second (no-op) run", "no-op-run.log")):
+            before = _loadavg()
             seconds, rc, output = run(lab.inventory, args.forks)
-            summary(label, seconds, rc, output)
+            (run_dir / log).write_text(output)
+            summary(label, seconds, rc, output, (before, _loadavg()))
             if rc != 0:
                 print(output[-3000:])
                 return 1

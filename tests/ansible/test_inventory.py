@@ -114,7 +114,8 @@ def _ansible_inventory(source: Path) -> dict[str, object]:
     done = subprocess.run([str(BIN / "ansible-inventory"), "-i", str(source), "--list"], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    return dict(_plain(json.loads(done.stdout)))  # type: ignore[call-overload]
+    listed: dict[str, object] = dict(_plain(json.loads(done.stdout)))  # type: ignore[call-overload]
+    return listed
 
 
 @pytest.mark.skipif(not (BIN / "ansible-inventory").exists(), reason="ansible is not installed in the venv")

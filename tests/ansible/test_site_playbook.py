@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testinfra
+import testinfra  # type: ignore[import-untyped]
 
 from sim.testhosts import faults
 from tests.ansible.conftest import REPO, run_playbook, state_of
@@ -192,3 +192,38 @@ def test_static_inventory_export_lists_the_same_hosts(lab: Any, tmp_path: Path) 
     assert sorted(doc["role_gpu"]["hosts"]) == list(HOSTS)
     assert doc["_meta"]["hostvars"]["gpu-r1-02"]["ansible_host"] == "127.0.1.2"
     assert doc["_meta"]["hostvars"]["gpu-r1-02"]["bringup_hardware"]["nvme_data_disks"] == 4
+
+
+def _last_event(lab: Any, host: str) -> Any:
+    from provision.state import StateStore
+
+    with StateStore(lab.state_db) as store:
+        return store.history(host)[-1]
+
+
+def test_an_unreachable_host_is_recorded_failed_even_when_it_is_the_only_one(lab: Any) -> None:
+    from sim.testhosts import hosts as th
+
+    assert th.stop(lab.host("gpu-r1-03")) == []  # its sshd (and everything in it) is gone
+    run = run_playbook(lab.inventory, SITE, "--limit", "gpu-r1-03")
+    assert run.rc != 0 and run.recap["gpu-r1-03"]["failed"] == 1
+    assert state_of(lab, "gpu-r1-03") == ("failed", "site_unreachable_over_ssh")
+    event = _last_event(lab, "gpu-r1-03")
+    assert event.command == "site.yml" and event.evidence["outcome"] == "failed"
+    assert "ssh" in event.evidence["message"].lower()
+
+
+def test_an_unreachable_host_does_not_stop_the_others(lab: Any) -> None:
+    from sim.testhosts import hosts as th
+
+    th.stop(lab.host("gpu-r1-03"))
+    (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-04.yml").unlink()  # gpu-r1-04's repository is back
+    before = _last_event(lab, "gpu-r1-03").id
+    run = run_playbook(lab.inventory, SITE)
+    assert run.rc != 0
+    assert run.recap["gpu-r1-04"]["failed"] == 0 and run.recap["gpu-r1-04"]["ok"] > 20
+    assert state_of(lab, "gpu-r1-04") == ("configured", None)
+    # gpu-r1-01 still has its disk fault: it ran its roles up to it and failed for its own reason.
+    assert state_of(lab, "gpu-r1-01") == ("failed", "site_refuse_a_disk_layout_that_does_not_match_the_site")
+    assert state_of(lab, "gpu-r1-03") == ("failed", "site_unreachable_over_ssh")
+    assert _last_event(lab, "gpu-r1-03").id > before

@@ -32,7 +32,8 @@ def capture(name: str) -> list[dict[str, object]]:
     path = REALDATA / name
     if not path.exists():
         pytest.skip(f"real lsblk capture {name} is not available ({REALDATA} absent)")
-    return zp.parse_lsblk(path.read_text(encoding="utf-8"))
+    devices: list[dict[str, object]] = zp.parse_lsblk(path.read_text(encoding="utf-8"))
+    return devices
 
 
 def reasons(plan: object) -> dict[str, str]:

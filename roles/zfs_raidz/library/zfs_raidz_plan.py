@@ -24,7 +24,8 @@ description:
   - Never picks a disk holding C(/), C(/boot), swap or an md/LVM member of them, a 0-byte or
     virtual-media device, a removable or USB device; nor, unless O(force), a disk already in a pool or
     in use by a mounted filesystem, md array or LVM.
-  - Returns the C(zpool create) command; never runs it.
+  - Returns the C(zpool create) command; never runs it. When the pool already exists, plans nothing
+    and returns C(exists=true).
 options:
   lsblk_json: {type: str, description: lsblk JSON text; read from the host when absent}
   expected_disks: {type: int, required: true, description: data disks the site expects}
@@ -35,6 +36,7 @@ options:
   force: {type: bool, default: false, description: reuse disks that are in a pool or in use}
   root_prefix: {type: str, default: "", description: prefix of the host root in mountpoints (containers)}
   by_id: {type: bool, default: true, description: name disks by /dev/disk/by-id links when present}
+  check_existing: {type: bool, default: true, description: "look for the pool first; plan nothing when it exists"}
 author: bringup
 """
 
@@ -254,7 +256,7 @@ def plan(devices: Iterable[Mapping[str, Any]], *, expected_disks: int, pool: str
     if len(selected) < MIN_DISKS[level]:
         return refuse(f"{level} needs at least {MIN_DISKS[level]} disks, the site gives {len(selected)}")
     sizes = sorted({d.size_bytes for d in selected if d.size_bytes})
-    warnings = ()
+    warnings: tuple[str, ...] = ()
     if sizes and sizes[-1] > sizes[0] * 1.05:
         warnings = (f"data disks differ in size ({sizes[0]} to {sizes[-1]} bytes): RAIDZ uses the smallest",)
     command = zpool_command(pool, level, ashift, properties or {}, selected)
@@ -285,7 +287,7 @@ LSBLK_ARGV = ["lsblk", "--json", "--bytes", "--output",
 def main() -> None:
     # Imported here, not at the top: importing ansible.module_utils patches sys.intern process-wide,
     # and the selection logic above is also imported by tests that share a process with torch.
-    from ansible.module_utils.basic import AnsibleModule
+    from ansible.module_utils.basic import AnsibleModule  # type: ignore[import-untyped]
 
     module = AnsibleModule(
         argument_spec={
@@ -298,10 +300,16 @@ def main() -> None:
             "force": {"type": "bool", "default": False},
             "root_prefix": {"type": "str", "default": ""},
             "by_id": {"type": "bool", "default": True},
+            "check_existing": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
     params = module.params
+    zpool = module.get_bin_path("zpool") if params["check_existing"] else None
+    if zpool:
+        rc, _, _ = module.run_command([zpool, "list", "-H", "-o", "name", params["pool"]])
+        if rc == 0:
+            module.exit_json(changed=False, exists=True, ok=True, message=f"pool {params['pool']} exists")
     text = params["lsblk_json"]
     if not text:
         rc, text, err = module.run_command(LSBLK_ARGV)
@@ -322,7 +330,7 @@ def main() -> None:
         root_prefix=params["root_prefix"],
         by_id=disk_ids() if params["by_id"] else {},
     )
-    module.exit_json(changed=False, **result.as_dict())
+    module.exit_json(changed=False, exists=False, **result.as_dict())
 
 
 if __name__ == "__main__":

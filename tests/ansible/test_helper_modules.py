@@ -1,0 +1,113 @@
+"""The helper roles' read-only check modules: pinned_packages_check and vendor_repo_check.
+
+The decisions are pure functions over the tools' output (dpkg-query, gpg --with-colons); the outputs
+below are in the exact formats those tools print (the gpg listing is of a real signing key's shape).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load(role: str, name: str) -> ModuleType:
+    path = REPO / "roles" / role / "library" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+pp = _load("pinned_packages", "pinned_packages_check")
+vr = _load("vendor_repo", "vendor_repo_check")
+
+DRIVER = "nvidia-driver-580-server-open"
+UTILS = "nvidia-utils-580-server"
+QUERY = (
+    f"{DRIVER}\t580.159.04-0ubuntu1\thold ok installed\n"
+    f"{UTILS}\t580.159.04-0ubuntu1\tinstall ok installed\n"
+    "chrony\t4.3-2+deb12u1\tinstall ok installed\n"
+    "jq\t\tunknown ok not-installed\n"
+)
+
+
+def test_a_set_at_its_pins_and_held_needs_nothing() -> None:
+    decision = pp.decide([{"name": DRIVER, "version": "580.159.04-*"}], QUERY, hold=True)
+    assert decision.install == () and decision.hold == () and decision.wrong_holds == ()
+    assert decision.installed == {DRIVER: "580.159.04-0ubuntu1"}
+
+
+def test_missing_packages_are_installed_at_their_pin_or_the_candidate() -> None:
+    decision = pp.decide([{"name": "jq", "version": ""}, {"name": "lsof"}, {"name": "chrony", "version": ""},
+                          {"name": "numactl", "version": "2.0.16-1"}], QUERY, hold=False)
+    assert decision.install == ("jq", "lsof", "numactl=2.0.16-1")
+    assert decision.hold == ()
+
+
+def test_an_unheld_package_at_another_version_is_moved_and_every_unheld_one_is_held() -> None:
+    decision = pp.decide([{"name": UTILS, "version": "580.95.05-*"}, {"name": DRIVER, "version": "580.159.04-*"}],
+                         QUERY, hold=True)
+    assert decision.install == (f"{UTILS}=580.95.05-*",)
+    assert decision.hold == (UTILS,) and decision.wrong_holds == ()
+
+
+def test_a_package_held_at_another_version_is_refused_with_the_unhold_to_run() -> None:
+    decision = pp.decide([{"name": DRIVER, "version": "580.95.05-*"}], QUERY, hold=True)
+    assert decision.wrong_holds == ((DRIVER, "580.159.04-0ubuntu1", "580.95.05-*"),)
+    assert decision.install == ()
+    message = pp.wrong_hold_message(decision.wrong_holds, "nvidia_driver_version")
+    assert f"{DRIVER} is held at 580.159.04-0ubuntu1 but nvidia_driver_version pins 580.95.05-*" in message
+    assert f"`apt-mark unhold {DRIVER}`" in message
+
+
+def test_versions_match_exactly_or_by_a_trailing_wildcard_only() -> None:
+    assert pp.matches("580.159.04-0ubuntu1", "580.159.04-*")
+    assert pp.matches("580.159.04-0ubuntu1", "580.159.04-0ubuntu1")
+    assert not pp.matches("580.159.041-0ubuntu1", "580.159.04-*")
+    assert not pp.matches("580.159.04-0ubuntu1", "580.159.04")
+    assert pp.matches("1.0", "") and not pp.matches("", "")
+
+
+# `gpg --show-keys --with-colons` of an exported public key with one signing subkey.
+GPG_LISTING = """\
+pub:-:4096:1:A4B469963BF863CC:1649270010:::-:::scESC::::::23::0:
+fpr:::::::::EB693B3035CD5710E231E123A4B469963BF863CC:
+uid:-::::1649270010::6A2D4A8EC6C1ECB6E0C8A1C6DC3D5AB0BD0E1E3A::cudatools <cudatools@nvidia.com>::::::::::0:
+sub:-:4096:1:0F9D1D4C8E1A2B3C:1649270010::::::e::::::23:
+fpr:::::::::3F0A9C1B2D4E5F60718293A4B5C6D7E80F9D1D4C:
+"""
+
+
+def test_gpg_listing_gives_every_key_and_subkey_fingerprint() -> None:
+    assert vr.fingerprints(GPG_LISTING) == ["EB693B3035CD5710E231E123A4B469963BF863CC",
+                                            "3F0A9C1B2D4E5F60718293A4B5C6D7E80F9D1D4C"]
+    assert vr.fingerprints("") == []
+
+
+def test_pinned_fingerprints_must_be_forty_hex_digits_spaces_allowed() -> None:
+    assert vr.well_formed("EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC")
+    assert vr.normalise("eb69 3b30") == "EB693B30"
+    assert not vr.well_formed("")
+    assert not vr.well_formed("3BF863CC")  # a short key id is not a fingerprint
+    assert not vr.well_formed("EB693B3035CD5710E231E123A4B469963BF863CG")
+
+
+def test_a_definition_is_current_only_with_the_exact_content_owner_and_mode(tmp_path: Path) -> None:
+    wanted = "Types: deb\nURIs: http://127.0.2.30/docker\nSuites: bookworm\n"
+    sources = tmp_path / "docker.sources"
+    assert not vr.sources_current(str(sources), wanted)  # absent
+    sources.write_text(wanted)
+    sources.chmod(0o644)
+    owned_by_root = sources.stat().st_uid == 0 and sources.stat().st_gid == 0
+    assert vr.sources_current(str(sources), wanted) is owned_by_root
+    sources.chmod(0o600)
+    assert not vr.sources_current(str(sources), wanted)
+    sources.chmod(0o644)
+    sources.write_text(wanted.replace("docker", "docker-mirror"))
+    assert not vr.sources_current(str(sources), wanted)
