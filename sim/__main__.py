@@ -13,7 +13,16 @@ from provision.cli.output import console, emit_json
 from provision.cli.runner import run_app
 from provision.site import load_site
 from sim import secrets
-from sim.lab import Lab, LabContext, discover_services
+from sim.lab import (
+    Lab,
+    LabContext,
+    LabError,
+    Service,
+    discover_services,
+    optional_service_names,
+    optional_services,
+    parse_with,
+)
 
 app = typer.Typer(
     name="sim",
@@ -25,21 +34,43 @@ app = typer.Typer(
 
 SiteOpt = Annotated[Path | None, typer.Option("--site", help="Site file (default: the embedded sim site).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+WithOpt = Annotated[list[str] | None, typer.Option(
+    "--with", help="Also start an opt-in simulator, NAME or NAME=ARG (testhosts=N: N Debian test hosts; "
+                   "needs root, the first start runs debootstrap).")]
 
 
-def open_lab(site_path: Path | None) -> Lab:
+def open_context(site_path: Path | None) -> LabContext:
     site = load_site(site_path or default_site_path())
     run_dir = site.directory / "state" / "lab"
     values = secrets.load_or_create(run_dir)
     secrets.export(values)
-    ctx = LabContext(site=site, run_dir=run_dir, secrets=values)
-    return Lab(discover_services(ctx), run_dir)
+    return LabContext(site=site, run_dir=run_dir, secrets=values)
+
+
+def _running_optional(ctx: LabContext) -> dict[str, str | None]:
+    """The opt-in simulators that have a pid file in the run directory (started by an earlier `up`)."""
+    return {name: None for name in optional_service_names() if (ctx.run_dir / f"{name}.pid").exists()}
+
+
+def open_lab(site_path: Path | None, with_: dict[str, str | None] | None = None) -> Lab:
+    """The lab of the site: its simulators, the opt-in ones asked for, and the opt-in ones running."""
+    ctx = open_context(site_path)
+    wanted = {**_running_optional(ctx), **(with_ or {})}
+    extra: list[Service] = []
+    for name, arg in wanted.items():
+        try:
+            extra += optional_services(ctx, {name: arg})
+        except LabError:
+            if name in (with_ or {}):
+                raise
+            # A running one whose prerequisites went away: still stopped through its pid file.
+    return Lab(discover_services(ctx) + extra, ctx.run_dir)
 
 
 @app.command()
-def up(site: SiteOpt = None, json_out: JsonOpt = False) -> None:
-    """Start every simulator of the site and wait until each answers."""
-    lab = open_lab(site)
+def up(site: SiteOpt = None, json_out: JsonOpt = False, with_: WithOpt = None) -> None:
+    """Start every simulator of the site (and the opt-in ones named by --with) and wait until each answers."""
+    lab = open_lab(site, parse_with(with_ or []))
     with console.status("starting the simulated lab"):
         lab.up()
     if json_out:
@@ -55,10 +86,24 @@ def down(site: SiteOpt = None, json_out: JsonOpt = False) -> None:
     """Stop every simulator of the site (SIGTERM, then SIGKILL to the whole process group)."""
     lab = open_lab(site)
     stopped = lab.down()
+    # An opt-in simulator whose supervisor died uncleanly leaves its own processes: its cleanup stops them.
+    ctx = open_context(site)
+    problems = [p for name in optional_service_names() for p in _optional_cleanup(name, ctx)]
     if json_out:
-        emit_json({"stopped": stopped})
+        emit_json({"stopped": stopped, "problems": problems})
     else:
         console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+        for problem in problems:
+            console.print(f"[red]{problem}[/]")
+    if problems:
+        raise typer.Exit(1)
+
+
+def _optional_cleanup(name: str, ctx: LabContext) -> list[str]:
+    import importlib
+
+    cleanup = getattr(importlib.import_module(f"sim.{name}.optional_service"), "cleanup", None)
+    return list(cleanup(ctx)) if callable(cleanup) else []
 
 
 @app.command()

@@ -8,13 +8,17 @@ removes the pid files. Nothing the lab starts outlives `down()`, and `Lab` is a 
 test or the demo can never leave a server behind.
 
 Simulators plug in without editing this file: any package `sim/<name>/` with a module `service.py`
-that defines `services(ctx: LabContext) -> list[Service]` is picked up by `discover_services`.
+that defines `services(ctx: LabContext) -> list[Service]` is picked up by `discover_services`. A slow
+or privileged simulator offers an opt-in service instead, in `optional_service.py` with
+`services(ctx, arg: str | None) -> list[Service]`: it starts only when named (`sim up --with NAME[=ARG]`),
+and `sim down` stops it like any other (every pid file in the run directory is stopped).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import pkgutil
@@ -89,6 +93,36 @@ def discover_services(ctx: LabContext) -> list[Service]:
         factory = getattr(module, "services", None)
         if callable(factory):
             found.extend(factory(ctx))
+    return found
+
+
+def optional_service_names() -> list[str]:
+    """Packages under sim/ that offer an opt-in service (`optional_service.py`)."""
+    import sim
+
+    return sorted(info.name for info in pkgutil.iter_modules(sim.__path__)
+                  if info.ispkg and importlib.util.find_spec(f"sim.{info.name}.optional_service") is not None)
+
+
+def parse_with(values: list[str]) -> dict[str, str | None]:
+    """`--with NAME[=ARG]` options as {name: arg}; an unknown name is an error that lists the known ones."""
+    known = optional_service_names()
+    wanted: dict[str, str | None] = {}
+    for value in values:
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            name, sep, arg = item.partition("=")
+            if name not in known:
+                raise LabError(f"--with {name}: no such optional service (known: {', '.join(known) or 'none'})")
+            wanted[name] = arg if sep else None
+    return wanted
+
+
+def optional_services(ctx: LabContext, wanted: dict[str, str | None]) -> list[Service]:
+    """The services of the opt-in simulators named in `wanted` ({name: arg or None})."""
+    found: list[Service] = []
+    for name, arg in wanted.items():
+        module = importlib.import_module(f"sim.{name}.optional_service")
+        found.extend(module.services(ctx, arg))
     return found
 
 

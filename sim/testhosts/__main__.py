@@ -1,4 +1,8 @@
-"""`python -m sim.testhosts up [--count N] [--run-dir D] | down [--run-dir D] | status [--run-dir D]`."""
+"""`python -m sim.testhosts up [--count N] [--run-dir D] | down [--run-dir D] | status [--run-dir D]`.
+
+`serve [--count N] [--run-dir D]` is `up` that stays in the foreground until SIGTERM, then `down`: the
+process `python -m sim up --with testhosts` runs and `python -m sim down` stops.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ DEFAULT_RUN_DIR = lab_mod.REPO_ROOT / "state" / "testhosts"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim.testhosts", description=__doc__)
-    parser.add_argument("command", choices=("up", "down", "status"))
+    parser.add_argument("command", choices=("up", "down", "status", "serve"))
     parser.add_argument("--count", type=int, default=4, help="test hosts to start (up)")
     parser.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR, help="where this run lives")
     args = parser.parse_args(argv)
     try:
+        if args.command == "serve":
+            return lab_mod.serve(args.run_dir, args.count)
         if args.command == "up":
             lab = lab_mod.up(args.run_dir, args.count)
             for host in lab.hosts:

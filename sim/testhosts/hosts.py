@@ -102,6 +102,14 @@ def configure(host: TestHost, authorized_key: str, extra_files: dict[str, str]) 
     return (root / "etc/ssh/ssh_host_ed25519_key.pub").read_text().strip()
 
 
+def _answers(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def _wait_port(address: str, port: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -117,6 +125,9 @@ def start(host: TestHost, base: Path, authorized_key: str, extra_files: dict[str
     """Mount and configure the host and start its sshd; returns its public host key."""
     if ipaddress.ip_address(check_loopback(host.address)) not in TEST_HOSTS:
         raise TestHostError(f"{host.name}: {host.address} is outside the test-host range {TEST_HOSTS}")
+    if _answers(host.address, 22):
+        raise TestHostError(f"{host.name}: {host.address}:22 already answers (another run's test host?): "
+                            "`python -m sim.testhosts down` that run first")
     host.directory.mkdir(parents=True, exist_ok=True)
     _mount(host, base)
     public_key = configure(host, authorized_key, extra_files)

@@ -40,6 +40,7 @@ DISKS = Path(__file__).resolve().parent / "disks"
 DEFAULT_DISKS = "hgx-2os-4data.json"
 TEST_CLASS = "hgx-h200-testhost"
 STATE_FILE = "testhosts.json"
+READY_FILE = "ready"  # written by `serve` once every host answers; removed by `down`
 
 # Role switches for a chroot: what needs a running kernel or init is off; everything else runs.
 CHROOT_VARS: dict[str, Any] = {
@@ -255,11 +256,45 @@ def down(run_dir: Path, *, remove: bool = True) -> list[str]:
     if "server_pid" in state:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(state["server_pid"]), signal.SIGTERM)
+    (run_dir / READY_FILE).unlink(missing_ok=True)
     if not problems:
         if remove and hosts_dir.is_dir():
             shutil.rmtree(hosts_dir)
         state_path.unlink(missing_ok=True)
     return problems
+
+
+class _Stop(Exception):
+    """SIGTERM, SIGINT or SIGHUP reached the supervisor."""
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def serve(run_dir: Path, count: int) -> int:
+    """Supervise a lab (the `sim up --with testhosts` service): start the hosts, mark the run ready, and
+    on SIGTERM/SIGINT/SIGHUP stop everything it started before exiting. A signal during `up` interrupts
+    it, and `up` stops what it had started."""
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    lab: Lab | None = None
+    problems: list[str] = []
+    try:
+        lab = up(run_dir, count, log=False)
+        (lab.run_dir / READY_FILE).write_text(f"{os.getpid()}\n")
+        print(f"{count} test hosts up; inventory {lab.inventory}", flush=True)
+        while True:
+            signal.pause()
+    except _Stop as stop:
+        print(f"{stop}: stopping the test hosts", flush=True)
+    finally:
+        for sig in previous:  # a second signal must not interrupt the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        if lab is not None:
+            problems = down(run_dir)
+        for problem in problems:
+            print(problem, file=sys.stderr, flush=True)
+    return 1 if problems else 0
 
 
 def load(run_dir: Path) -> Lab:
