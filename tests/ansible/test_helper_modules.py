@@ -1,4 +1,4 @@
-"""The helper roles' read-only check modules: pinned_packages_check and vendor_repo_check.
+"""The helper roles' decisions: the pinned_packages_decide filter and the vendor_repo_check module.
 
 The decisions are pure functions over the tools' output (dpkg-query, gpg --with-colons); the outputs
 below are in the exact formats those tools print (the gpg listing is of a real signing key's shape).
@@ -14,8 +14,8 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load(role: str, name: str) -> ModuleType:
-    path = REPO / "roles" / role / "library" / f"{name}.py"
+def _load(role: str, kind: str, name: str) -> ModuleType:
+    path = REPO / "roles" / role / kind / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -24,8 +24,8 @@ def _load(role: str, name: str) -> ModuleType:
     return module
 
 
-pp = _load("pinned_packages", "pinned_packages_check")
-vr = _load("vendor_repo", "vendor_repo_check")
+pp = _load("pinned_packages", "filter_plugins", "pinned_packages")
+vr = _load("vendor_repo", "library", "vendor_repo_check")
 
 DRIVER = "nvidia-driver-580-server-open"
 UTILS = "nvidia-utils-580-server"
@@ -64,6 +64,16 @@ def test_a_package_held_at_another_version_is_refused_with_the_unhold_to_run() -
     message = pp.wrong_hold_message(decision.wrong_holds, "nvidia_driver_version")
     assert f"{DRIVER} is held at 580.159.04-0ubuntu1 but nvidia_driver_version pins 580.95.05-*" in message
     assert f"`apt-mark unhold {DRIVER}`" in message
+
+
+def test_the_filter_reports_what_the_role_acts_on() -> None:
+    assert pp.FilterModule().filters()["pinned_packages_decide"] is pp.pinned_packages_decide
+    state = pp.pinned_packages_decide(QUERY, [{"name": DRIVER, "version": "580.95.05-*"}, {"name": "jq"}],
+                                      True, "nvidia_driver_version")
+    assert state["install"] == ["jq"] and state["hold"] == ["jq"]
+    assert state["wrong_holds"] == [{"name": DRIVER, "have": "580.159.04-0ubuntu1", "want": "580.95.05-*"}]
+    assert state["wrong_holds_message"].startswith(f"{DRIVER} is held at 580.159.04-0ubuntu1")
+    assert pp.pinned_packages_decide(QUERY, [{"name": "chrony"}], False)["wrong_holds_message"] == ""
 
 
 def test_versions_match_exactly_or_by_a_trailing_wildcard_only() -> None:
