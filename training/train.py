@@ -268,7 +268,7 @@ def _save(engine: Engine, root: Path, step: int, rank: int, world: int, loader: 
     write_extra(path, rank, ExtraState(step, loader or LoaderState(0, 0, rank, world), cpu, cu, engine.name, world))
     engine.save(path)
     _pending_marks.append(path)
-    if engine.saved():  # a synchronous save (DeepSpeed ends it with a barrier): mark it now
+    if engine.saved():  # already on disk (a small checkpoint can be): mark it now
         _finalise_pending(root, rank, keep)
     metrics.event("checkpoint", step=step, path=str(path), blocking_seconds=time.perf_counter() - t)
 

@@ -91,7 +91,10 @@ class FsdpEngine:
         self._pending = ret
 
     def saved(self) -> bool:
-        return self._pending is None or self._pending.done()
+        if self._pending is not None and not self._pending.done():
+            return False
+        self.wait_saved()  # raises when the save failed, so it is never marked complete
+        return True
 
     def wait_saved(self) -> None:
         if self._pending is not None:

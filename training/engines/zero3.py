@@ -4,8 +4,8 @@ The model is constructed inside `deepspeed.zero.Init`, so each module's paramete
 partitioned as soon as that module is built and no rank ever holds the whole model (the
 MultiMeditron failure: ZeRO-3 configured, yet every GPU loaded the full 70B). The optimizer is
 PyTorch's AdamW (fused kernels on GPU), so nothing needs a CUDA compiler. Checkpoints are
-DeepSpeed's own per-rank shards, without the 16-bit gather on save; `python -m training merge`
-turns them into safetensors offline.
+DeepSpeed's own per-rank shards, without the 16-bit gather on save, written in the background
+(`zero3_checkpoint.py`); `python -m training merge` turns them into safetensors offline.
 """
 
 from __future__ import annotations
@@ -99,6 +99,11 @@ class DeepSpeedEngine:
             engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=self.config)
         self.engine: Any = engine
         self.model: torch.nn.Module = engine.module
+        from training.engines.zero3_checkpoint import BackgroundCheckpointEngine
+
+        # Every rank creates the group, in the same order: it carries only the checkpoint agreement.
+        self.writer = BackgroundCheckpointEngine(engine._config, dist.new_group(backend="gloo"))
+        engine.checkpoint_engine = self.writer
 
     def train_step(self, batches: list[Batch], lr: float) -> tuple[float, float]:
         for g in self.engine.optimizer.param_groups:
@@ -116,16 +121,23 @@ class DeepSpeedEngine:
         return loss, float(norm if norm is not None else float("nan"))
 
     def save(self, path: Path) -> None:
+        self.wait_saved()
+        # Returns once the tensors are copied to host memory; the files are written in the background.
         self.engine.save_checkpoint(str(path.parent), tag=path.name, save_latest=False)
-        dist.barrier()
 
     def saved(self) -> bool:
+        if self.writer.done is not None and not self.writer.done.done():
+            return False
+        self.wait_saved()  # raises when the checkpoint failed, so it is never marked complete
         return True
 
     def wait_saved(self) -> None:
-        return None
+        if self.writer.done is not None:
+            done, self.writer.done = self.writer.done, None
+            done.result()
 
     def load(self, path: Path) -> None:
+        self.wait_saved()
         load_path, _ = self.engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
                                                    load_lr_scheduler_states=False)
         if load_path is None:
