@@ -121,3 +121,29 @@ def test_a_definition_is_current_only_with_the_exact_content_owner_and_mode(tmp_
     sources.chmod(0o644)
     sources.write_text(wanted.replace("docker", "docker-mirror"))
     assert not vr.sources_current(str(sources), wanted)
+
+
+eu = _load("enabled_units", "filter_plugins", "enabled_units")
+
+# `systemctl list-unit-files --no-legend --no-pager --full` on a configured Debian 12 test host.
+UNIT_FILES = """\
+chrony.service                         enabled         enabled
+cpu-governor.service                   enabled         enabled
+docker.service                         disabled        enabled
+swap.target                            masked          enabled
+bringup-health.timer                   enabled         enabled
+"""
+
+
+def test_units_in_their_wanted_state_need_nothing_and_a_bare_name_is_a_service() -> None:
+    assert eu.enabled_units_todo(UNIT_FILES, ["chrony", "cpu-governor.service",
+                                              {"name": "swap.target", "state": "masked"}]) == []
+
+
+def test_disabled_absent_and_unmasked_units_are_todo() -> None:
+    todo = eu.enabled_units_todo(UNIT_FILES, ["docker.service", "nvidia-dcgm.service",
+                                              {"name": "bringup-health.timer", "state": "masked"}])
+    assert todo == [{"name": "docker.service", "state": "enabled"},
+                    {"name": "nvidia-dcgm.service", "state": "enabled"},
+                    {"name": "bringup-health.timer", "state": "masked"}]
+    assert eu.FilterModule().filters()["enabled_units_todo"] is eu.enabled_units_todo
