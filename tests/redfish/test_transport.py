@@ -210,7 +210,7 @@ def test_an_oversized_answer_is_refused_and_its_connection_not_reused() -> None:
     run(go())
 
 
-def test_a_bmc_that_never_answers_times_out() -> None:
+def test_a_bmc_that_never_answers_times_out_saying_the_request_was_sent_and_nothing_came_back() -> None:
     async def script(n: int, request: bytes) -> tuple[bytes, bool]:
         await asyncio.sleep(60)
         return b"", True
@@ -218,7 +218,31 @@ def test_a_bmc_that_never_answers_times_out() -> None:
     async def go() -> None:
         async with Server(script) as server:
             bmc = client(server.url, timeout_s=0.3)
-            with pytest.raises(RedfishTimeout):
+            with pytest.raises(RedfishTimeout, match=r"request sent, awaiting the answer, 0 bytes of answer"):
+                await bmc.get("/redfish/v1/a")
+            await bmc.close()
+
+    run(go())
+
+
+def test_a_bmc_that_stops_in_the_middle_of_a_body_times_out_saying_how_much_came() -> None:
+    answer = ok(b'{"Id": "x", "Pad": "0123456789"}')
+
+    async def script(n: int, request: bytes) -> tuple[bytes, bool]:
+        raise AssertionError("the stalling server answers by itself")
+
+    class Stalling(Server):
+        async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer[:-10])  # the head and part of the body, then nothing
+            await writer.drain()
+            await asyncio.sleep(60)
+
+    async def go() -> None:
+        async with Stalling(script) as server:
+            bmc = client(server.url, timeout_s=0.3)
+            sent = rf"reading the body, {len(answer) - 10} bytes of answer \(request 1 on connection 1\)"
+            with pytest.raises(RedfishTimeout, match=sent):
                 await bmc.get("/redfish/v1/a")
             await bmc.close()
 
