@@ -13,6 +13,7 @@ from pathlib import Path
 
 from provision.errors import BringupError
 from provision.site import load_site
+from sim.fdlimit import raise_fd_limit
 from sim.redfish.bmc import Settings
 from sim.redfish.faults import FaultFileError, load_faults
 from sim.redfish.server import Simulator
@@ -40,6 +41,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> None:
     site = load_site(args.site)
+    raise_fd_limit()
     settings = Settings(latency_s=args.latency_ms / 1000, slow_s=args.slow_ms / 1000,
                         power_delay_s=args.power_delay_ms / 1000)
     sim = Simulator(site, settings, load_faults(args.faults), args.cert_dir, args.control, args.cert_key)

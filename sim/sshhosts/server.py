@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import asyncssh
 
 from provision.health.agent_command import parse_agent_command
 from sim.addresses import check_loopback
+from sim.fdlimit import raise_fd_limit
 from sim.sshhosts.addresses import ssh_host_address
 from sim.sshhosts.faults import EndpointFault, Faults, HostFaults, OutputFault
 from sim.sshhosts.replay import replay_dir
@@ -159,7 +159,7 @@ class SshHostsServer:
 
     async def start(self) -> None:
         self.files.ready.unlink(missing_ok=True)
-        _raise_fd_limit()
+        raise_fd_limit()
         client, _expected, served = self._write_client_files()
         authorized = asyncssh.import_authorized_keys(client.export_public_key().decode())
         if self.agent_mode == "fork":
@@ -292,13 +292,6 @@ async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 async def _drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.close()
-
-
-def _raise_fd_limit() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
 
 
 def quiet_asyncssh() -> None:

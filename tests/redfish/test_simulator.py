@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,3 +232,21 @@ def test_certificate_verifies_against_the_simulator_ca(sim: tuple[SimProcess, Pa
         assert c.get(f"https://{h.bmc.address}:{h.bmc.port}/redfish/v1/").status_code == 200
     with httpx.Client(verify=True) as c, pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
         c.get(f"https://{h.bmc.address}:{h.bmc.port}/redfish/v1/")
+
+
+def test_the_simulator_lifts_its_open_file_limit_to_the_hard_one(tmp_path: Path) -> None:
+    # 512 BMCs are 512 listening sockets before the first connection: a 1,024 soft limit is not enough.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"hard open-file limit {hard} leaves nothing to lift")
+    low = 256
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+    try:
+        proc = SimProcess(write_site(tmp_path, 2, free_port()), new_password(), tmp_path / "run")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with proc:
+        line = next(x for x in Path(f"/proc/{proc.proc.pid}/limits").read_text().splitlines()
+                    if x.startswith("Max open files"))
+        child_soft, child_hard = line.split()[3:5]
+        assert child_soft == child_hard != str(low)
