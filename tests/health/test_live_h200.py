@@ -1,5 +1,6 @@
 """The agent run live on the lent 2x H200 machine through `provision health` over SSH
-(`bench/health_live.py`, 2026-11-30, capture in tests/fixtures/h200/live-ssh-2026-11-30.json)."""
+(`bench/health_live.py`, 2026-11-30, captures in tests/fixtures/h200/live-ssh-2026-11-30*.json: the first
+with the site's NCCL_MIN_NCHANNELS at 32, the second at 64 after bench/allreduce_env_bench.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from tools.health.config import parse_config
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_SITE = ROOT / "inventory" / "h200-live" / "site.yml"
 CAPTURE = ROOT / "tests" / "fixtures" / "h200" / "live-ssh-2026-11-30.json"
+CAPTURE_64 = ROOT / "tests" / "fixtures" / "h200" / "live-ssh-2026-11-30-nchannels64.json"
 
 
-def _reports() -> dict[str, dict[str, Any]]:
-    runs = json.loads(CAPTURE.read_text())
+def _reports(capture: Path = CAPTURE) -> dict[str, dict[str, Any]]:
+    runs = json.loads(capture.read_text())
     events = json.loads(runs["history"]["stdout"])
     return {e["evidence"]["level"]: e["evidence"]["report"] for e in events if (e.get("evidence") or {}).get("report")}
 
@@ -65,3 +67,15 @@ def test_the_fbhub_lines_the_live_run_flagged_are_now_in_the_sites_expected_list
     patterns = [re.compile(p) for p in load_overlay(site)["h200x2"]["kernel_log"]["expected_patterns"]]
     lines = [line.split(": ", 1)[1] for line in flagged]
     assert lines and all(any(p.search(line) for p in patterns) for line in lines)
+
+
+def test_with_64_nccl_channels_the_live_all_reduce_clears_its_floor_and_only_the_clock_warns() -> None:
+    report = _reports(CAPTURE_64)["long"]
+    run = RemoteRun("h200-live-01", report["exit_code"], json.dumps(report), "", report["duration_s"])
+    health = judge(run, expected_host="h200-live-01", level="all")
+    assert {p.check: p.reason for p in health.problems} == {"clock_sync": "clock_unsynchronised"}
+    checks = {c["check"]: c for c in report["checks"]}
+    busbw = {k: v for k, v in checks["nccl_allreduce"]["metrics"].items() if k.startswith("allreduce_busbw")}
+    assert len(busbw) == 3 and min(busbw.values()) >= 340
+    site = load_site(LIVE_SITE)
+    assert load_overlay(site)["h200x2"]["long"]["env"] == {"NCCL_MIN_NCHANNELS": "64"}
