@@ -1,4 +1,5 @@
-"""The helper roles' decisions: the pinned_packages_decide filter and the vendor_repo_check module.
+"""The helper roles' decisions and modules: pinned_packages_decide, enabled_units_todo, vendor_repo_check,
+common_clock_check, host_state_read, container_runtime_daemon_json, nvidia_fabricmanager_match and managed_files.
 
 The decisions are pure functions over the tools' output (dpkg-query, gpg --with-colons); the outputs
 below are in the exact formats those tools print (the gpg listing is of a real signing key's shape).
@@ -7,9 +8,12 @@ below are in the exact formats those tools print (the gpg listing is of a real s
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,3 +151,88 @@ def test_disabled_absent_and_unmasked_units_are_todo() -> None:
                     {"name": "nvidia-dcgm.service", "state": "enabled"},
                     {"name": "bringup-health.timer", "state": "masked"}]
     assert eu.FilterModule().filters()["enabled_units_todo"] is eu.enabled_units_todo
+
+
+cc = _load("common", "library", "common_clock_check")
+
+
+def test_a_clock_within_the_limit_passes_and_one_beyond_it_says_what_to_fix() -> None:
+    assert cc.skew_problem("gpu-r1-01", 1_000_029.5, 1_000_000.0, 30) is None
+    assert cc.skew_problem("gpu-r1-01", 999_970.0, 1_000_000.0, 30) is None
+    message = cc.skew_problem("gpu-r1-01", 1_000_000.0 - 3600, 1_000_000.0, 30)
+    assert message is not None and message.startswith("the clock of gpu-r1-01 is -3600 s away")
+    assert "(limit 30 s)" in message and "chronyc makestep" in message
+    assert cc.skew_problem("gpu-r1-01", 1_000_031.0, 1_000_000.0, 30) is not None
+
+
+hs = _load("host_state", "library", "host_state_read")
+
+
+def test_a_unit_listing_with_no_match_is_empty_only_when_patterns_were_given() -> None:
+    assert hs.listing_ok(0, UNIT_FILES, "", patterns=False)
+    assert hs.listing_ok(1, "", "", patterns=True)  # systemctl: no unit file matched the patterns
+    assert not hs.listing_ok(1, "", "", patterns=False)
+    assert not hs.listing_ok(1, "", "Failed to connect to bus", patterns=True)
+
+
+dj = _load("container_runtime", "library", "container_runtime_daemon_json")
+SETTINGS = {"log-driver": "json-file", "log-opts": {"max-size": "100m", "max-file": "3"}}
+
+
+def test_daemon_json_keeps_foreign_keys_and_runtimes_and_always_has_the_nvidia_runtime() -> None:
+    existing = {"debug": True, "log-opts": {"mode": "non-blocking"},
+                "runtimes": {"kata": {"path": "/usr/bin/kata-runtime"}, "nvidia": {"path": "/wrong"}}}
+    config = dj.merged(existing, SETTINGS, "/usr/bin/nvidia-container-runtime", "nvidia", "")
+    assert config == {"debug": True, "log-driver": "json-file",
+                      "log-opts": {"mode": "non-blocking", "max-size": "100m", "max-file": "3"},
+                      "runtimes": {"kata": {"path": "/usr/bin/kata-runtime"},
+                                   "nvidia": {"path": "/usr/bin/nvidia-container-runtime", "args": []}},
+                      "default-runtime": "nvidia"}
+    assert "storage-driver" not in config
+    assert existing["runtimes"]["nvidia"] == {"path": "/wrong"}  # the input is not modified
+    assert dj.merged({}, {}, "/x", "", " zfs ")["storage-driver"] == "zfs"
+    assert "default-runtime" not in dj.merged({}, {}, "/x", "", "")
+
+
+def test_daemon_json_is_written_as_sorted_json_so_a_second_run_reads_back_the_same_text() -> None:
+    text = dj.render(dj.merged({}, SETTINGS, "/usr/bin/nvidia-container-runtime", "nvidia"))
+    assert text.endswith("}\n") and text.startswith('{\n  "default-runtime": "nvidia",\n')
+    assert dj.render(dj.merged(json.loads(text), SETTINGS, "/usr/bin/nvidia-container-runtime", "nvidia")) == text
+
+
+mf = _load("managed_files", "library", "managed_files")
+
+
+def test_managed_files_writes_a_file_only_when_its_content_mode_or_owner_differ(tmp_path: Path) -> None:
+    dest = tmp_path / "limits.conf"
+    spec = {"dest": str(dest), "content": "* soft memlock unlimited\n"}
+    assert mf.ensure_file(spec, check=True) and not dest.exists()  # check mode writes nothing
+    assert mf.ensure_file(spec)
+    assert dest.read_text() == "* soft memlock unlimited\n" and (dest.stat().st_mode & 0o7777) == 0o644
+    assert not mf.ensure_file(spec)
+    dest.chmod(0o600)
+    assert mf.ensure_file(spec) and (dest.stat().st_mode & 0o7777) == 0o644
+    assert mf.ensure_file({**spec, "content": "* soft memlock 64\n"}) and dest.read_text() == "* soft memlock 64\n"
+    assert not mf.ensure_file({**spec, "content": "* soft memlock 64\n", "mode": "0644"})
+    assert [p.name for p in tmp_path.iterdir()] == ["limits.conf"]  # no temporary file left behind
+    with pytest.raises(FileNotFoundError, match="list it in directories"):
+        mf.ensure_file({"dest": str(tmp_path / "missing" / "x.conf"), "content": ""})
+
+
+def test_managed_files_creates_a_directory_with_its_mode_and_fixes_a_wrong_one(tmp_path: Path) -> None:
+    path = tmp_path / "etc" / "system.conf.d"
+    assert mf.ensure_directory({"path": str(path)}, check=True) and not path.exists()
+    assert mf.ensure_directory({"path": str(path)}) and (path.stat().st_mode & 0o7777) == 0o755
+    assert not mf.ensure_directory({"path": str(path)})
+    assert mf.ensure_directory({"path": str(path), "mode": "0775"}) and (path.stat().st_mode & 0o7777) == 0o775
+    assert not mf.ensure_directory({"path": str(path), "mode": "0775", "group": "root"})
+
+
+fm = _load("nvidia_fabricmanager", "library", "nvidia_fabricmanager_match")
+
+
+def test_fabric_manager_matches_the_driver_on_the_upstream_version_only() -> None:
+    assert fm.mismatch("580.159.04-0ubuntu1", "580.159.04-1") is None
+    message = fm.mismatch("580.159.04-0ubuntu1", "580.95.05-0ubuntu1")
+    assert message is not None and message.startswith("driver 580.159.04-0ubuntu1 and Fabric Manager 580.95.05")
+    assert "nvidia_driver_version" in message

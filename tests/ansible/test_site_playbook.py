@@ -137,6 +137,10 @@ def test_second_run_changes_nothing(lab: Any) -> None:
     for name in HOSTS:
         assert run.recap[name]["changed"] == 0, (name, run.recap[name])
         assert run.recap[name]["failed"] == 0
+    # Every package and unit decision was made from the host_state snapshot: no role had to ask apt or
+    # systemd (a unit missing from site.yml's host_state_unit_patterns would, on every run).
+    assert "TASK [enabled_units : Enable or mask the units that are not yet]" not in run.output
+    assert "TASK [pinned_packages : Install the packages that are missing or at another version]" not in run.output
 
 
 def test_faulty_hosts_fail_with_what_to_fix_and_the_others_finish(lab: Any) -> None:
