@@ -15,8 +15,9 @@ import base64
 import json
 import ssl
 import zlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import httpx
@@ -41,6 +42,12 @@ from provision.site.credentials import Login
 ROOT = "/redfish/v1/"
 AuthMode = Literal["session", "basic"]
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
+
+
+@lru_cache(maxsize=4096)
+def _raw_path(path: str) -> bytes:
+    """The request target httpx would send for `path`, percent-encoded; BMCs of one site share their paths."""
+    return httpx.URL(path).raw_path
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,12 @@ class RedfishClient:
             transport = BmcTransport(context) if self.options.lean_transport else httpx.AsyncHTTPTransport(
                 verify=context, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
         self._transport: httpx.AsyncBaseTransport = transport
+        # Through the lean transport requests go as raw parts (no httpx.Request/Response per request).
+        self._lean = transport if isinstance(transport, BmcTransport) else None
+        base = httpx.URL(self.base_url)
+        self._origin = (base.scheme, base.host, base.port or (443 if base.scheme == "https" else 80))
+        self._host = base.netloc
+        self._prefix = base.raw_path.rstrip(b"/")
         self._headers = {"Accept": "application/json", "OData-Version": "4.0", "User-Agent": "bringup-redfish"}
         self._authed_headers: dict[str, str] | None = None  # _headers plus the credential, built once
         self._slots = asyncio.Semaphore(1)  # one connection: requests to one BMC queue for it
@@ -341,19 +354,32 @@ class RedfishClient:
             all_headers = {**all_headers, "Content-Type": "application/json"}
         if headers:
             all_headers = {**all_headers, **headers}
-        # No per-step timeout extension: the one deadline below bounds connect, send and read together.
-        request = httpx.Request(method, self.base_url + path, content=content, headers=all_headers)
+        # No per-step timeouts: the one deadline below bounds connect, send and read together.
         self.requests += 1
         err: dict[str, Any] = {"endpoint": self.endpoint, "method": method, "path": path}
         try:
             # The timeout starts once a connection is ours: queueing behind this client's own
             # requests is not the BMC being slow.
             async with self._slots, asyncio.timeout(self.options.timeout_s):
-                resp = await self._transport.handle_async_request(request)
-                try:
-                    content = await self._read_capped(resp, method, path)
-                finally:
-                    await resp.aclose()
+                if self._lean is not None:
+                    head = [(b"Host", self._host), *((k.encode(), v.encode()) for k, v in all_headers.items())]
+                    if content is not None:
+                        head.append((b"Content-Length", str(len(content)).encode()))
+                    raw = await self._lean.exchange(method.encode(), self._origin, self._prefix + _raw_path(path),
+                                                    head, content or b"")
+                    status, resp_headers, reason = raw.status, httpx.Headers(raw.headers), raw.reason.decode("latin-1")
+                    try:
+                        content = await self._read_capped(status, resp_headers, raw.body, method, path)
+                    finally:
+                        await raw.body.aclose()
+                else:
+                    request = httpx.Request(method, self.base_url + path, content=content, headers=all_headers)
+                    resp = await self._transport.handle_async_request(request)
+                    status, resp_headers, reason = resp.status_code, resp.headers, resp.reason_phrase
+                    try:
+                        content = await self._read_response(resp, method, path)
+                    finally:
+                        await resp.aclose()
         except (TimeoutError, httpx.TimeoutException):
             describe = getattr(self._transport, "describe", None)
             where = f" ({describe()})" if callable(describe) else ""
@@ -363,33 +389,36 @@ class RedfishClient:
             if cause is not None:
                 raise RedfishTlsError(f"TLS handshake failed: {_short(cause)}", **err) from None
             raise RedfishUnreachable(f"connection failed: {_short(exc)}", **err) from None
-        return Answer(resp.status_code, resp.headers, content, resp.reason_phrase)
+        return Answer(status, resp_headers, content, reason)
 
-    async def _read_capped(self, resp: httpx.Response, method: str, path: str) -> bytes:
-        cap = self.options.max_body_bytes
-
-        def too_large(size: str = "") -> RedfishProtocolError:
-            return RedfishProtocolError(f"response{size} is over the {cap}-byte limit", endpoint=self.endpoint,
-                                        method=method, path=path, status=resp.status_code)
-
-        declared = resp.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > cap:
-            raise too_large(f" of {declared} bytes")
+    async def _read_response(self, resp: httpx.Response, method: str, path: str) -> bytes:
         if resp.is_stream_consumed:  # a transport that buffers (httpx's MockTransport) already decoded it
-            if len(resp.content) > cap:
-                raise too_large()
+            if len(resp.content) > self.options.max_body_bytes:
+                raise self._too_large(resp.status_code, method, path)
             return resp.content
-        chunks: list[bytes] = []
-        size = 0
         # Straight from the transport's stream when it is one (httpx's raw iterator re-chunks it).
         stream = resp.stream if isinstance(resp.stream, httpx.AsyncByteStream) else resp.aiter_raw()
+        return await self._read_capped(resp.status_code, resp.headers, stream, method, path)
+
+    def _too_large(self, status: int, method: str, path: str, size: str = "") -> RedfishProtocolError:
+        return RedfishProtocolError(f"response{size} is over the {self.options.max_body_bytes}-byte limit",
+                                    endpoint=self.endpoint, method=method, path=path, status=status)
+
+    async def _read_capped(self, status: int, headers: httpx.Headers, stream: AsyncIterable[bytes], method: str,
+                           path: str) -> bytes:
+        cap = self.options.max_body_bytes
+        declared = headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise self._too_large(status, method, path, f" of {declared} bytes")
+        chunks: list[bytes] = []
+        size = 0
         async for chunk in stream:
             size += len(chunk)
             if size > cap:
-                raise too_large()
+                raise self._too_large(status, method, path)
             chunks.append(chunk)
         raw = b"".join(chunks)
-        encoding = resp.headers.get("Content-Encoding", "").lower()
+        encoding = headers.get("Content-Encoding", "").lower()
         if encoding in ("gzip", "deflate"):
             try:
                 raw = zlib.decompress(raw, 47 if encoding == "gzip" else 15)
@@ -398,7 +427,7 @@ class RedfishClient:
                     f"cannot decode {encoding} body: {exc}", endpoint=self.endpoint, method=method, path=path
                 ) from None
             if len(raw) > cap:
-                raise too_large()
+                raise self._too_large(status, method, path)
         return raw
 
     def _json(self, resp: Answer, method: str, path: str) -> Mapping[str, Any]:

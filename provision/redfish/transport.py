@@ -19,12 +19,12 @@ import asyncio
 import contextlib
 import ssl
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import h11
 import httpx
 
-_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+_IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
 _READ_SIZE = 64 * 1024
 
 
@@ -36,6 +36,26 @@ def _timeout(request: httpx.Request, key: str) -> float | None:
 
 def _text(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
+
+
+class _Timeouts(NamedTuple):
+    """Seconds for each step of one request; None leaves the step to the caller's own deadline."""
+
+    connect: float | None
+    write: float | None
+    read: float | None
+
+
+_NO_TIMEOUTS = _Timeouts(None, None, None)
+
+
+class RawAnswer(NamedTuple):
+    """A BMC's status line and headers as h11 read them, and the body still to be read."""
+
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    reason: bytes
+    body: httpx.AsyncByteStream
 
 
 class _StaleConnection(Exception):
@@ -175,22 +195,33 @@ class BmcTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         port = url.port or (443 if url.scheme == "https" else 80)
-        origin = (url.scheme, url.host, port)
         body = await request.aread()
         head = list(request.headers.raw)  # httpx.Request has set Host and Content-Length
         if "host" not in request.headers:
             head.insert(0, (b"Host", url.netloc))
         if body and "content-length" not in request.headers:
             head.append((b"Content-Length", str(len(body)).encode()))
+        steps = _Timeouts(_timeout(request, "connect"), _timeout(request, "write"), _timeout(request, "read"))
+        answer = await self.exchange(request.method.encode(), (url.scheme, url.host, port), url.raw_path, head, body,
+                                     steps)
+        return httpx.Response(answer.status, headers=answer.headers, stream=answer.body,
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason})
+
+    async def exchange(self, method: bytes, origin: tuple[str, str, int], target: bytes,
+                       head: list[tuple[bytes, bytes]], body: bytes, timeouts: _Timeouts | None = None) -> RawAnswer:
+        """One request as raw parts, for a caller that builds its head itself rather than an
+        httpx.Request per request (building one costs about a sixth of a harvest's CPU). `head` must
+        carry Host, and Content-Length when there is a body."""
+        steps = timeouts or _NO_TIMEOUTS
         conn = self._conn
         if conn is not None and not conn.reusable(origin):
             self._discard(conn)
             conn = None
         for attempt in (0, 1):
             if conn is None:
-                conn = self._conn = await self._connect(origin, _timeout(request, "connect"))
+                conn = self._conn = await self._connect(origin, steps.connect)
             try:
-                return await self._exchange(conn, request, head, body, retry_stale=attempt == 0)
+                return await self._exchange(conn, method, target, head, body, steps, retry_stale=attempt == 0)
             except _StaleConnection:
                 self._discard(conn)
                 conn = None
@@ -199,15 +230,16 @@ class BmcTransport(httpx.AsyncBaseTransport):
                 raise
         raise httpx.RemoteProtocolError("the BMC closed the connection without answering")  # pragma: no cover
 
-    async def _exchange(self, conn: _Connection, request: httpx.Request, head: list[tuple[bytes, bytes]],
-                        body: bytes, *, retry_stale: bool) -> httpx.Response:
+    async def _exchange(self, conn: _Connection, method: bytes, target: bytes, head: list[tuple[bytes, bytes]],
+                        body: bytes, steps: _Timeouts, *, retry_stale: bool) -> RawAnswer:
         reused = conn.requests > 0
         conn.requests += 1
         received = conn.answer_start = conn.received
         self._current = conn
         self.phase = "sending the request"
+        retryable = retry_stale and reused and method in _IDEMPOTENT
         try:
-            data = conn.h11.send(h11.Request(method=request.method, target=request.url.raw_path, headers=head))
+            data = conn.h11.send(h11.Request(method=method, target=target, headers=head))
             if body:
                 data = (data or b"") + (conn.h11.send(h11.Data(data=body)) or b"")
             data = (data or b"") + (conn.h11.send(h11.EndOfMessage()) or b"")
@@ -216,23 +248,22 @@ class BmcTransport(httpx.AsyncBaseTransport):
         try:
             conn.writer.write(data)
             if conn.writer.transport.get_write_buffer_size():  # the kernel did not take it all at once
-                async with asyncio.timeout(_timeout(request, "write")):
+                async with asyncio.timeout(steps.write):
                     await conn.writer.drain()
         except TimeoutError:
             raise httpx.WriteTimeout("sending the request timed out") from None
         except (OSError, ssl.SSLError, RuntimeError) as exc:
-            if reused and retry_stale and request.method in _IDEMPOTENT:
+            if retryable:
                 raise _StaleConnection() from exc
             raise httpx.WriteError(_text(exc)) from exc
-        read_timeout = _timeout(request, "read")
         self.phase = "request sent, awaiting the answer"
         try:
-            event = await conn.next_event(read_timeout)
+            event = await conn.next_event(steps.read)
             while isinstance(event, h11.InformationalResponse):
-                event = await conn.next_event(read_timeout)
+                event = await conn.next_event(steps.read)
         except (httpx.ReadError, httpx.RemoteProtocolError) as exc:
             # A keep-alive connection the BMC closed while it sat idle: nothing of an answer arrived.
-            if reused and retry_stale and request.method in _IDEMPOTENT and conn.received == received:
+            if retryable and conn.received == received:
                 raise _StaleConnection() from exc
             if conn.received == received:
                 raise httpx.RemoteProtocolError("the BMC closed the connection without answering") from exc
@@ -240,8 +271,8 @@ class BmcTransport(httpx.AsyncBaseTransport):
         if not isinstance(event, h11.Response):  # pragma: no cover - h11 yields a Response or raises
             raise httpx.RemoteProtocolError(f"unexpected HTTP event {type(event).__name__}")
         self.phase = "reading the body"
-        return httpx.Response(event.status_code, headers=event.headers, stream=_Body(self, conn, read_timeout),
-                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason})
+        return RawAnswer(event.status_code, event.headers.raw_items(), bytes(event.reason),
+                         _Body(self, conn, steps.read))
 
     async def aclose(self) -> None:
         if self._conn is not None:

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from provision.redfish import ClientOptions, RedfishClient, RedfishTimeout, RedfishUnreachable
@@ -85,6 +86,45 @@ def test_requests_to_one_bmc_share_one_keep_alive_connection() -> None:
             assert answers == [1, 2, 3, 4, 5]
             assert server.connections == 1
             assert server.requests[0].startswith(b"GET /redfish/v1/x0 HTTP/1.1\r\n")
+
+    run(go())
+
+
+def test_the_transport_also_serves_httpx_clients_over_one_connection() -> None:
+    async def script(n: int, request: bytes) -> tuple[bytes, bool]:
+        return ok(b'{"n": %d}' % n, "X-Auth-Token: t"), False
+
+    async def go() -> None:
+        async with Server(script) as server:
+            async with httpx.AsyncClient(transport=BmcTransport(None), base_url=server.url) as http:
+                first = await http.get("/redfish/v1/a b", headers={"Accept": "application/json"})
+                second = await http.post("/redfish/v1/s", json={"UserName": "u"})
+            assert (first.json(), first.headers["x-auth-token"], first.reason_phrase) == ({"n": 1}, "t", "OK")
+            assert second.json() == {"n": 2} and server.connections == 1
+            assert server.requests[0].startswith(b"GET /redfish/v1/a%20b HTTP/1.1\r\n")
+            assert server.requests[1].endswith(b'{"UserName":"u"}')
+
+    run(go())
+
+
+def test_the_client_sends_the_target_httpx_would_and_its_body_with_a_length() -> None:
+    async def script(n: int, request: bytes) -> tuple[bytes, bool]:
+        return ok(), False
+
+    async def go() -> None:
+        async with Server(script) as server:
+            bmc = client(server.url)
+            await bmc.get("/redfish/v1/Systems?$expand=.($levels=1)")
+            await bmc.patch("/redfish/v1/Systems/1", {"Boot": {"BootSourceOverrideTarget": "Pxe"}})
+            await bmc.close()
+            get, patch = server.requests
+            assert get.startswith(b"GET /redfish/v1/Systems?$expand=.($levels=1) HTTP/1.1\r\n")
+            host = server.url.split("://")[1].encode()
+            assert b"\r\nHost: " + host + b"\r\n" in get and b"Content-Length" not in get
+            body = b'{"Boot": {"BootSourceOverrideTarget": "Pxe"}}'
+            assert patch.startswith(b"PATCH /redfish/v1/Systems/1 HTTP/1.1\r\n") and patch.endswith(body)
+            assert b"\r\nContent-Length: %d\r\n" % len(body) in patch
+            assert b"\r\nContent-Type: application/json\r\n" in patch
 
     run(go())
 
