@@ -24,7 +24,7 @@ from provision.bmc.triage import HostProblem
 from provision.redfish import RedfishClient
 from provision.site import load_site
 from provision.site.credentials import Login, Secret
-from provision.site.model import HostClass
+from provision.site.model import Host, HostClass, Site
 from sim.redfish.identity import identity
 from tests.redfish.simlab import SimProcess, free_port, new_password, write_site
 
@@ -118,25 +118,38 @@ def test_sushy_client_against_our_simulator(tmp_path: Path) -> None:
     with SimProcess(site_path, password, tmp_path / "run", power_delay_ms=100) as sim:
         site = load_site(site_path)
         host = site.hosts()[1]
-        root = sushy.Sushy(f"https://{host.bmc.address}:{host.bmc.port}/redfish/v1", username="root",
-                           password=password, verify=str(sim.ca))
-        systems = root.get_system_collection()
-        assert systems.members_identities == ("/redfish/v1/Systems/System.Embedded.1",)
-        system = root.get_system(systems.members_identities[0])
-        expected = {n.mac for n in identity(site, host).nics}
-        assert set(system.ethernet_interfaces.summary) == expected
-        system.set_system_boot_options(sushy.BOOT_SOURCE_TARGET_PXE, enabled=sushy.BOOT_SOURCE_ENABLED_ONCE,
-                                       mode=sushy.BOOT_SOURCE_MODE_UEFI)
+        # sushy deletes its session in Sushy.__del__, with blocking retries when the BMC is gone: left to
+        # the garbage collector, that ran during a later test's harvest, after this simulator had
+        # stopped, and froze that test's event loop for 27 s. So the session is closed here, while the
+        # simulator can still answer, and the simulator must have seen it deleted.
+        auth = sushy.auth.SessionOrBasicAuth(username="root", password=password)
+        with auth:
+            root = sushy.Sushy(f"https://{host.bmc.address}:{host.bmc.port}/redfish/v1", auth=auth,
+                               verify=str(sim.ca))
+            _drive_sushy(sushy, sim, site, host, root)
+            assert sim.hosts()[host.hostname]["sessions"] == 1
+        assert sim.hosts()[host.hostname]["sessions"] == 0
+        root._auth = None  # closed above; nothing left for __del__
+
+
+def _drive_sushy(sushy: Any, sim: SimProcess, site: Site, host: Host, root: Any) -> None:
+    systems = root.get_system_collection()
+    assert systems.members_identities == ("/redfish/v1/Systems/System.Embedded.1",)
+    system = root.get_system(systems.members_identities[0])
+    expected = {n.mac for n in identity(site, host).nics}
+    assert set(system.ethernet_interfaces.summary) == expected
+    system.set_system_boot_options(sushy.BOOT_SOURCE_TARGET_PXE, enabled=sushy.BOOT_SOURCE_ENABLED_ONCE,
+                                   mode=sushy.BOOT_SOURCE_MODE_UEFI)
+    system.refresh()
+    assert system.boot.target == sushy.BOOT_SOURCE_TARGET_PXE
+    assert system.boot.enabled == sushy.BOOT_SOURCE_ENABLED_ONCE
+    system.reset_system(sushy.RESET_ON)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         system.refresh()
-        assert system.boot.target == sushy.BOOT_SOURCE_TARGET_PXE
-        assert system.boot.enabled == sushy.BOOT_SOURCE_ENABLED_ONCE
-        system.reset_system(sushy.RESET_ON)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            system.refresh()
-            if system.power_state == sushy.POWER_STATE_ON:
-                break
-            time.sleep(0.05)
-        assert system.power_state == sushy.POWER_STATE_ON
-        assert system.boot.enabled == sushy.BOOT_SOURCE_ENABLED_DISABLED  # Once was used by that boot
-        assert sim.hosts()[host.hostname]["boots"] == ["Pxe"]
+        if system.power_state == sushy.POWER_STATE_ON:
+            break
+        time.sleep(0.05)
+    assert system.power_state == sushy.POWER_STATE_ON
+    assert system.boot.enabled == sushy.BOOT_SOURCE_ENABLED_DISABLED  # Once was used by that boot
+    assert sim.hosts()[host.hostname]["boots"] == ["Pxe"]

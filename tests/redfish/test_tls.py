@@ -11,21 +11,25 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from provision.bmc import Fanout
+from provision.bmc import Fanout, RunOptions
+from provision.redfish import ClientOptions
 from provision.site import load_site
 from provision.state import State, StateStore
 from tests.redfish.simlab import PASSWORD_VAR, SimProcess, free_port, new_password, write_site
 
 
-def harvest(site_path: Path, db: Path) -> StateStore:
+def harvest(site_path: Path, db: Path, *, lean_transport: bool = True) -> StateStore:
     site = load_site(site_path)
     store = StateStore(db)
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
-    asyncio.run(Fanout(site, store).harvest_macs(site.hosts()))
+    options = RunOptions(client=ClientOptions(lean_transport=lean_transport))
+    asyncio.run(Fanout(site, store, options).harvest_macs(site.hosts()))
     return store
 
 
-def test_ca_bundle_verification_and_opt_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+# Both transports: the lean one-connection transport (the default) and httpx's pooled one (the fallback).
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-transport", "httpx-transport"])
+def test_ca_bundle_verification_and_opt_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lean: bool) -> None:
     password = new_password()
     monkeypatch.setenv(PASSWORD_VAR, password)
     port = free_port()
@@ -35,14 +39,14 @@ def test_ca_bundle_verification_and_opt_out(tmp_path: Path, monkeypatch: pytest.
         trusted_dir.mkdir()
         shutil.copy(sim.ca, trusted_dir / "bmc-ca.pem")
         trusted = write_site(trusted_dir, 1, port, tls="verify: true, ca_bundle: bmc-ca.pem")
-        assert harvest(trusted, tmp_path / "a.db").get("h000").state is State.macs_harvested
+        assert harvest(trusted, tmp_path / "a.db", lean_transport=lean).get("h000").state is State.macs_harvested
 
         strict = write_site(tmp_path / "strict", 1, port, tls="verify: true")
-        rec = harvest(strict, tmp_path / "b.db").get("h000")
+        rec = harvest(strict, tmp_path / "b.db", lean_transport=lean).get("h000")
         assert rec.state is State.failed and rec.reason == "bmc_tls"
         assert "CERTIFICATE_VERIFY_FAILED" in rec.evidence["detail"]
 
-        assert harvest(served, tmp_path / "c.db").get("h000").state is State.macs_harvested  # verify: false
+        assert harvest(served, tmp_path / "c.db", lean_transport=lean).get("h000").state is State.macs_harvested  # verify: false
 
 
 def test_an_rsa_certificate_is_verified_and_harvested_like_an_ecdsa_one(
