@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabric.errors import DiscoveryError
+from fabric.toolrun import run_tool
 
 SIM_STATE_ENV = "BRINGUP_IBSIM_STATE"
 SYS_IB = Path("/sys/class/infiniband")
@@ -88,8 +89,7 @@ def discover(timeout_s: float, sim_state: Path | None = None) -> list[tuple[str,
 
 def run_ibnetdiscover(point: Attachment, timeout_s: float) -> str:
     try:
-        proc = subprocess.run(point.argv, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, **point.env}, check=False)
+        proc = run_tool(point.argv, point.env, timeout_s)
     except FileNotFoundError:
         raise DiscoveryError(f"{point.argv[0]} not found: install infiniband-diags (and ibsim-utils for the "
                              "simulated fabric)") from None

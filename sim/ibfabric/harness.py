@@ -27,6 +27,7 @@ from types import TracebackType
 
 from fabric.asbuilt import AsBuilt
 from fabric.design import Design
+from fabric.toolrun import run_tool
 from fabric.topology import NodeType
 from provision.errors import BringupError
 
@@ -166,8 +167,7 @@ class IbFabric:
              timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
         wrapper = shutil.which("ibsim-run") or "ibsim-run"
         try:
-            return subprocess.run([wrapper, *argv], capture_output=True, text=True, check=False,
-                                  timeout=timeout_s or self.timeout_s, env={**os.environ, **self.env(sim_host)})
+            return run_tool([wrapper, *argv], self.env(sim_host), timeout_s or self.timeout_s)
         except subprocess.TimeoutExpired:
             raise IbsimError(f"{argv[0]} on the simulated fabric did not finish within "
                              f"{timeout_s or self.timeout_s:g} s") from None

@@ -21,9 +21,11 @@ import pytest
 from fabric.asbuilt import AsBuilt
 from fabric.cli import main
 from fabric.design import Design, Port
+from fabric.errors import DiscoveryError
+from fabric.live import Attachment, run_ibnetdiscover
 from fabric.pipeline import Result, run, topology_from_texts
 from fabric.topology import NodeType
-from sim.ibfabric import IbFabric
+from sim.ibfabric import IbFabric, IbsimError
 from tests.fabric.conftest import REPO, SIM_DESIGN
 
 pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None or shutil.which("ibnetdiscover") is None,
@@ -242,3 +244,21 @@ def test_lab_service_runs_the_sites_fabric_for_validate_live(tmp_path: Path, mon
         monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
         assert main(["validate", "--site", str(site.path), "--live"]) == 0
     assert not _alive(pid)
+
+
+def test_a_tool_killed_at_its_timeout_leaves_no_fake_sysfs_where_it_was_run_from(
+    sim_design: Design, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # umad2sim builds ./sys-<pid> in the tool's working directory and removes it only on a normal exit;
+    # killed at 30 ms, ibnetdiscover leaves it (seen in a checkout's root after a loaded `sim up`).
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    monkeypatch.chdir(caller)
+    with IbFabric(sim_design) as fab:
+        wrapper = shutil.which("ibsim-run") or "ibsim-run"
+        with pytest.raises(DiscoveryError, match="did not finish"):
+            run_ibnetdiscover(Attachment("sim", None, [wrapper, "ibnetdiscover"], fab.env()), 0.03)
+        fab.timeout_s = 0.03
+        with pytest.raises(IbsimError, match="did not finish"):
+            fab.discover()
+    assert list(caller.iterdir()) == []
