@@ -108,6 +108,13 @@ class Fanout:
             self._logins[name] = login(self.site, name)
         return self._logins[name]
 
+    def resolve_logins(self, hosts: Iterable[Host]) -> None:
+        """Resolve every credential these hosts use, once, before any host is touched: a credential
+        that does not resolve (unset variable, wrong vault password) is the run's error, raised here,
+        not a failure recorded against every host."""
+        for host in hosts:
+            self._login(host)
+
     def client(self, host: Host) -> RedfishClient:
         return RedfishClient(base_url(host), self._login(host), tls=self._tls, options=self.options.client)
 
@@ -152,6 +159,9 @@ class Fanout:
                     return HostResult(host.hostname, False, reason=failure.reason, detail=failure.detail,
                                       data=failure.evidence, remediation=failure.remediation)
 
+        hosts = list(hosts)
+        # ansible-vault runs in a thread: the event loop may already serve other work.
+        await asyncio.to_thread(self.resolve_logins, hosts)
         self._recorder = Recorder(self.store)
         self._opening = asyncio.Semaphore(opts.open_concurrency)
         try:

@@ -7,9 +7,12 @@ by accident; call `reveal()` at the one place that sends it (an HTTP auth header
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -37,28 +40,57 @@ class Login:
     password: Secret
 
 
+# Decrypted vaults by (path, mtime, size): a site's hosts share a few credentials, and each
+# ansible-vault run costs about half a second (a fan-out over 500 hosts would pay it per host).
+_VAULTS: dict[tuple[Path, int, int], dict[str, Any]] = {}
+
+
+def _ansible_vault() -> str | None:
+    # The venv's own copy first: `.venv/bin/provision` is often run without the venv on PATH.
+    beside = Path(sys.executable).parent / "ansible-vault"
+    return str(beside) if beside.is_file() else shutil.which("ansible-vault")
+
+
+def _decrypt(vault: Path, name: str) -> dict[str, Any]:
+    try:
+        st = vault.stat()
+    except OSError as exc:
+        raise CredentialError(f"{name}: cannot read the vault ({exc.strerror})") from None
+    key = (vault.resolve(), st.st_mtime_ns, st.st_size)
+    if key in _VAULTS:
+        return _VAULTS[key]
+    tool = _ansible_vault()
+    if tool is None:
+        raise CredentialError("ansible-vault is not installed: cannot read vault credentials")
+    try:
+        # ansible-vault reads its password from the file named by ANSIBLE_VAULT_PASSWORD_FILE.
+        result = subprocess.run([tool, "view", str(vault)], capture_output=True, text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        raise CredentialError(f"{name}: ansible-vault did not finish within 60 s") from None
+    if result.returncode != 0:
+        raise CredentialError(f"{name}: ansible-vault could not decrypt it (wrong vault password?)")
+    # Parsed outside any `except` so that no YAML error, whose message quotes the offending line of
+    # the decrypted text, is chained to what we raise.
+    data: Any = None
+    parsed = True
+    try:
+        data = yaml.safe_load(result.stdout)
+    except yaml.YAMLError:
+        parsed = False
+    if not parsed or not isinstance(data, dict):
+        raise CredentialError(f"{name}: the decrypted vault is not a YAML mapping of names to secrets")
+    _VAULTS[key] = data
+    return data
+
+
 def _from_vault(ref: CredentialRef, base: Path) -> Secret:
     assert ref.vault is not None and ref.key is not None
-    vault = base / ref.vault
     if "ANSIBLE_VAULT_PASSWORD_FILE" not in os.environ:
         raise CredentialError(
             f"{ref.vault}: set ANSIBLE_VAULT_PASSWORD_FILE to read the vault (the password is never asked on argv)"
         )
-    try:
-        # ansible-vault reads its password from the file named by the environment variable.
-        result = subprocess.run(
-            ["ansible-vault", "view", str(vault)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise CredentialError("ansible-vault is not installed: cannot read vault credentials") from None
-    if result.returncode != 0:
-        raise CredentialError(f"{ref.vault}: ansible-vault could not decrypt it (wrong vault password?)")
-    data = yaml.safe_load(result.stdout)
-    if not isinstance(data, dict) or ref.key not in data:
+    data = _decrypt(base / ref.vault, ref.vault)
+    if ref.key not in data:
         raise CredentialError(f"{ref.vault}: no entry {ref.key!r}")
     return Secret(str(data[ref.key]))
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from provision.bmc import Fanout, RunOptions
+from provision.errors import CredentialError
 from provision.redfish import ClientOptions
 from provision.site import load_site
 from provision.state import State, StateStore
@@ -118,3 +119,17 @@ def test_kill_9_mid_harvest_loses_nothing_recorded(tmp_path: Path, monkeypatch: 
         assert {h: len(store.history(h)) for h in done_before} == history_before
         after = sim.hosts()
         assert all(after[h]["requests"] == requests_before[h] for h in done_before)
+
+
+def test_a_credential_that_does_not_resolve_stops_the_run_before_any_host_is_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(PASSWORD_VAR, raising=False)
+    site = load_site(write_site(tmp_path, 4, free_port()))  # nothing listens: a host touched would fail
+    store = StateStore(tmp_path / "state.db")
+    store.sync_site((h.hostname, h.rack) for h in site.hosts())
+    events = store.event_count()
+    with pytest.raises(CredentialError, match=f"environment variable {PASSWORD_VAR} is not set"):
+        asyncio.run(Fanout(site, store).harvest_macs(site.hosts()))
+    assert store.event_count() == events
+    assert all(store.get(h.hostname).state is State.declared for h in site.hosts())
