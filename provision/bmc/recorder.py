@@ -40,14 +40,27 @@ class Recorder:
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._pending:
-            batch, self._pending = self._pending, []
-            results = await loop.run_in_executor(self._executor, self._commit, [p.change for p in batch])
-            for item, result in zip(batch, results, strict=True):
-                if isinstance(result, BaseException):
-                    item.done.set_exception(result)
-                else:
-                    item.done.set_result(result)
+        batch: list[_Pending] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    results = await loop.run_in_executor(self._executor, self._commit, [p.change for p in batch])
+                except Exception as exc:  # the store itself failed (disk full, I/O): every waiter hears it
+                    results = [exc] * len(batch)
+                for item, result in zip(batch, results, strict=True):
+                    if item.done.done():  # its host's deadline cancelled the wait; the change is committed
+                        continue
+                    if isinstance(result, BaseException):
+                        item.done.set_exception(result)
+                    else:
+                        item.done.set_result(result)
+                batch = []
+        finally:
+            # Cancelled mid-commit (the run is being torn down): nobody may wait forever.
+            for item in batch + self._pending:
+                if not item.done.done():
+                    item.done.set_exception(StateError("the state writer stopped before this change was committed"))
 
     def _commit(self, changes: list[Change]) -> list[Outcome | BaseException]:
         self.commits += 1

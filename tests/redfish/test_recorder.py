@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from provision.bmc.recorder import Recorder
 from provision.errors import IllegalTransition
-from provision.state import Change, State, StateStore
+from provision.state import Change, Outcome, State, StateStore
 
 
 def test_concurrent_changes_share_commits_and_an_illegal_one_fails_alone(tmp_path: Path) -> None:
@@ -55,3 +58,54 @@ async def _illegal(store: StateStore) -> None:
         await rec.write(Change("h0", State.golden, "test"))
     finally:
         await rec.close()
+
+
+class _SlowDisk(StateStore):
+    """A store whose commits take 0.3 s, as fsync does on a busy disk."""
+
+    def transition_many(self, changes: Iterable[Change]) -> list[Outcome]:
+        time.sleep(0.3)
+        return super().transition_many(changes)
+
+
+class _BrokenDisk(StateStore):
+    def transition_many(self, changes: Iterable[Change]) -> list[Outcome]:
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+def test_a_writer_whose_deadline_fires_during_the_commit_stalls_nobody(tmp_path: Path) -> None:
+    store = _SlowDisk(tmp_path / "s.db")
+    store.sync_site((f"h{i}", "r") for i in range(4))
+
+    async def go() -> list[object]:
+        rec = Recorder(store)
+
+        async def impatient() -> None:
+            async with asyncio.timeout(0.05):  # gives up while its change is being committed
+                await rec.write(Change("h0", State.bmc_reachable, "test"))
+
+        results = await asyncio.gather(impatient(), *(rec.write(Change(f"h{i}", State.bmc_reachable, "test"))
+                                                      for i in (1, 2)), return_exceptions=True)
+        results.append(await rec.write(Change("h3", State.bmc_reachable, "test")))  # the writer still works
+        await rec.close()
+        return results
+
+    results = asyncio.run(asyncio.wait_for(go(), 30))
+    assert isinstance(results[0], TimeoutError)
+    assert all(not isinstance(r, BaseException) for r in results[1:])
+    assert store.in_state(State.bmc_reachable) == ["h0", "h1", "h2", "h3"]  # h0's change was committed anyway
+
+
+def test_a_store_that_fails_fails_every_waiting_writer_instead_of_hanging_them(tmp_path: Path) -> None:
+    store = _BrokenDisk(tmp_path / "s.db")
+    store.sync_site((f"h{i}", "r") for i in range(3))
+
+    async def go() -> list[object]:
+        rec = Recorder(store)
+        results = await asyncio.gather(*(rec.write(Change(f"h{i}", State.bmc_reachable, "test")) for i in range(3)),
+                                       return_exceptions=True)
+        await rec.close()
+        return list(results)
+
+    results = asyncio.run(asyncio.wait_for(go(), 30))
+    assert all(isinstance(r, sqlite3.OperationalError) for r in results)
