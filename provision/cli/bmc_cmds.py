@@ -13,7 +13,7 @@ from provision.bmc import Fanout, HostResult, PowerAction, PowerPolicy, RunOptio
 from provision.bmc.export import to_csv, to_dhcpd, to_dnsmasq, to_yaml
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json
+from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.redfish import ClientOptions
 
@@ -64,10 +64,10 @@ def _render_failures(results: list[HostResult]) -> None:
     for col in ("host", "reason", "what happened", "what to do"):
         table.add_column(col, overflow="fold", no_wrap=col in ("host", "reason"))
     for r in sorted(failed, key=lambda r: (r.reason or "", r.host)):
-        table.add_row(r.host, f"[red]{r.reason}[/]", r.detail, r.remediation)
+        table.add_row(esc(r.host), f"[red]{esc(r.reason)}[/]", esc(r.detail), esc(r.remediation))
     console.print(table)
     by_reason = Counter(r.reason for r in failed)
-    console.print("triage: " + ", ".join(f"{reason} x{n}" for reason, n in sorted(by_reason.items())))
+    console.print("triage: " + ", ".join(f"{esc(reason)} x{n}" for reason, n in sorted(by_reason.items())))
 
 
 class HostsFailed(BringupError):
@@ -138,22 +138,22 @@ def harvest_macs(
     else:
         from rich.table import Table
 
-        table = Table(title=f"MACs of {ctx.site.name}", title_justify="left")
+        table = Table(title=f"MACs of {esc(ctx.site.name)}", title_justify="left")
         for col in ("host", "serial", "PXE MAC", "all MACs", ""):
             table.add_column(col, no_wrap=True)
         for r in results:
             if not (r.ok or r.skipped) or not r.data:
                 continue
             d = r.data
-            macs = "\n".join(m for m in (d.get("macs") or {}).values() if m)
-            table.add_row(r.host, d.get("serial") or "?", d.get("pxe_mac") or "", macs,
+            macs = "\n".join(esc(m) for m in (d.get("macs") or {}).values() if m)
+            table.add_row(esc(r.host), esc(d.get("serial") or "?"), esc(d.get("pxe_mac") or ""), macs,
                           "[dim]already[/]" if r.skipped else "[green]new[/]")
         console.print(table)
         _render_failures(results)
         console.print(f"harvested {counts['done']}, already done {counts['already']}, failed {counts['failed']}"
                       + (f", failed earlier (untouched) {counts['skipped_failed_earlier']}"
                          if counts["skipped_failed_earlier"] else ""))
-        console.print("exports: " + "  ".join(str(path) for path, _ in exports.values()), style="dim")
+        console.print("exports: " + "  ".join(esc(path) for path, _ in exports.values()), style="dim")
     _fail_if_any(results)
 
 
@@ -201,9 +201,9 @@ def pxe_boot(
         for r in results:
             if r.ok and not r.skipped:
                 armed = r.data.get("boot_armed", {})
-                table.add_row(r.host, r.data.get("pxe_mac") or "",
-                              f"{armed.get('BootSourceOverrideTarget')}/{armed.get('BootSourceOverrideEnabled')}",
-                              " → ".join(r.data.get("resets", [])), r.data.get("power_state", ""),
+                table.add_row(esc(r.host), esc(r.data.get("pxe_mac") or ""),
+                              esc(f"{armed.get('BootSourceOverrideTarget')}/{armed.get('BootSourceOverrideEnabled')}"),
+                              esc(" → ".join(r.data.get("resets", []))), esc(r.data.get("power_state") or ""),
                               "[green]armed[/]")
         console.print(table)
         _render_failures(results)
@@ -244,7 +244,8 @@ def power_cmd(
             table.add_column(col)
         for r in results:
             if r.ok:
-                table.add_row(r.host, str(r.data.get("power_state")), " → ".join(r.data.get("resets", [])) or "-")
+                table.add_row(esc(r.host), esc(r.data.get("power_state")),
+                              esc(" → ".join(r.data.get("resets", [])) or "-"))
         console.print(table)
         _render_failures(results)
     _fail_if_any(results)

@@ -12,7 +12,7 @@ from provision.bisect.runner import BisectReport, JobRun, make_planner
 from provision.bisect.runner import bisect as run_bisect
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json, err_console
+from provision.cli.output import console, emit_json, err_console, esc
 from provision.health.errors import HealthError
 from provision.health.run import run_health
 from provision.health.select import select_hosts
@@ -37,11 +37,11 @@ def _render_health(payload: dict[str, Any]) -> None:
     counts = payload["by_verdict"]
     line = "  ".join(f"[{_STYLE[v]}]{v} {n}[/]" for v, n in counts.items() if n)
     console.print(
-        f"[bold]{payload['site']}[/] health {payload['level']}: {payload['checked']} host(s) checked in "
+        f"[bold]{esc(payload['site'])}[/] health {esc(payload['level'])}: {payload['checked']} host(s) checked in "
         f"{payload['duration_s']:.1f} s  {line}"
     )
     for verdict, reasons in payload["top_reasons"].items():
-        listed = ", ".join(f"{reason} ({count})" for reason, count in reasons)
+        listed = ", ".join(f"{esc(reason)} ({count})" for reason, count in reasons)
         console.print(f"  [{_STYLE[verdict]}]{verdict}[/]: {listed}")
     bad = [h for h in payload["hosts"] if h["verdict"] != "healthy"]
     if bad:
@@ -49,21 +49,22 @@ def _render_health(payload: dict[str, Any]) -> None:
         for col in ("host", "verdict", "reason", "what"):
             table.add_column(col)
         for h in bad[:50]:
-            table.add_row(h["host"], f"[{_STYLE[h['verdict']]}]{h['verdict']}[/]", h["reason"] or "", h["summary"])
+            table.add_row(esc(h["host"]), f"[{_STYLE[h['verdict']]}]{h['verdict']}[/]", esc(h["reason"] or ""),
+                          esc(h["summary"]))
         console.print(table)
         if len(bad) > 50:
             console.print(f"  … and {len(bad) - 50} more (--json lists every host)")
     if payload["promoted_to_golden"]:
         console.print(f"[green]golden[/]: {len(payload['promoted_to_golden'])} host(s) promoted")
     if payload["skipped"]:
-        by_state = ", ".join(f"{state}: {n}" for state, n in payload["skipped_by_state"].items())
+        by_state = ", ".join(f"{esc(state)}: {n}" for state, n in payload["skipped_by_state"].items())
         console.print(
             f"[yellow]skipped {len(payload['skipped'])} host(s)[/] ({by_state}): health runs on hosts that are "
             "configured or further along, or that failed a health check; bring them there first, or check "
             "without recording with --no-record"
         )
     for host, why in payload["not_recorded"].items():
-        console.print(f"[red]not recorded[/] {host}: {why}")
+        console.print(f"[red]not recorded[/] {esc(host)}: {esc(why)}")
     if not payload["recorded"] and payload["checked"]:
         console.print("[dim]--no-record: nothing was written to the state store[/]")
 
@@ -174,18 +175,18 @@ def bisect(
         emit_json(payload)
     else:
         console.print(
-            f"bisect ({strategy}) over {len(group)} hosts: {payload['job_runs']} job runs in {payload['rounds']} "
+            f"bisect ({esc(strategy)}) over {len(group)} hosts: {payload['job_runs']} job runs in {payload['rounds']} "
             f"rounds, {payload['duration_s']:.1f} s"
         )
         for host in payload["culprits"]:
-            console.print(f"  [red]culprit[/] {host}" + ("  (recorded: failed, bisect_culprit)" if record else ""))
+            console.print(f"  [red]culprit[/] {esc(host)}" + ("  (recorded: failed, bisect_culprit)" if record else ""))
         for group_hosts in payload["unexplained"]:
             console.print(
                 f"  [yellow]unexplained[/]: the job failed on {len(group_hosts)} hosts together but on no smaller "
                 "group (a link between hosts, a switch, or an intermittent failure)"
             )
         if payload["undecided"]:
-            undecided = ", ".join(payload["undecided"])
+            undecided = ", ".join(esc(host) for host in payload["undecided"])
             console.print(f"  [yellow]undecided[/] (too few cleared hosts to pad with): {undecided}")
         if not payload["culprits"] and not payload["unexplained"]:
             console.print("  no failing job: every sub-group passed")

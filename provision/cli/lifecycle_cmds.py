@@ -13,7 +13,7 @@ import typer
 
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import IndexContext
-from provision.cli.output import console, emit_json
+from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.golden import HostfileFormat, golden_hosts, render_hostfile
 from provision.state import FLOW, HostRecord, State, parse_state
@@ -54,7 +54,7 @@ def status_payload(ctx: IndexContext, records: list[HostRecord]) -> dict[str, An
 def _render_status(payload: dict[str, Any]) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]{payload['site']}[/]: {payload['hosts']} hosts  ([dim]{payload['state_db']}[/])")
+    console.print(f"[bold]{esc(payload['site'])}[/]: {payload['hosts']} hosts  ([dim]{esc(payload['state_db'])}[/])")
     states = [st.value for st in State if payload["by_state"][st.value]]
     table = Table(title="hosts per state", title_justify="left")
     table.add_column("state")
@@ -71,7 +71,7 @@ def _render_status(payload: dict[str, Any]) -> None:
     for name in states:
         racks.add_column(name, justify="right")
     for rack, c in payload["by_rack"].items():
-        racks.add_row(rack, *[str(c.get(name, "")) for name in states])
+        racks.add_row(esc(rack), *[str(c.get(name, "")) for name in states])
     console.print(racks)
 
     if payload["failed"]:
@@ -79,10 +79,13 @@ def _render_status(payload: dict[str, Any]) -> None:
         for col in ("host", "rack", "reason", "failed while", "since"):
             failed.add_column(col)
         for f in payload["failed"]:
-            failed.add_row(f["host"], f["rack"], f"[red]{f['reason']}[/]", f["failed_while"] or "", f["since"])
+            failed.add_row(
+                esc(f["host"]), esc(f["rack"]), f"[red]{esc(f['reason'])}[/]", f["failed_while"] or "", f["since"]
+            )
         console.print(failed)
     if payload["not_in_site"]:
-        console.print(f"[yellow]in the state store but no longer in the site:[/] {', '.join(payload['not_in_site'])}")
+        gone = ", ".join(esc(host) for host in payload["not_in_site"])
+        console.print(f"[yellow]in the state store but no longer in the site:[/] {gone}")
 
 
 @app.command()
@@ -127,13 +130,13 @@ def history(
         return
     from rich.table import Table
 
-    table = Table(title=f"history of {host}", title_justify="left")
+    table = Table(title=f"history of {esc(host)}", title_justify="left")
     for col in ("time", "from", "to", "command", "reason", "actor"):
         table.add_column(col)
     for e in events:
         to = f"[red]{e.to_state.value}[/]" if e.to_state is State.failed else e.to_state.value
-        reason = (e.reason or "") + (" [yellow](override)[/]" if e.override else "")
-        table.add_row(_ts(e.ts), e.from_state.value if e.from_state else "", to, e.command, reason, e.actor)
+        reason = esc(e.reason or "") + (" [yellow](override)[/]" if e.override else "")
+        table.add_row(_ts(e.ts), e.from_state.value if e.from_state else "", to, esc(e.command), reason, esc(e.actor))
     console.print(table)
 
 
@@ -152,7 +155,7 @@ def mark(
     if json_out:
         emit_json({"host": host, "from": outcome.before.value, "to": outcome.after.value, "override": True})
     else:
-        console.print(f"{host}: {outcome.before.value} → {outcome.after.value} (override: {reason})")
+        console.print(f"{esc(host)}: {outcome.before.value} → {outcome.after.value} (override: {esc(reason)})")
 
 
 @app.command()
@@ -183,9 +186,9 @@ def record(
             {"host": host, "from": outcome.before.value, "to": outcome.after.value, "changed": outcome.changed}
         )
     elif outcome.changed:
-        console.print(f"{host}: {outcome.before.value} → {outcome.after.value}")
+        console.print(f"{esc(host)}: {outcome.before.value} → {outcome.after.value}")
     else:
-        console.print(f"{host}: already {outcome.after.value}, nothing to do")
+        console.print(f"{esc(host)}: already {outcome.after.value}, nothing to do")
 
 
 @app.command()
@@ -205,7 +208,7 @@ def golden(
     text = render_hostfile(hosts, fmt)
     if output is not None:
         output.write_text(text, encoding="utf-8")
-        console.print(f"wrote {len(hosts)} golden hosts to {output}", style="dim")
+        console.print(f"wrote {len(hosts)} golden hosts to {esc(output)}", style="dim")
     else:
         sys.stdout.write(text)
     if not hosts:

@@ -1,6 +1,12 @@
 """Output helpers shared by every command: JSON to stdout, tables via rich, errors as one line.
 
 rich is imported on first use: `--json` output never pays for it.
+
+rich reads `[...]` in a printed string (a table cell or title too) as markup. Our own styling uses
+that; text from anywhere else (BMC and MAAS messages, exception text, host names, endpoints such as
+`[fd00::1]:443`, paths, anything an operator typed) goes through `esc` before it is put in a string
+rich will parse, so it prints verbatim instead of vanishing or raising `MarkupError`. The consoles
+also leave `:name:` alone (no emoji codes), which `esc` does not cover.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ def get_console(stderr: bool = False) -> Console:
 def _console(stderr: bool) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
 
 
 class _LazyConsole:
@@ -43,5 +49,26 @@ def emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def esc(value: object) -> str:
+    """`value` as text for a string rich parses as markup, shown verbatim: `[...]` in it is escaped."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 def error_line(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True)
+    """`error: <message>` on stderr, the message verbatim (never parsed as markup).
+
+    Never raises: it reports errors. When rich cannot print (a closed or broken stderr, a character
+    the stream cannot encode) it falls back to a plain write, and failing that prints nothing.
+    """
+    try:
+        from rich.text import Text
+
+        err_console.print(Text.assemble(("error:", "bold red"), " ", message))
+    except Exception:
+        try:
+            sys.stderr.write(f"error: {message}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
