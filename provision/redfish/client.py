@@ -50,6 +50,17 @@ def _raw_path(path: str) -> bytes:
     return httpx.URL(path).raw_path
 
 
+_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+class _MaybeDelivered(Exception):
+    """The connection failed after the request was (perhaps) sent: `error` is what the caller sees."""
+
+    def __init__(self, error: RedfishUnreachable) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass(frozen=True)
 class ClientOptions:
     timeout_s: float = 10.0
@@ -311,6 +322,14 @@ class RedfishClient:
         while True:
             try:
                 resp = await self._attempt(method, path, body, headers, auth)
+            except _MaybeDelivered as lost:
+                # The request may have reached the BMC: sent again, a POST or PATCH could act twice
+                # (a second ForceRestart, a second session that is never deleted).
+                if attempt >= opts.retries or method not in _IDEMPOTENT_METHODS:
+                    raise lost.error from None
+                await asyncio.sleep(min(opts.backoff_s * 2.0**attempt, opts.backoff_max_s))
+                attempt += 1
+                continue
             except RedfishUnreachable:
                 if attempt >= opts.retries:
                     raise
@@ -389,7 +408,10 @@ class RedfishClient:
             cause = _ssl_cause(exc)
             if cause is not None:
                 raise RedfishTlsError(f"TLS handshake failed: {_short(cause)}", **err) from None
-            raise RedfishUnreachable(f"connection failed: {_short(exc)}", **err) from None
+            error = RedfishUnreachable(f"connection failed: {_short(exc)}", **err)
+            if isinstance(exc, httpx.ConnectError):  # nothing was sent
+                raise error from None
+            raise _MaybeDelivered(error) from None
         return Answer(status, resp_headers, content, reason)
 
     async def _read_response(self, resp: httpx.Response, method: str, path: str) -> bytes:

@@ -301,3 +301,30 @@ def test_nothing_listening_is_unreachable() -> None:
         await bmc.close()
 
     run(go())
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-transport", "httpx-transport"])
+def test_with_retries_a_post_the_bmc_may_have_read_is_still_sent_once_and_a_get_is_sent_again(lean: bool) -> None:
+    dropped: list[bytes] = []
+
+    async def script(n: int, request: bytes) -> tuple[bytes, bool]:
+        # The first time each path is asked, the BMC reads the request and drops the connection.
+        path = request.split(b" ")[1]
+        if path not in dropped:
+            dropped.append(path)
+            return b"", True
+        return ok(), False
+
+    async def go() -> None:
+        async with Server(script) as server:
+            options = ClientOptions(retries=2, backoff_s=0.01, backoff_max_s=0.01)
+            transport = BmcTransport(None) if lean else httpx.AsyncHTTPTransport()
+            bmc = RedfishClient(server.url, None, options=options, transport=transport)
+            with pytest.raises(RedfishUnreachable):
+                await bmc.post("/redfish/v1/Actions/Reset", {"ResetType": "ForceRestart"})
+            assert (await bmc.get("/redfish/v1/a")).data == {"Id": "x"}
+            await bmc.close()
+            assert sum(r.startswith(b"POST") for r in server.requests) == 1
+            assert sum(r.startswith(b"GET /redfish/v1/a ") for r in server.requests) == 2
+
+    run(go())
