@@ -10,7 +10,7 @@ import typer
 
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json, get_console
+from provision.cli.output import console, emit_json, esc, get_console
 from provision.errors import BringupError
 from provision.state import State
 
@@ -76,6 +76,7 @@ def deploy(
                     "state": o.state.value,
                     "reason": o.reason,
                     "detail": o.detail,
+                    "remediation": o.remediation,
                     "system_id": o.system_id,
                 }
                 for o in outcomes
@@ -85,11 +86,12 @@ def deploy(
         from rich.table import Table
 
         table = Table(title="MAAS deployment", title_justify="left")
-        for col in ("host", "state", "reason", "detail"):
-            table.add_column(col)
+        for col in ("host", "state", "reason", "detail", "what to do"):
+            table.add_column(col, overflow="fold")
         for o in sorted(outcomes, key=lambda o: o.host):
             style = "red" if o.state is State.failed else ("green" if o.state is State.deployed else "dim")
-            table.add_row(o.host, f"[{style}]{o.state.value}[/]", o.reason or "", o.detail)
+            table.add_row(esc(o.host), f"[{style}]{o.state.value}[/]", esc(o.reason or ""), esc(o.detail),
+                          esc(o.remediation))
         console.print(table)
         deployed = sum(o.state is State.deployed for o in outcomes)
         console.print(f"{deployed} deployed, {len(failed)} failed, {len(outcomes) - deployed - len(failed)} skipped")
@@ -124,5 +126,5 @@ def machines(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) 
     for col in ("hostname", "system_id", "status", "power", "boot_mac", "message"):
         table.add_column(col)
     for r in rows:
-        table.add_row(*(str(r[c] or "") for c in ("hostname", "system_id", "status", "power", "boot_mac", "message")))
+        table.add_row(*(esc(r[c] or "") for c in ("hostname", "system_id", "status", "power", "boot_mac", "message")))
     console.print(table)

@@ -1,4 +1,11 @@
-"""Async MAAS REST API 2.0 client: OAuth 1.0 PLAINTEXT (oauthlib), multipart forms, `op=` actions."""
+"""Async MAAS REST API 2.0 client: OAuth 1.0 PLAINTEXT (oauthlib), multipart forms, `op=` actions.
+
+Retries: GET, PUT and DELETE are re-sent on timeouts, dropped connections and 5xx. A POST (creating a
+machine, or an `op=` action such as allocate or deploy) is not idempotent: it is re-sent only when the
+connection failed before anything was sent; once it may have reached MAAS, a lost answer is
+`MaasNoAnswer` and a 5xx is `MaasServerError`, raised at once. `create_machine` then reads MAAS back
+to tell an enlistment that happened from one that did not.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +18,19 @@ import httpx
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT, SIGNATURE_TYPE_AUTH_HEADER
 from oauthlib.oauth1 import Client as OAuthClient
 
-from provision.maas.errors import MaasError, MaasServerError, MaasUnreachable, error_for
+from provision.maas.errors import MaasError, MaasNoAnswer, MaasServerError, MaasUnreachable, error_for
 from provision.maas.machine import MaasMachine, parse_machine
 from provision.site.credentials import Secret
 
 FormValue = str | Sequence[str]
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+# Failures that happen before any byte of the request is written: safe to re-send whatever the method.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def _mac(mac: str) -> str:
+    return mac.lower().replace("-", ":")
 
 
 def multipart(fields: Mapping[str, FormValue]) -> tuple[bytes, str]:
@@ -85,6 +100,7 @@ class MaasClient:
             query.extend((key, v) for v in ([value] if isinstance(value, str) else value))
         full = str(httpx.URL(url, params=query))
         body, ctype = multipart(form) if form is not None else (b"", "")
+        resend = method in IDEMPOTENT
         delay = 0.5
         for attempt in range(self.retries + 1):
             headers = {"Authorization": self._auth_header(full, method), "Accept": "application/json"}
@@ -92,10 +108,16 @@ class MaasClient:
                 headers["Content-Type"] = ctype
             try:
                 response = await self._http.request(method, full, content=body or None, headers=headers)
+            except NOT_SENT as exc:
+                error: MaasError = MaasUnreachable(f"MAAS at {self.base} is unreachable ({what}): {type(exc).__name__}")
             except httpx.TimeoutException:
-                error: MaasError = MaasUnreachable(f"MAAS at {self.base} did not answer in time ({what})")
+                error = MaasNoAnswer(f"MAAS at {self.base} did not answer in time ({what})")
+                if not resend:
+                    raise error from None
             except httpx.HTTPError as exc:
-                error = MaasUnreachable(f"MAAS at {self.base} is unreachable ({what}): {type(exc).__name__}")
+                error = MaasNoAnswer(f"MAAS at {self.base} dropped the request ({what}): {type(exc).__name__}")
+                if not resend:
+                    raise error from None
             else:
                 if response.status_code < 400:
                     if response.status_code == 204 or not response.content:
@@ -105,7 +127,7 @@ class MaasClient:
                     except ValueError:
                         raise MaasError(f"MAAS answered {what} with something that is not JSON") from None
                 error = error_for(response.status_code, response.text, what)
-                if not isinstance(error, MaasServerError):
+                if not isinstance(error, MaasServerError) or not resend:
                     raise error
             if attempt == self.retries:
                 raise error
@@ -117,10 +139,13 @@ class MaasClient:
         data = await self._request("GET", "version/", what="version")
         return str(data.get("version", "unknown")) if isinstance(data, dict) else "unknown"
 
-    async def machines(self, *, hostnames: Sequence[str] = ()) -> list[MaasMachine]:
-        data = await self._request(
-            "GET", "machines/", params={"hostname": list(hostnames)} if hostnames else None, what="machine list"
-        )
+    async def machines(self, *, hostnames: Sequence[str] = (), macs: Sequence[str] = ()) -> list[MaasMachine]:
+        params: dict[str, FormValue] = {}
+        if hostnames:
+            params["hostname"] = list(hostnames)
+        if macs:
+            params["mac_address"] = [_mac(m) for m in macs]
+        data = await self._request("GET", "machines/", params=params, what="machine list")
         if not isinstance(data, list):
             raise MaasError("MAAS machine list is not a list")
         return [parse_machine(item) for item in data]
@@ -146,7 +171,27 @@ class MaasClient:
             "commission": "true" if commission else "false",
         }
         form.update({f"power_parameters_{k}": v for k, v in power_parameters.items()})
-        return parse_machine(await self._request("POST", "machines/", form=form, what=f"enlisting {hostname}"))
+        lost: MaasError
+        try:
+            return parse_machine(await self._request("POST", "machines/", form=form, what=f"enlisting {hostname}"))
+        except (MaasNoAnswer, MaasServerError) as exc:
+            lost = exc
+        # The create may have happened: MAAS itself says whether it did (re-sending it would be
+        # refused with "MAC already in use" if it had).
+        enlisted = await self._enlisted(hostname, macs)
+        if enlisted is None:
+            raise lost
+        return enlisted
+
+    async def _enlisted(self, hostname: str, macs: Sequence[str]) -> MaasMachine | None:
+        """The machine MAAS holds under this hostname with one of these MACs, if any (None when MAAS
+        cannot be read either)."""
+        try:
+            found = await self.machines(macs=macs)
+        except MaasError:
+            return None
+        wanted = {_mac(m) for m in macs}
+        return next((m for m in found if m.hostname == hostname and wanted & set(m.macs)), None)
 
     async def commission(self, system_id: str) -> MaasMachine:
         data = await self._request("POST", f"machines/{system_id}/", op="commission", form={}, what="commission")

@@ -37,6 +37,11 @@ class MaasUnreachable(MaasError):
     """No answer: connection refused, DNS, TLS or timeout."""
 
 
+class MaasNoAnswer(MaasUnreachable):
+    """The request went out, or may have, and no answer came back (a read timeout, a dropped
+    connection): MAAS may or may not have acted on it, so a non-idempotent request is not re-sent."""
+
+
 def error_for(status: int, text: str, what: str) -> MaasError:
     snippet = text.strip()[:300]
     if status in (401, 403):

@@ -2,9 +2,11 @@
 
 One asyncio task per host under a concurrency bound and a per-host deadline; each step is recorded
 as it completes (`enlisted`, `commissioned`, `deployed`) and a failure becomes `failed` with a reason
-(`maas_enlist_rejected`, `maas_commissioning_failed`, `maas_deploy_failed`, `maas_power_error`,
-`maas_timeout`, `maas_unreachable`, `no_harvested_mac`) and MAAS's own status message as evidence.
-Re-running picks each host up where it is: a host already in MAAS is not enlisted again.
+(see `REMEDIATION`) and MAAS's own status message as evidence. Re-running picks each host up where it
+is: a host already in MAAS is not enlisted again, and what happens to it next follows its MAAS status
+(`COMMISSION`, `COMMISSIONING_NOW`, `COMMISSIONED`; any other status is `maas_state_conflict`).
+BMC credentials are resolved once each, before the fan-out; one that cannot be fails only the hosts
+that need it (`credential_unresolved`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.bmc.runner import last_inventory
+from provision.errors import CredentialError
 from provision.maas.client import MaasClient
 from provision.maas.errors import MaasConflict, MaasError, MaasUnreachable, MaasValidationError
 from provision.maas.machine import MaasMachine, MaasStatus
-from provision.site.credentials import login
+from provision.site.credentials import Login, login
 from provision.site.model import Host, Site
 from provision.state import State, StateStore, reached
 
 COMMAND = "maas-deploy"
+
+# What a machine MAAS already knows needs, by its status (MAAS's NODE_STATUS semantics).
+COMMISSION = {MaasStatus.NEW, MaasStatus.FAILED_COMMISSIONING, MaasStatus.FAILED_TESTING}  # (re)run it
+COMMISSIONING_NOW = {MaasStatus.COMMISSIONING, MaasStatus.TESTING}  # running: wait for READY
+COMMISSIONED = {  # on to allocation and deployment
+    MaasStatus.READY,
+    MaasStatus.ALLOCATED,
+    MaasStatus.DEPLOYING,
+    MaasStatus.DEPLOYED,
+    MaasStatus.FAILED_DEPLOYMENT,
+}
+
+REMEDIATION = {
+    "no_harvested_mac": "run `provision harvest-macs` for the host, then deploy again",
+    "credential_unresolved": "fix the BMC credential the site file names for the host (env variable or vault entry)",
+    "maas_enlist_rejected": "read MAAS's field errors: a MAC or hostname already in MAAS under another machine "
+    "must be deleted there or fixed in the site file",
+    "maas_commissioning_failed": "read the commissioning/testing script results in MAAS (machine > Commissioning), "
+    "fix the hardware, then deploy again",
+    "maas_deploy_failed": "read the installation log in MAAS (machine > Logs), then deploy again: the host is "
+    "released and redeployed",
+    "maas_power_error": "MAAS could not power the machine through its BMC: check the power parameters MAAS holds "
+    "and that MAAS's rack controller reaches the BMC",
+    "maas_state_conflict": "the machine's MAAS status does not allow this step: bring it to Ready in MAAS "
+    "(mark fixed, exit rescue mode, wait for erasing, or commission it), then deploy again",
+    "maas_timeout": "MAAS did not finish within the host deadline: look at the machine's events in MAAS, then "
+    "deploy again with a longer --timeout if it was only slow",
+    "maas_unreachable": "check that the MAAS region answers (URL, network, TLS); a request whose answer was lost "
+    "may have taken effect: deploy again, it picks the host up where MAAS has it",
+    "maas_error": "read the detail: MAAS refused or garbled the answer",
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +77,10 @@ class HostOutcome:
     detail: str = ""
     system_id: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def remediation(self) -> str:
+        return REMEDIATION.get(self.reason, "") if self.reason else ""
 
 
 class _Failed(Exception):
@@ -85,6 +123,24 @@ class MaasDeployer:
         self.client = client
         self.options = options
         self.progress = progress
+        self._logins: dict[str, Login | CredentialError] = {}
+
+    def _resolve_logins(self, hosts: Sequence[Host]) -> None:
+        """Resolve each BMC credential these hosts name, once (a vault costs an ansible-vault run)."""
+        for name in {h.bmc.credential for h in hosts} - self._logins.keys():
+            try:
+                self._logins[name] = login(self.site, name)
+            except CredentialError as exc:
+                self._logins[name] = exc
+
+    def _login(self, host: Host) -> Login:
+        found = self._logins.get(host.bmc.credential)
+        if found is None:
+            self._resolve_logins([host])
+            found = self._logins[host.bmc.credential]
+        if isinstance(found, CredentialError):
+            raise _Failed("credential_unresolved", f"BMC credential {host.bmc.credential!r}: {found}")
+        return found
 
     async def _wait(
         self, system_id: str, until: set[MaasStatus], busy: set[MaasStatus], deadline: float
@@ -97,16 +153,17 @@ class MaasDeployer:
                 raise _Failed("maas_timeout", f"still {machine.status_name} at the deadline", _evidence(machine))
             await asyncio.sleep(self.options.poll_s)
 
-    async def _enlist(self, host: Host, known: dict[str, MaasMachine]) -> MaasMachine:
+    async def _enlist(self, host: Host, known: dict[str, MaasMachine]) -> tuple[MaasMachine, bool]:
+        """The host's MAAS machine, and whether this run created it (with commissioning asked)."""
         if host.hostname in known:
-            return known[host.hostname]
+            return known[host.hostname], False
         pxe, macs = harvested_macs(self.store, host.hostname)
         if pxe is None:
             raise _Failed("no_harvested_mac", "no PXE MAC recorded: run `provision harvest-macs` first")
-        bmc_login = login(self.site, host.bmc.credential)
+        bmc_login = self._login(host)
         ordered = [pxe, *[m for m in macs if m != pxe]]
         try:
-            return await self.client.create_machine(
+            created = await self.client.create_machine(
                 hostname=host.hostname,
                 macs=ordered,
                 architecture=self.options.architecture,
@@ -119,23 +176,38 @@ class MaasDeployer:
             )
         except MaasValidationError as exc:
             raise _Failed("maas_enlist_rejected", str(exc), {"fields": exc.fields}) from None
+        return created, True
+
+    async def _commissioned(self, machine: MaasMachine, created: bool, deadline: float) -> MaasMachine:
+        """Take a machine that is not yet commissioned to READY: (re)commission it or wait for the
+        commissioning that runs; a status that is neither (Broken, Rescue mode, ...) is a conflict."""
+        status = machine.status
+        just_created = created and status is MaasStatus.NEW  # its commissioning is starting
+        if status in COMMISSION and not just_created:
+            machine = await self.client.commission(machine.system_id)
+        elif status not in COMMISSIONING_NOW and not just_created:
+            raise _Failed(
+                "maas_state_conflict",
+                f"MAAS has the machine in status {machine.status_name!r} ({status.name}), which the bring-up "
+                "does not commission or deploy from",
+                _evidence(machine),
+            )
+        busy = {MaasStatus.NEW, *COMMISSIONING_NOW}
+        machine = await self._wait(machine.system_id, {MaasStatus.READY}, busy, deadline)
+        if machine.status is not MaasStatus.READY:
+            power = "power" in machine.status_message.lower()
+            reason = "maas_power_error" if power else "maas_commissioning_failed"
+            raise _Failed(reason, f"{machine.status_name}: {machine.status_message}", _evidence(machine))
+        return machine
 
     async def _one(self, host: Host, known: dict[str, MaasMachine]) -> HostOutcome:
         deadline = time.monotonic() + self.options.host_timeout_s
         name = host.hostname
-        machine = await self._enlist(host, known)
+        machine, created = await self._enlist(host, known)
         await self.store.atransition(name, State.enlisted, command=COMMAND, evidence=_evidence(machine))
         # MAAS is the truth about how far a machine got: commission only what has not been.
-        if machine.status in {MaasStatus.NEW, MaasStatus.COMMISSIONING, MaasStatus.FAILED_COMMISSIONING}:
-            if machine.status is not MaasStatus.COMMISSIONING and name in known:
-                machine = await self.client.commission(machine.system_id)
-            machine = await self._wait(
-                machine.system_id, {MaasStatus.READY}, {MaasStatus.NEW, MaasStatus.COMMISSIONING}, deadline
-            )
-            if machine.status is not MaasStatus.READY:
-                power = "power" in machine.status_message.lower()
-                reason = "maas_power_error" if power else "maas_commissioning_failed"
-                raise _Failed(reason, f"{machine.status_name}: {machine.status_message}", _evidence(machine))
+        if machine.status not in COMMISSIONED:
+            machine = await self._commissioned(machine, created, deadline)
         await self.store.atransition(name, State.commissioned, command=COMMAND, evidence=_evidence(machine))
         if machine.status is MaasStatus.READY:
             machine = await self.client.allocate(machine.system_id)
@@ -199,6 +271,7 @@ class MaasDeployer:
         if not work:
             return skipped
         known = {m.hostname: m for m in await self.client.machines()}
+        self._resolve_logins([h for h in work if h.hostname not in known])
         gate = asyncio.Semaphore(self.options.concurrency)
         done = await asyncio.gather(*(self._guarded(h, known, gate) for h in work))
         return [*done, *skipped]

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -35,6 +37,14 @@ def maas() -> Iterator[RunningMaas]:
     power = Power()
     sim.power_on = power
     server = serve("127.0.2.11", 0, sim)
+    report = server.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        # A client that gave up on an answer (see LostAnswers) closed its end: not a simulator fault.
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            report(request, client_address)
+
+    server.handle_error = handle_error  # type: ignore[method-assign]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -43,3 +53,32 @@ def maas() -> Iterator[RunningMaas]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+class LostAnswers:
+    """Wraps one of the simulator's actions so that the HTTP answer of its first `lost` calls is held
+    back until `release()` (or 10 s): the client gives up waiting for it, as when MAAS is slow or the
+    answer is lost. `act_first` says whether a held call acts before the hold (MAAS did it, the answer
+    was lost) or after it (MAAS had not acted yet when the client gave up)."""
+
+    def __init__(self, action: Callable[..., Any], *, lost: int = 1, act_first: bool = True) -> None:
+        self.action = action
+        self.lost = lost
+        self.act_first = act_first
+        self.calls = 0
+        self._released = threading.Event()
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self.calls > self.lost:
+            return self.action(*args)
+        if not self.act_first:
+            self._released.wait(timeout=10)
+            return self.action(*args)
+        try:
+            return self.action(*args)
+        finally:
+            self._released.wait(timeout=10)
+
+    def release(self) -> None:
+        self._released.set()

@@ -9,10 +9,17 @@ from pathlib import Path
 import pytest
 
 from provision.maas.client import MaasClient, multipart
-from provision.maas.errors import MaasAuthError, MaasConflict, MaasNotFound, MaasUnreachable, MaasValidationError
+from provision.maas.errors import (
+    MaasAuthError,
+    MaasConflict,
+    MaasNoAnswer,
+    MaasNotFound,
+    MaasUnreachable,
+    MaasValidationError,
+)
 from provision.maas.machine import MaasStatus, parse_machine
 from provision.site.credentials import Secret
-from tests.maas.conftest import API_KEY, RunningMaas
+from tests.maas.conftest import API_KEY, LostAnswers, RunningMaas
 
 REALDATA = Path(__file__).resolve().parents[2].parent / "shared" / "realdata" / "6_maas"
 
@@ -95,6 +102,92 @@ def test_unknown_machine_and_unreachable_maas() -> None:
 
     with pytest.raises(MaasUnreachable):
         _run(flow("http://127.0.2.99:9/MAAS/"))
+
+
+def test_a_post_that_could_not_connect_is_unreachable_not_an_unknown_outcome() -> None:
+    async def flow() -> None:
+        async with MaasClient("http://127.0.2.99:9/MAAS/", Secret(API_KEY), retries=1, timeout_s=1) as client:
+            await client.allocate("abc123")
+
+    with pytest.raises(MaasUnreachable) as info:
+        _run(flow())
+    assert not isinstance(info.value, MaasNoAnswer)
+
+
+def _enlist(client: MaasClient, hostname: str, mac: str):  # type: ignore[no-untyped-def]
+    return client.create_machine(hostname=hostname, macs=[mac.upper()], architecture="amd64/generic",
+                                 power_type="manual", power_parameters={})
+
+
+def test_an_enlistment_whose_answer_is_lost_is_read_back_not_sent_again(
+        maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = LostAnswers(maas.sim.create)  # MAAS enlists the machine; its answer never arrives in time
+    monkeypatch.setattr(maas.sim, "create", lost)
+
+    async def flow():  # type: ignore[no-untyped-def]
+        async with MaasClient(maas.url, Secret(API_KEY), timeout_s=0.3) as client:
+            try:
+                return await _enlist(client, "gpu-9", "aa:bb:cc:dd:ee:09")
+            finally:
+                lost.release()
+
+    machine = _run(flow())
+    assert machine.hostname == "gpu-9" and machine.macs == ("aa:bb:cc:dd:ee:09",)
+    assert lost.calls == 1, "the create was sent again after MAAS may have acted on it"
+    assert [m.hostname for m in maas.sim.machines.values()] == ["gpu-9"]
+
+
+def test_a_lost_enlistment_maas_does_not_show_fails_without_sending_it_again(
+        maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = LostAnswers(maas.sim.create, act_first=False)  # MAAS has not acted yet when the client gives up
+    monkeypatch.setattr(maas.sim, "create", lost)
+
+    async def flow() -> None:
+        async with MaasClient(maas.url, Secret(API_KEY), timeout_s=0.3) as client:
+            try:
+                await _enlist(client, "gpu-8", "aa:bb:cc:dd:ee:08")
+            finally:
+                lost.release()
+
+    with pytest.raises(MaasNoAnswer, match="did not answer in time"):
+        _run(flow())
+    assert lost.calls == 1
+
+
+def test_an_action_whose_answer_is_lost_is_not_sent_again(maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = LostAnswers(maas.sim.deploy)  # MAAS starts the deployment; its answer never arrives in time
+    monkeypatch.setattr(maas.sim, "deploy", lost)
+
+    async def flow() -> str:
+        async with MaasClient(maas.url, Secret(API_KEY), timeout_s=0.3) as client:
+            m = await client.create_machine(hostname="d", macs=["aa:bb:cc:dd:ee:03"], architecture="amd64/generic",
+                                            power_type="manual", power_parameters={})
+            assert await _until(client, m.system_id, MaasStatus.READY) is MaasStatus.READY
+            try:
+                with pytest.raises(MaasNoAnswer):
+                    await client.deploy(m.system_id, distro_series="jammy")
+            finally:
+                lost.release()
+            return m.system_id
+
+    system_id = _run(flow())
+    assert lost.calls == 1, "the deploy was sent again after MAAS may have acted on it"
+    assert maas.sim.machines[system_id].distro_series == "jammy"
+
+
+def test_a_read_whose_answer_is_lost_is_asked_again(maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def flow() -> str:
+        async with MaasClient(maas.url, Secret(API_KEY), timeout_s=0.3) as client:
+            m = await _enlist(client, "e", "aa:bb:cc:dd:ee:04")
+            lost = LostAnswers(maas.sim.get)
+            monkeypatch.setattr(maas.sim, "get", lost)
+            try:
+                return (await client.machine(m.system_id)).hostname
+            finally:
+                lost.release()
+                assert lost.calls == 2
+
+    assert _run(flow()) == "e"
 
 
 def test_not_found_is_typed(maas: RunningMaas) -> None:

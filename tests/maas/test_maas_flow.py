@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from provision.cli import main
+from provision.maas import flow
+from provision.maas.client import MaasClient
+from provision.maas.flow import DeployOptions, HostOutcome, MaasDeployer
+from provision.site.credentials import Login, Secret
+from provision.site.loader import load_site
+from provision.site.model import Site
 from provision.state import State, StateStore
-from tests.maas.conftest import API_KEY, RunningMaas
+from sim.maas.machines import NodeStatus
+from tests.maas.conftest import API_KEY, LostAnswers, RunningMaas
 from tests.sites import copy_sim_site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,9 +45,18 @@ def site(tmp_path: Path, maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> 
     return target / "site.yml"
 
 
-def _deploy(site: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict[str, object]]]:
-    code = main(["maas", "deploy", "--site", str(site), "--json", "--poll", "0.02", "--timeout", "20"])
+def _deploy(site: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[dict[str, object]]]:
+    code = main(["maas", "deploy", "--site", str(site), "--json", "--poll", "0.02", "--timeout", "20", *extra])
     return code, json.loads(capsys.readouterr().out)
+
+
+def _in_maas(maas: RunningMaas, host: str, status: NodeStatus) -> str:
+    """A machine MAAS already holds for `host` (with its harvested PXE MAC), in `status`."""
+    mac = f"b8:ce:f6:00:01:0{HOSTS.index(host)}"
+    machine = maas.sim.create({"hostname": [host], "architecture": ["amd64/generic"], "mac_addresses": [mac],
+                               "power_type": ["manual"], "commission": ["false"]})
+    machine.status = status
+    return machine.system_id
 
 
 def test_deploy_records_each_step_and_triages_failures(site: Path, maas: RunningMaas,
@@ -95,3 +112,64 @@ def test_the_table_output_shows_progress_and_a_summary(site: Path, capsys: pytes
     out = capsys.readouterr().out
     assert code == 0, out
     assert "MAAS deployment" in out and "2 deployed, 0 failed, 0 skipped" in out
+
+
+def test_a_machine_in_a_maas_status_the_flow_does_not_handle_fails_as_a_state_conflict(
+        site: Path, maas: RunningMaas, capsys: pytest.CaptureFixture[str]) -> None:
+    held = {"gpu-r1-01": NodeStatus.BROKEN, "gpu-r1-02": NodeStatus.MISSING, "gpu-r1-03": NodeStatus.RETIRED,
+            "gpu-r1-04": NodeStatus.FAILED_RELEASING}
+    ids = {host: _in_maas(maas, host, status) for host, status in held.items()}
+    _in_maas(maas, "gpu-r1-05", NodeStatus.FAILED_COMMISSIONING)  # commissioning is run again
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-5]")
+    by_host = {r["host"]: r for r in rows}
+    assert code == 1 and by_host["gpu-r1-05"]["state"] == "deployed"
+    for host, name in zip(held, ("Broken", "Missing", "Retired", "Failed releasing"), strict=True):
+        assert by_host[host]["reason"] == "maas_state_conflict", by_host[host]
+        assert name in str(by_host[host]["detail"]) and by_host[host]["remediation"]
+        assert maas.sim.machines[ids[host]].status is held[host], "MAAS was asked to act on it anyway"
+    store = StateStore(site.parent / "state" / "sim.db")
+    assert State.commissioned not in [e.to_state for e in store.history("gpu-r1-01")]
+    assert store.get("gpu-r1-01").reason == "maas_state_conflict"
+
+
+def test_an_enlistment_whose_answer_was_lost_is_recognised_not_rejected(
+        site: Path, maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> None:
+    lost = LostAnswers(maas.sim.create)  # MAAS enlists gpu-r1-01, but its answer comes after the client gave up
+    monkeypatch.setattr(maas.sim, "create", lost)
+    loaded = load_site(site)
+    store = StateStore(site.parent / "state" / "sim.db")
+    hosts = [h for h in loaded.hosts() if h.hostname == "gpu-r1-01"]
+
+    async def run() -> list[HostOutcome]:
+        async with MaasClient(maas.url, Secret(API_KEY), timeout_s=0.3) as client:
+            try:
+                return await MaasDeployer(loaded, store, client, DeployOptions(poll_s=0.02, host_timeout_s=20)).run(hosts)
+            finally:
+                lost.release()
+
+    [outcome] = asyncio.run(run())
+    assert outcome.state is State.deployed, outcome
+    assert lost.calls == 1
+    assert [e.to_state for e in store.history("gpu-r1-01")][-3:] == [State.enlisted, State.commissioned, State.deployed]
+
+
+def test_an_unresolvable_bmc_credential_fails_only_the_hosts_that_need_it(
+        site: Path, maas: RunningMaas, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BRINGUP_SIM_BMC_PASSWORD")
+    _in_maas(maas, "gpu-r1-03", NodeStatus.READY)  # MAAS already holds its power parameters: no credential needed
+    resolved: list[str] = []
+    real_login = flow.login
+
+    def login(site: Site, name: str) -> Login:
+        resolved.append(name)
+        return real_login(site, name)
+
+    monkeypatch.setattr(flow, "login", login)
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-3]")
+    by_host = {r["host"]: r for r in rows}
+    assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
+    for host in ("gpu-r1-01", "gpu-r1-02"):
+        assert by_host[host]["reason"] == "credential_unresolved"
+        assert "BRINGUP_SIM_BMC_PASSWORD is not set" in str(by_host[host]["detail"]) and by_host[host]["remediation"]
+    assert resolved == ["bmc-default"], "the credential was resolved once per host instead of once"
+    assert not any(m.hostname in ("gpu-r1-01", "gpu-r1-02") for m in maas.sim.machines.values())
