@@ -28,6 +28,10 @@ class SiteError(BringupError):
         return "\n".join(lines)
 
 
+class HostSelectionError(BringupError):
+    """A `--hosts` pattern that is empty, malformed, or names no host of the site."""
+
+
 class CredentialError(BringupError):
     """A credential reference could not be resolved (the secret itself is never in the message)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,15 +61,6 @@ class HostResult:
     detail: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     remediation: str = ""
-
-
-def select_hosts(site: Site, patterns: str | None) -> list[Host]:
-    """Hosts whose name matches any of the comma-separated glob patterns (all hosts when none)."""
-    hosts = site.hosts()
-    if not patterns:
-        return hosts
-    globs = [p.strip() for p in patterns.split(",") if p.strip()]
-    return [h for h in hosts if any(fnmatch.fnmatchcase(h.hostname, g) for g in globs)]
 
 
 def needs_harvest(record: HostRecord) -> bool:

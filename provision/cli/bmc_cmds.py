@@ -9,13 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.bmc import Fanout, HostResult, PowerAction, PowerPolicy, RunOptions, harvested, select_hosts
+from provision.bmc import Fanout, HostResult, PowerAction, PowerPolicy, RunOptions, harvested
 from provision.bmc.export import to_csv, to_dhcpd, to_dnsmasq, to_yaml
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.redfish import ClientOptions
+from provision.site.select import select_hosts
 
 HostsOpt = Annotated[
     str | None, typer.Option("--hosts", help="Comma-separated host name globs, e.g. 'gpu-r1-*,ctl-01' (default: all).")
@@ -112,7 +113,7 @@ def harvest_macs(
 ) -> None:
     """Ask every BMC for its NICs, pick the PXE NIC, record macs_harvested (or failed with a reason)."""
     ctx = Context.open(site, db)
-    selected = select_hosts(ctx.site, hosts)
+    selected = select_hosts(ctx.site, hosts, everyone=True)
     fanout = Fanout(ctx.site, ctx.store, _options(concurrency, timeout, host_timeout, retries, auth))
     coro = fanout.harvest_macs(selected)
     results = asyncio.run(coro) if json_out else _run(coro)
@@ -186,7 +187,7 @@ def pxe_boot(
     ctx = Context.open(site, db)
     opts = _options(concurrency, timeout, host_timeout, retries, auth, boot_mode=boot_mode,
                     power_policy=power_policy, power_timeout_s=power_timeout, poll_s=poll)
-    coro = Fanout(ctx.site, ctx.store, opts).pxe_boot(select_hosts(ctx.site, hosts))
+    coro = Fanout(ctx.site, ctx.store, opts).pxe_boot(select_hosts(ctx.site, hosts, everyone=True))
     results = asyncio.run(coro) if json_out else _run(coro)
     results.sort(key=lambda r: r.host)
     counts = _counts(results)
@@ -231,7 +232,7 @@ def power_cmd(
     """Power hosts on/off/cycle through their BMCs, or show their power state (no lifecycle change)."""
     ctx = Context.open(site, db)
     opts = _options(concurrency, timeout, host_timeout, retries, auth, power_timeout_s=power_timeout, poll_s=poll)
-    coro = Fanout(ctx.site, ctx.store, opts).power(select_hosts(ctx.site, hosts), action)
+    coro = Fanout(ctx.site, ctx.store, opts).power(select_hosts(ctx.site, hosts, everyone=True), action)
     results = asyncio.run(coro) if json_out else _run(coro)
     results.sort(key=lambda r: r.host)
     if json_out:

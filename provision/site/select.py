@@ -2,7 +2,9 @@
 
 A pattern is a comma-separated list of items; each item is a shell glob (`gpu-r1-*`), a Slurm-style
 range (`gpu-r1-[01-04,07]`), `rack:NAME`, or `@FILE` (a hostfile: one host per line, as `provision
-golden` writes it in any format but torchrun). No pattern means every GPU host.
+golden` writes it in any format but torchrun). No pattern means every GPU host for the commands that run
+on GPU hosts (health, bisect) and every host for those that act on servers (BMC power, PXE, MAAS).
+An empty pattern is an error, never "all": `--hosts "$UNSET"` must not power off a site.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import fnmatch
 import re
 from pathlib import Path
 
-from provision.health.errors import HealthError
+from provision.errors import HostSelectionError
 from provision.site.model import Host, Role, Site
 
 _RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<spans>[0-9,\-]+)\](?P<suffix>[^\[\]]*)$")
@@ -26,11 +28,11 @@ def expand_ranges(item: str) -> list[str]:
     for span in match["spans"].split(","):
         first, _, last = span.partition("-")
         if not first:
-            raise HealthError(f"--hosts {item!r}: empty range")
+            raise HostSelectionError(f"--hosts {item!r}: empty range")
         width = len(first)
         stop = int(last) if last else int(first)
         if stop < int(first):
-            raise HealthError(f"--hosts {item!r}: range {span} runs backwards")
+            raise HostSelectionError(f"--hosts {item!r}: range {span} runs backwards")
         names.extend(f"{match['prefix']}{n:0{width}d}{match['suffix']}" for n in range(int(first), stop + 1))
     return names
 
@@ -56,23 +58,28 @@ def _hostfile(path: Path) -> list[str]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise HealthError(f"--hosts @{path}: cannot read ({exc.strerror or exc})") from None
+        raise HostSelectionError(f"--hosts @{path}: cannot read ({exc.strerror or exc})") from None
     return [line.split()[0] for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def select_hosts(site: Site, pattern: str | None) -> list[Host]:
-    """The site's hosts that `pattern` names, in site order; every item must name at least one host."""
+def select_hosts(site: Site, pattern: str | None, *, everyone: bool = False) -> list[Host]:
+    """The site's hosts that `pattern` names, in site order; every item must name at least one host.
+    Without a pattern: every GPU host, or every host when `everyone`."""
     hosts = site.hosts()
-    if not pattern:
-        return [h for h in hosts if h.role is Role.gpu]
+    if pattern is None:
+        return hosts if everyone else [h for h in hosts if h.role is Role.gpu]
+    items = _split_items(pattern)
+    if not items:
+        raise HostSelectionError(f"--hosts {pattern!r} names no host (leave the option out to mean "
+                                 f"{'every host' if everyone else 'every GPU host'})")
     chosen: set[str] = set()
     names = {h.hostname for h in hosts}
-    for item in _split_items(pattern):
+    for item in items:
         if item.startswith("@"):
             listed = _hostfile(Path(item[1:]))
             unknown = [name for name in listed if name not in names]
             if unknown:
-                raise HealthError(f"--hosts {item}: not in the site: {', '.join(unknown[:5])}")
+                raise HostSelectionError(f"--hosts {item}: not in the site: {', '.join(unknown[:5])}")
             matched = set(listed)
         elif item.startswith("rack:"):
             matched = {h.hostname for h in hosts if h.rack == item[5:]}
@@ -81,6 +88,6 @@ def select_hosts(site: Site, pattern: str | None) -> list[Host]:
             for name in expand_ranges(item):
                 matched |= set(fnmatch.filter(names, name))
         if not matched:
-            raise HealthError(f"--hosts: {item!r} matches no host of site {site.name}")
+            raise HostSelectionError(f"--hosts: {item!r} matches no host of site {site.name}")
         chosen |= matched
     return [h for h in hosts if h.hostname in chosen]

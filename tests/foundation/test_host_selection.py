@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from provision.health.errors import HealthError
-from provision.health.select import expand_ranges, select_hosts
+from provision.errors import HostSelectionError
 from provision.site import load_site
+from provision.site.select import expand_ranges, select_hosts
 
 SIM_SITE = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml"
 
@@ -39,9 +39,23 @@ def test_a_hostfile_in_any_golden_format(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("pattern", "message"), [("gpu-r9-*", "matches no host"), ("rack:r7", "matches no host"),
                                                   ("gpu-r1-[05-02]", "backwards"), ("@/nonexistent", "cannot read")])
 def test_patterns_that_name_nothing_are_errors(pattern: str, message: str) -> None:
-    with pytest.raises(HealthError, match=message):
+    with pytest.raises(HostSelectionError, match=message):
         _names(pattern)
 
 
 def test_range_expansion_keeps_zero_padding() -> None:
     assert expand_ranges("n[08-10]x") == ["n08x", "n09x", "n10x"]
+
+
+@pytest.mark.parametrize("pattern", ["", " ", ",", " , "])
+def test_an_empty_pattern_is_an_error_not_every_host(pattern: str) -> None:
+    # `--hosts "$UNSET"` must not mean the whole site (for `power off`, say).
+    with pytest.raises(HostSelectionError, match="names no host"):
+        select_hosts(load_site(SIM_SITE), pattern, everyone=True)
+
+
+def test_without_a_pattern_server_commands_take_every_host_and_gpu_commands_the_gpu_hosts() -> None:
+    site = load_site(SIM_SITE)
+    assert [h.hostname for h in select_hosts(site, None, everyone=True)] == [h.hostname for h in site.hosts()]
+    assert "ctl-01" in [h.hostname for h in select_hosts(site, None, everyone=True)]
+    assert "ctl-01" not in [h.hostname for h in select_hosts(site, None)]

@@ -134,3 +134,17 @@ def test_pxe_boot_follows_the_site_policy_and_the_options_override_it(
         assert h002["boot_armed"]["BootSourceOverrideMode"] == "UEFI"
         assert h002["resets"] == ["ForceOff", "On"]
         assert sim.hosts()["h002"]["boot"]["BootSourceOverrideMode"] == "UEFI"
+
+
+def test_power_off_with_an_empty_or_unmatched_host_pattern_touches_no_server(
+    lab: tuple[SimProcess, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim, site, db = lab
+    common = ["--site", str(site), "--db", str(db), "--poll", "0.05"]
+    assert main(["power", "on", *common, "--hosts", "h00[0-1]"]) == 0
+    capsys.readouterr()
+    for pattern, message in (("", "names no host"), ("h9*", "matches no host")):  # `--hosts "$UNSET"`, a typo
+        assert main(["power", "off", *common, "--hosts", pattern]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0]
+    assert [sim.hosts()[h]["power"] for h in ("h000", "h001")] == ["On", "On"]
