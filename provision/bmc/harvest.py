@@ -8,11 +8,11 @@ are read with `$expand` when the service root advertises it (one request instead
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from provision.aio import gather_or_cancel, task_group
 from provision.bmc.inventory import (
     NetworkFunction,
     Nic,
@@ -143,8 +143,7 @@ async def _network_functions(client: RedfishClient, system: Resource) -> list[Re
         # expanded inline: nothing to fetch, so no tasks to spread it over
         per_adapter = [await client.child_members(a, "NetworkDeviceFunctions") for a in adapters]
     else:
-        per_adapter = list(await asyncio.gather(*(client.child_members(a, "NetworkDeviceFunctions")
-                                                  for a in adapters)))
+        per_adapter = await gather_or_cancel(*(client.child_members(a, "NetworkDeviceFunctions") for a in adapters))
     return [f for funcs in per_adapter for f in funcs]
 
 
@@ -176,13 +175,16 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
     async def nothing() -> None:
         return None
 
-    eth, bios, manager, procs, funcs = await asyncio.gather(
-        client.members(eth_path),
-        _optional(client.get(bios_path), notes, "BIOS") if bios_path else nothing(),
-        _optional(client.get(manager_path), notes, "manager") if manager_path else nothing(),
-        _optional(client.members(proc_path), notes, "processors") if proc_path and host_class.gpu else nothing(),
-        _optional(_network_functions(client, system), notes, "network adapters"),
-    )
+    async with task_group() as group:
+        eth_task = group.create_task(client.members(eth_path))
+        bios_task = group.create_task(_optional(client.get(bios_path), notes, "BIOS") if bios_path else nothing())
+        manager_task = group.create_task(
+            _optional(client.get(manager_path), notes, "manager") if manager_path else nothing())
+        procs_task = group.create_task(_optional(client.members(proc_path), notes, "processors")
+                                       if proc_path and host_class.gpu else nothing())
+        funcs_task = group.create_task(_optional(_network_functions(client, system), notes, "network adapters"))
+    eth, bios, manager = eth_task.result(), bios_task.result(), manager_task.result()
+    procs, funcs = procs_task.result(), funcs_task.result()
     nics = tuple(parse_ethernet_interface(r.data) for r in eth)
     functions = tuple(parse_network_device_function(r.data) for r in funcs) if funcs is not None else None
     attributes = bios.data.get("Attributes") if bios is not None else None

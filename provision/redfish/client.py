@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import httpx
 
+from provision.aio import gather_or_cancel
 from provision.redfish.errors import (
     RedfishAuthError,
     RedfishError,
@@ -576,7 +577,7 @@ class RedfishClient:
                                            endpoint=self.endpoint, path=page.path)
             inline = [Resource(odata_id(m) or page.path, m) if _is_expanded(m) else None for m in raw]
             missing = [m for m, got in zip(raw, inline, strict=True) if got is None]
-            fetched = iter(await asyncio.gather(*(self.resolve(m, page.path) for m in missing)) if missing else [])
+            fetched = iter(await gather_or_cancel(*(self.resolve(m, page.path) for m in missing)) if missing else [])
             out.extend(got if got is not None else next(fetched) for got in inline)
             nxt = page.data.get("Members@odata.nextLink")
             page = await self.get(nxt) if isinstance(nxt, str) and nxt.startswith("/") else None

@@ -241,3 +241,30 @@ def test_expand_refused_despite_the_advertisement_falls_back_to_following_links(
 
     assert run(go()) == [["1", "2"], ["1", "2"]]
     assert [a for a in asked if "$expand" in a] == ["/redfish/v1/Systems?$expand=.($levels=1)"]  # asked once only
+
+
+def test_when_one_member_fails_the_other_requests_are_cancelled_and_the_error_is_raised_as_itself() -> None:
+    finished: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/redfish/v1/":
+            return httpx.Response(200, json={"@odata.id": "/redfish/v1"})
+        if path == "/redfish/v1/Things":
+            return httpx.Response(200, json={"Members": [{"@odata.id": "/redfish/v1/Things/gone"},
+                                                         {"@odata.id": "/redfish/v1/Things/slow"}]})
+        if path.endswith("/gone"):
+            return httpx.Response(404, json={})
+        await asyncio.sleep(5)  # a slow BMC answer that no one needs any more
+        finished.append(path)
+        return httpx.Response(200, json={"Id": "slow"})
+
+    async def go() -> None:
+        before = asyncio.all_tasks()
+        async with client(handler, ClientOptions(timeout_s=10, retries=0)) as bmc:
+            with pytest.raises(RedfishNotFound):
+                await bmc.members("/redfish/v1/Things")
+            assert asyncio.all_tasks() - before == set()  # the slow request is not left running
+        assert finished == []
+
+    run(asyncio.wait_for(go(), 30))
