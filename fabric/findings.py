@@ -13,6 +13,7 @@ KINDS = (
     "miswired",
     "swapped",
     "degraded",
+    "rate_unknown",
     "port_down",
     "missing_device",
     "unknown_device",

@@ -1,7 +1,8 @@
 """Compare a discovered fabric with its design: one finding per fault, each with both ends and a fix.
 
 Every designed link and every discovered link is accounted for once, in this order: links that match
-(checked for width and speed); devices that are missing or unknown (their links go with them); links
+(checked for width and speed: below the design is `degraded`; a width or speed the capture does not give is
+`rate_unknown`, never a pass); devices that are missing or unknown (their links go with them); links
 that would join the parts of a split fabric (they go with the partition finding); pairs of cables
 crossed at one end (one `swapped` finding); a port cabled to the wrong peer (`miswired`); a cable
 nobody designed (`unexpected_link`); what is left of the design is a port that is down/polling
@@ -150,19 +151,25 @@ def _matched(c: _Ctx) -> None:
             continue
         used_design.add(dl.number)
         used_disc.add((disc.a, disc.b))
+        rate = f"{disc.width or '?'} {disc.speed or '?'}"
+        unread = [x for x, v in (("width", disc.width), ("speed", disc.speed)) if v is None]
+        details: dict[str, object] = {}
         if width_below(disc.width, dl.width) or speed_below(disc.speed, dl.speed):
-            seen = f"{disc.width or '?'} {disc.speed or '?'}"
+            kind = "degraded"
             could = f" (the port could run {disc.could_be})" if disc.could_be else ""
-            cable = f"cable {dl.cable}" if dl.cable else "the cable"
-            c.add(Finding(
-                kind="degraded",
-                a=c.dend(dl.a), b=c.dend(dl.b),
-                expected=f"{dl.width} {dl.speed}",
-                seen=f"trained at {seen}{could}",
-                fix=f"reseat, then replace {cable} (and the transceivers) between {dl.a} and {dl.b}; "
-                    "check both ports' configured speed/width",
-                tier=c.tier(dl), cable=dl.cable,
-            ))
+            seen = f"trained at {rate}{could}"
+            fix = (f"reseat, then replace {f'cable {dl.cable}' if dl.cable else 'the cable'} (and the transceivers) "
+                   f"between {dl.a} and {dl.b}; check both ports' configured speed/width")
+        elif unread:
+            # A rate the capture does not give is not a pass: the link stays unverified until it is read.
+            kind, details = "rate_unknown", {"unread": unread}
+            seen = f"cabled as designed; the capture gives no {' and '.join(unread)} ({rate})"
+            fix = (f"read the rate of {dl.a} and {dl.b} (iblinkinfo, or ibnetdiscover from a host on the fabric; "
+                   "UFM's links JSON may carry a width without a speed) and validate again")
+        else:
+            continue
+        c.add(Finding(kind=kind, a=c.dend(dl.a), b=c.dend(dl.b), expected=f"{dl.width} {dl.speed}", seen=seen,
+                      fix=fix, tier=c.tier(dl), cable=dl.cable, details=details))
 
 
 def _design_links_of(c: _Ctx, name: str) -> list[DesignLink]:

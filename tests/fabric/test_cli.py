@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,63 @@ def test_baseline_from_ibnetdiscover_checks_an_iblinkinfo_capture(capsys: pytest
                  "--discovered", str(FIXTURES / "ibsim-sim-site.iblinkinfo-l.txt"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["cas"]["placed"] == 129 and summary["switches"]["placed"] == 12
+
+
+def _without_rate(text: str, description: str) -> str:
+    """The capture with the rate cut from both port lines of the HCA `description`'s link."""
+    lines = text.splitlines()
+    ca = next(i for i, ln in enumerate(lines) if ln.startswith("Ca") and ln.endswith(f'# "{description}"'))
+    sw = next(i for i, ln in enumerate(lines) if f'# "{description}" lid' in ln)
+    for i in (ca + 1, sw):
+        assert lines[i].endswith(" 4xHDR")
+        lines[i] = lines[i].removesuffix(" 4xHDR")
+    return "\n".join(lines) + "\n"
+
+
+def test_port_lines_without_their_rate_are_rate_unknown_not_clean(sim_design: Design, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    ab = AsBuilt.from_design(sim_design)
+    cap = tmp_path / "cap.txt"
+    cap.write_text(_without_rate(ab.render(only=ab.reachable("gpu-r1-01/mlx5_0")), "gpu-r1-03 mlx5_0"))
+    wl = tmp_path / "work.csv"
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap), "--json",
+                 "--worklist", str(wl)]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    [f] = payload["findings"]
+    assert f["kind"] == "rate_unknown" and f["b"]["name"] == "gpu-r1-03/mlx5_0" and f["unread"] == ["width", "speed"]
+    assert f["expected"] == "4X HDR" and "validate again" in f["fix"]
+    summary = payload["summary"]
+    assert summary["clean"] is False and summary["findings"]["rate_unknown"] == 1
+    assert summary["warning_count"] == 2  # the parser said so too: "link kept without its rate"
+    assert [r.split(",")[5] for r in wl.read_text().splitlines()[1:]] == ["rate_unknown"]
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap)]) == 1
+    assert "1 finding(s)" in capsys.readouterr().out
+
+
+def test_ufm_links_with_a_width_and_no_speed_are_rate_unknown(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    entries = json.loads((FIXTURES / "ufm-links.json").read_text())
+    del entries[0]["speed"]  # as UFM's documented links example: "width": "4x" and nothing else
+    links = tmp_path / "links.json"
+    links.write_text(json.dumps(entries))
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(links),
+                 "--ufm-systems", str(FIXTURES / "ufm-systems.json"), "--json"]) == 1
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["kind"] == "rate_unknown"]
+    assert [(f["a"]["name"], f["b"]["name"], f["unread"]) for f in found] == [
+        ("leaf-A-r3-U40", "gpu-r1-01/mlx5_0", ["speed"])]
+
+
+@pytest.mark.realdata
+def test_the_vendor_ufm_links_example_is_not_clean_against_an_ndr_design(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    text = realdata_text("../3_ufm/ufm-rest-links__docs.nvidia.com-ufmenterpriserestapiv6200-links-rest-api_"
+                         "NDR-sw-ufm-ndr03.json")
+    links = tmp_path / "links.json"
+    links.write_text(re.sub(r",\s*\]\s*$", "]", text))  # the page's trailing comma
+    design = tmp_path / "d.yml"
+    design.write_text("fabric: ndr\ndefaults: {width: 4X, speed: NDR}\nswitches:\n"
+                      "  - {name: sw-ufm-ndr03, ports: 64, tier: 1}\n  - {name: sw-ufm-ndr04, ports: 64, tier: 1}\n"
+                      "hosts: []\nlinks:\n  - [sw-ufm-ndr03, 5, sw-ufm-ndr04, 5, C1]\n")
+    assert main(["validate", "--design", str(design), "--discovered", str(links), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert [f["kind"] for f in payload["findings"]] == ["rate_unknown"] and payload["summary"]["clean"] is False
