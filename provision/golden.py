@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from itertools import groupby
 
+from provision.errors import BringupError
 from provision.site.index import SiteIndex
 from provision.state import State, StateStore
 
@@ -26,12 +27,18 @@ class GoldenHost:
     gpus: int
 
 
+class HostfileError(BringupError):
+    """The golden set cannot be written in the asked format."""
+
+
 def golden_hosts(site: SiteIndex, store: StateStore) -> list[GoldenHost]:
+    """Golden hosts that have GPUs: a controller or storage host that passed its checks is no slot for
+    a training job (it would be `slots=0` in a DeepSpeed hostfile)."""
     by_name = {h.hostname: h for h in site.hosts}
     return [
         GoldenHost(name, by_name[name].rack, by_name[name].gpus)
         for name in store.in_state(State.golden)
-        if name in by_name
+        if name in by_name and by_name[name].gpus > 0
     ]
 
 
@@ -81,11 +88,15 @@ def render_hostfile(hosts: Sequence[GoldenHost], fmt: HostfileFormat, *, rdzv_po
     # torchrun: one environment file that a launcher sources on every node.
     if not hosts:
         return ""
-    per_node = {h.gpus for h in hosts}
-    nproc = min(per_node)
+    per_node = sorted({h.gpus for h in hosts})
+    if len(per_node) > 1:
+        # torchrun starts the same number of ranks on every node: a job on mixed hosts would leave GPUs idle.
+        counts = ", ".join(f"{n} GPUs: {sum(1 for h in hosts if h.gpus == n)} hosts" for n in per_node)
+        raise HostfileError(f"torchrun needs the same GPU count on every node; the golden set mixes {counts} "
+                            "(write the deepspeed format, or select hosts of one kind)")
     lines = [
         f"NNODES={len(hosts)}",
-        f"NPROC_PER_NODE={nproc}",
+        f"NPROC_PER_NODE={per_node[0]}",
         f"RDZV_ENDPOINT={hosts[0].hostname}:{rdzv_port}",
         f"HOSTS=\"{' '.join(h.hostname for h in hosts)}\"",
     ]

@@ -195,6 +195,8 @@ def record(
 def golden(
     fmt: Annotated[HostfileFormat, typer.Option("--format", help="Hostfile flavour.")] = HostfileFormat.plain,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,
+    rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
+                                           help="torchrun format: the rendezvous port on the first host.")] = 29500,
     site: SiteOpt = None,
     db: DbOpt = None,
     json_out: JsonOpt = False,
@@ -205,7 +207,7 @@ def golden(
     if json_out:
         emit_json({"site": ctx.site.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})
         return
-    text = render_hostfile(hosts, fmt)
+    text = render_hostfile(hosts, fmt, rdzv_port=rdzv_port)
     if output is not None:
         output.write_text(text, encoding="utf-8")
         console.print(f"wrote {len(hosts)} golden hosts to {esc(output)}", style="dim")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main
-from provision.golden import GoldenHost, HostfileFormat, compress_hostlist, render_hostfile
+from provision.golden import GoldenHost, HostfileError, HostfileFormat, compress_hostlist, render_hostfile
 from provision.state import State, StateStore
 from tests.sites import copy_sim_site
 
@@ -143,3 +143,21 @@ def test_status_does_not_import_the_network_clients(site: Path) -> None:
     assert first.stdout.strip().splitlines()[-1] == "['pydantic']"  # a new site is validated in full once
     again = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, check=True)
     assert again.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_hosts_without_gpus_never_enter_a_hostfile_even_when_golden(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for host in ("gpu-r1-01", "ctl-01"):
+        _run(capsys, "mark", host, "golden", "--reason", "test", "--site", str(site))
+    code, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "deepspeed")
+    assert code == 0 and out == "gpu-r1-01 slots=2\n"
+    code, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "torchrun", "--rdzv-port", "29600")
+    assert code == 0 and "RDZV_ENDPOINT=gpu-r1-01:29600" in out and "NNODES=1" in out
+
+
+def test_torchrun_refuses_a_golden_set_with_mixed_gpu_counts() -> None:
+    hosts = [GoldenHost("a", "r1", 8), GoldenHost("b", "r1", 4)]
+    with pytest.raises(HostfileError, match="8 GPUs: 1 hosts"):
+        render_hostfile(hosts, HostfileFormat.torchrun)
+    assert render_hostfile(hosts, HostfileFormat.deepspeed) == "a slots=8\nb slots=4\n"
