@@ -46,6 +46,8 @@ class FakePci:
     width: str = "16"
     max_speed: str = "32.0 GT/s PCIe"
     max_width: str = "16"
+    # PCIe ports above the device, root port first: (bdf, max_link_speed); the trained speed matches the max.
+    bridges: tuple[tuple[str, str], ...] = ()
 
 
 def _write(path: Path, text: str) -> None:
@@ -55,7 +57,13 @@ def _write(path: Path, text: str) -> None:
 
 def make_pci(root: Path, devices: list[FakePci]) -> None:
     for dev in devices:
-        real = root / "sys/devices/pci0000:00" / dev.bdf
+        parent = root / "sys/devices/pci0000:00"
+        for bridge, bridge_speed in dev.bridges:
+            parent = parent / bridge
+            for name, value in (("current_link_speed", bridge_speed), ("max_link_speed", bridge_speed),
+                                ("current_link_width", "16"), ("max_link_width", "16")):
+                _write(parent / name, value)
+        real = parent / dev.bdf
         for name, value in (("vendor", dev.vendor), ("class", dev.klass), ("current_link_speed", dev.speed),
                             ("current_link_width", dev.width), ("max_link_speed", dev.max_speed),
                             ("max_link_width", dev.max_width)):

@@ -53,7 +53,38 @@ def test_idle_gpu_at_lower_speed_passes_but_slow_hca_does_not(tmp_path: Path) ->
     make_pci(tmp_path, [idle_gpu, GPUS[1], slow_hca, hca_functions()[1]])
     outcome = parse_pcie(pcie_links(tmp_path)[0], 0, expectations(IB))
     assert (outcome.status, outcome.reason) == (WARN, "pcie_gen_degraded")
-    assert outcome.summary == "hca 0000:3b:00.0: gen4 link, expected gen5"
+    assert outcome.summary == "hca 0000:3b:00.0: link trained at gen4, expected gen5"
+
+
+# An HGX-style path: CPU root port, PCIe switch upstream port, switch downstream port, then the GPU.
+GEN5, GEN4 = "32.0 GT/s PCIe", "16.0 GT/s PCIe"
+
+
+def _hgx_gpu(bdf: str, speed: str, switch_uplink: str) -> FakePci:
+    return FakePci(bdf, "0x10de", "0x030200", "nvidia", speed=speed,
+                   bridges=(("0000:15:01.0", GEN5), ("0000:16:00.0", switch_uplink), ("0000:17:00.0", GEN5)))
+
+
+def test_gpu_behind_a_gen4_hop_is_degraded_even_though_the_gpu_is_gen5_capable(tmp_path: Path) -> None:
+    # The GPU's own max_link_speed says gen5 whatever slot it sits in; the gen4 switch uplink caps the path.
+    make_pci(tmp_path, [_hgx_gpu("0000:18:00.0", GEN5, switch_uplink=GEN4)])
+    outcome = parse_pcie(pcie_links(tmp_path)[0], 0, expectations(gpu={"count": 1}))
+    assert (outcome.status, outcome.reason) == (WARN, "pcie_gen_degraded")
+    assert outcome.summary == "gpu 0000:18:00.0: upstream port 0000:16:00.0 caps the path at gen4, expected gen5"
+
+
+def test_idle_downtrained_gpu_behind_a_gen5_path_passes(tmp_path: Path) -> None:
+    make_pci(tmp_path, [_hgx_gpu("0000:18:00.0", "2.5 GT/s PCIe", switch_uplink=GEN5)])
+    text = pcie_links(tmp_path)[0]
+    assert [p.bdf for p in parse_links(text)[0].upstream] == ["0000:17:00.0", "0000:16:00.0", "0000:15:01.0"]
+    assert parse_pcie(text, 0, expectations(gpu={"count": 1})).status == OK
+
+
+def test_hca_behind_a_gen4_hop_is_degraded(tmp_path: Path) -> None:
+    hca = FakePci("0000:3b:00.0", "0x15b3", "0x020700", "mlx5_core", bridges=(("0000:3a:00.0", GEN4),))
+    make_pci(tmp_path, [*GPUS, hca, hca_functions()[1]])
+    outcome = parse_pcie(pcie_links(tmp_path)[0], 0, expectations(IB))
+    assert outcome.summary == "hca 0000:3b:00.0: upstream port 0000:3a:00.0 caps the path at gen4, expected gen5"
 
 
 def test_missing_hca_function_is_critical(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import re
 from pathlib import Path
 
 from .probes import Collector
@@ -17,6 +18,7 @@ from .probes import Collector
 _GPU_VENDOR = "0x10de"
 _MELLANOX_VENDOR = "0x15b3"
 _LINK_FILES = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 def _read(path: Path) -> str | None:
@@ -46,8 +48,22 @@ def pcie_links(root: Path) -> tuple[str, int]:
         row["driver"] = os.path.basename(os.readlink(driver)) if driver.is_symlink() else None
         for name in _LINK_FILES:
             row[name] = _read(dev / name)
+        upstream = _upstream_ports(dev)
+        if upstream:
+            row["upstream"] = upstream
         rows.append(json.dumps(row, sort_keys=True))
     return "\n".join([f"# pcie-links v1 devices={len(rows)}", *rows]) + "\n", 0
+
+
+def _upstream_ports(dev: Path) -> list[dict[str, str | None]]:
+    """The PCIe ports between a device and its root complex, nearest first: the device's own sysfs
+    directory sits under each of them (/sys/devices/pci0000:00/<root port>/<switch ports>.../<device>)."""
+    ports: list[dict[str, str | None]] = []
+    for parent in Path(os.path.realpath(dev)).parents:
+        if not _BDF.match(parent.name):
+            break
+        ports.append({"bdf": parent.name, **{name: _read(parent / name) for name in _LINK_FILES}})
+    return ports
 
 
 def ib_sysfs(root: Path) -> tuple[str, int]:
