@@ -19,6 +19,7 @@ from provision.health.ssh import SshSettings
 from provision.health.summary import summarize
 from provision.health.verdict import HostHealth, Verdict
 from provision.site.select import select_hosts
+from provision.state.redact import redact_text
 
 HostsOpt = Annotated[
     str | None,
@@ -121,7 +122,7 @@ def _bisect_payload(report: BisectReport) -> dict[str, Any]:
     finding = report.finding
     return {
         "group": list(report.hosts),
-        "command": report.command,
+        "command": redact_text(report.command),
         "strategy": report.strategy,
         "culprits": list(finding.culprits),
         "unexplained": [list(g) for g in finding.unexplained],

@@ -115,6 +115,21 @@ def test_evidence_secrets_are_masked(store: StateStore) -> None:
     assert store.get("gpu-002").evidence["headers"]["Authorization"] == "********"
 
 
+def test_secrets_inside_evidence_text_are_masked_and_ordinary_assignments_kept(store: StateStore) -> None:
+    # A bisect job's command line and a tool's echoed request, as they reach the evidence.
+    command = "HF_TOKEN=hf_abc123 WANDB_API_KEY=wb-xyz torchrun --nnodes {nnodes} train.py --password hunter2"
+    echoed = 'curl -H "Authorization: Bearer eyJhbGc.payload" -H "X-Auth-Token: 7f3e9a"'
+    kept = "NCCL_DEBUG=INFO passes=3 tokens_per_step=1000 --hosts a,b"
+    store.fail("gpu-003", "bisect_culprit", command="x", evidence={"command": command, "runs": [echoed, kept]})
+    raw = (store.path).read_bytes() + Path(str(store.path) + "-wal").read_bytes()
+    for secret in (b"hf_abc123", b"wb-xyz", b"hunter2", b"eyJhbGc", b"7f3e9a"):
+        assert secret not in raw
+    evidence = store.get("gpu-003").evidence
+    assert evidence["command"] == ("HF_TOKEN=******** WANDB_API_KEY=******** torchrun --nnodes {nnodes} train.py "
+                                   "--password ********")
+    assert evidence["runs"] == ['curl -H "Authorization: ********" -H "X-Auth-Token: ********"', kept]
+
+
 def test_a_database_that_is_not_ours_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "x.db"
     bad.write_bytes(b"this is not sqlite" * 100)
