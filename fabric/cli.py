@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,11 @@ def validate(
     if live:
         if sim_state is None and site is not None and not os.environ.get(live_mod.SIM_STATE_ENV):
             sim_state = live_mod.lab_state_for_site(site)
-        topology = topology_from_texts(live_mod.discover(timeout, sim_state))
+        found = live_mod.discover(timeout, sim_state)
+        for warning in found.warnings:
+            sys.stderr.write(f"fabric: warning: {warning}\n")
+        topology = topology_from_texts(list(found.captures))
+        topology = replace(topology, warnings=found.warnings + topology.warnings)
     else:
         topology = load_captures(list(discovered), fmt, ufm_systems)
     result = run(the_design, topology)

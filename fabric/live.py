@@ -1,8 +1,10 @@
 """Live discovery: run `ibnetdiscover` here (real HCAs) or against the simulated fabric (ibsim).
 
 A fabric split into parts is only seen whole from several attachment points, so discovery runs from
-every local HCA (`ibnetdiscover -C <hca>`), or, on the simulator, from each attachment point the sim
-lists, skipping attachment points an earlier capture already reached. Each run has a timeout.
+every local HCA with an ACTIVE InfiniBand port (`ibnetdiscover -C <hca> -P <port>`; RoCE devices and HCAs
+whose ports are down are left out), or, on the simulator, from each attachment point the sim lists,
+skipping attachment points an earlier capture already reached. Each run has a timeout; a run that fails
+is a warning when another one succeeds, an error when none does.
 """
 
 from __future__ import annotations
@@ -58,33 +60,87 @@ def lab_state_for_site(site: Path) -> Path | None:
     return state if state.is_file() else None
 
 
-def local_attachments() -> list[Attachment]:
-    if not SYS_IB.is_dir() or not any(SYS_IB.iterdir()):
-        raise DiscoveryError(f"no InfiniBand HCA on this host ({SYS_IB} is empty or absent) and no simulated "
+def _port_state(port: Path) -> tuple[str, str]:
+    """(link layer, state) of one HCA port as sysfs gives them: ("InfiniBand", "ACTIVE")."""
+    try:
+        layer = (port / "link_layer").read_text().strip()
+    except OSError:
+        layer = "?"
+    try:
+        state = (port / "state").read_text().strip()  # "4: ACTIVE"
+    except OSError:
+        state = "?"
+    return layer, state.split(":", 1)[-1].strip()
+
+
+def local_attachments(sys_ib: Path | None = None) -> tuple[list[Attachment], list[str]]:
+    """The local HCAs with an ACTIVE InfiniBand port (`ibnetdiscover -C <hca> -P <port>` each), and a note for
+    every InfiniBand HCA left out because none of its ports is active. Ethernet (RoCE) devices are not part of
+    the fabric and are left out without a note; if nothing is left, that is a DiscoveryError naming each device."""
+    root = sys_ib or SYS_IB
+    cas = sorted(root.iterdir()) if root.is_dir() else []
+    if not cas:
+        raise DiscoveryError(f"no InfiniBand HCA on this host ({root} is empty or absent) and no simulated "
                              f"fabric ({SIM_STATE_ENV} unset): run on a host of the fabric or pass --discovered")
-    out = []
-    for ca in sorted(SYS_IB.iterdir()):
+    out: list[Attachment] = []
+    notes: list[str] = []
+    left_out: list[str] = []
+    for ca in cas:
+        ports = sorted((p for p in (ca / "ports").glob("*") if p.name.isdigit()), key=lambda p: int(p.name))
+        states = [(int(p.name), *_port_state(p)) for p in ports]
+        usable = [n for n, layer, state in states if layer == "InfiniBand" and state == "ACTIVE"]
+        seen = ", ".join(f"port {n} {layer} {state}" for n, layer, state in states) or "no ports"
+        if not usable:
+            left_out.append(f"{ca.name} ({seen})")
+            if any(layer == "InfiniBand" for _n, layer, _s in states):
+                notes.append(f"live discovery: {ca.name} not used, no ACTIVE InfiniBand port ({seen})")
+            continue
         try:
             guid = (ca / "node_guid").read_text().strip().replace(":", "")
         except OSError:
             guid = None
-        out.append(Attachment(label=ca.name, guid=guid, argv=["ibnetdiscover", "-C", ca.name]))
-    return out
+        out.append(Attachment(label=ca.name, guid=guid, argv=["ibnetdiscover", "-C", ca.name, "-P", str(usable[0])]))
+    if not out:
+        raise DiscoveryError(f"no HCA on this host has an ACTIVE InfiniBand port: {'; '.join(left_out)}")
+    return out, notes
 
 
-def discover(timeout_s: float, sim_state: Path | None = None) -> list[tuple[str, str]]:
-    """(label, ibnetdiscover text) for each attachment point that reached something new."""
+@dataclass(frozen=True)
+class Discovery:
+    """What live discovery saw: (label, ibnetdiscover text) per attachment point that reached something new,
+    and a warning for each attachment point that was left out or failed."""
+
+    captures: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...] = ()
+
+
+def discover(timeout_s: float, sim_state: Path | None = None, sys_ib: Path | None = None) -> Discovery:
+    """Run ibnetdiscover from each attachment point. One that fails is a warning as long as another one
+    succeeds; when none does, a DiscoveryError carrying every failure."""
     state = sim_state or (Path(os.environ[SIM_STATE_ENV]) if os.environ.get(SIM_STATE_ENV) else None)
-    points = sim_attachments(state) if state is not None else local_attachments()
+    warnings: list[str] = []
+    if state is not None:
+        points = sim_attachments(state)
+    else:
+        points, warnings = local_attachments(sys_ib)
     captures: list[tuple[str, str]] = []
+    failures: list[str] = []
     seen: set[str] = set()
     for point in points:
         if point.guid and point.guid.lower().removeprefix("0x").zfill(16) in seen:
             continue
-        text = run_ibnetdiscover(point, timeout_s)
+        try:
+            text = run_ibnetdiscover(point, timeout_s)
+        except DiscoveryError as e:
+            failures.append(str(e))
+            continue
         captures.append((point.label, text))
         seen.update(_guids_in(text))
-    return captures
+    if not captures:
+        raise DiscoveryError("; ".join(failures) or "no attachment point to run ibnetdiscover from")
+    ok = ", ".join(label for label, _text in captures)
+    warnings += [f"live discovery: {f} (the fabric was discovered from {ok})" for f in failures]
+    return Discovery(tuple(captures), tuple(warnings))
 
 
 def run_ibnetdiscover(point: Attachment, timeout_s: float) -> str:
