@@ -207,6 +207,9 @@ class Fanout:
         todo, skipped = self._split(hosts, needs_pxe)
         opts = self.options
         boot_mode, power_policy = self.pxe_settings()
+        # Read before the fan-out, in a thread: each is a history query and a JSON decode, which in
+        # the host tasks would hold the event loop that 500 other BMC conversations need.
+        inventories = await asyncio.to_thread(harvested, self.store, todo)
 
         async def work(host: Host) -> dict[str, Any]:
             async with self.session(host) as bmc:
@@ -235,7 +238,7 @@ class Fanout:
                     resets.append("On")
                 after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
             boot_after = after.data.get("Boot") or {}
-            inventory = last_inventory(self.store, host.hostname)
+            inventory = inventories.get(host.hostname, {})
             armed.pop("boot_sent", None)
             evidence = {"bmc": base_url(host), **armed, "power_before": state, "resets": resets,
                         "power_state": power_state(after), "pxe_mac": inventory.get("pxe_mac"),
