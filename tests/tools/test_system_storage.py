@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tools.health import storage, system
+from tools.health import catalog, storage, system
 from tools.health.collectors import cpu_governors, proc_file
 from tools.health.errors import ParseError
-from tools.health.outcome import CRITICAL, NOT_APPLICABLE, OK, WARN
+from tools.health.outcome import CRITICAL, NOT_APPLICABLE, OK, UNKNOWN, WARN
 
 from .conftest import expectations, realdata, replay_text
 
@@ -116,3 +116,30 @@ def test_zpool_online_degraded_and_missing() -> None:
     assert storage.parse_zpool("no pools available\n", 0, exp).reason == "zpool_missing"
     with pytest.raises(ParseError):
         storage.parse_zpool(ZPOOL_OK[:60], 0, exp)
+
+
+def test_zpool_is_run_with_exact_counts() -> None:
+    probe = catalog.probes(expectations(storage={"zpools": ["data"]}))["zpool-status"]
+    assert probe.argv == ("zpool", "status", "-p")
+
+
+def test_zpool_suffixed_error_counts_are_read() -> None:
+    # Without -p, zpool prints 1536 checksum errors as "1.50K"; the pool and its errors line still look clean.
+    assert [storage.zpool_count(c) for c in ("0", "999", "1.50K", "12K", "2.00M", "?", "-", "")] == [
+        0, 999, 1536, 12288, 2097152, None, None, None]
+    text = ZPOOL_OK.replace("nvme1n1  ONLINE       0     0     0", "nvme1n1  ONLINE       0     0 1.50K")
+    outcome = storage.parse_zpool(text, 0, expectations(storage={"zpools": ["data"]}))
+    assert (outcome.status, outcome.reason) == (WARN, "zpool_unhealthy")
+    assert "nvme1n1  ONLINE       0     0 1.50K" in outcome.evidence
+
+
+def test_zpool_error_cell_that_cannot_be_read_is_unknown_never_ok() -> None:
+    text = ZPOOL_OK.replace("nvme1n1  ONLINE       0     0     0", "nvme1n1  ONLINE       0     0   n/a")
+    outcome = storage.parse_zpool(text, 0, expectations(storage={"zpools": ["data"]}))
+    assert (outcome.status, outcome.reason) == (UNKNOWN, "zpool_counts_unread")
+    assert outcome.evidence == ("nvme1n1  ONLINE       0     0   n/a",)
+
+
+def test_zpool_prose_above_the_config_is_not_read_as_devices() -> None:
+    text = ZPOOL_OK.replace("config:\n", "action: Wait for the resilver to complete.\n\tdisk ONLINE soon\nconfig:\n")
+    assert storage.parse_zpool(text, 0, expectations(storage={"zpools": ["data"]})).status == OK

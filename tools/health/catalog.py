@@ -38,7 +38,7 @@ def probes(exp: Expectations) -> dict[str, Probe]:
         Probe("systemctl-fabricmanager", ("systemctl", "is-active", "nvidia-fabricmanager"), timeout_s=t),
         Probe("df", ("df", "-P", "-B1", "-x", "tmpfs", "-x", "devtmpfs", "-x", "squashfs", "-x", "overlay"),
               timeout_s=t),
-        Probe("zpool-status", ("zpool", "status"), timeout_s=t),
+        Probe("zpool-status", ("zpool", "status", "-p"), timeout_s=t),
     ]
     if exp.system.docker_image:
         items.append(Probe("docker-gpus", ("docker", "run", "--rm", "--gpus", "all", exp.system.docker_image,

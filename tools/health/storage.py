@@ -1,4 +1,4 @@
-"""Disk usage (``df -P -B1``) and ZFS pool health (``zpool status``)."""
+"""Disk usage (``df -P -B1``) and ZFS pool health (``zpool status -p``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .check import FAST, Check, single
 from .config import Expectations
 from .errors import ParseError
-from .outcome import CRITICAL, OK, WARN, Outcome
+from .outcome import CRITICAL, OK, WARN, Outcome, unknown
 
 DF_PROBE = "df"
 ZPOOL_PROBE = "zpool-status"
@@ -71,6 +71,23 @@ class Pool:
     state: str
     errors: str
     device_errors: tuple[str, ...]
+    # Device lines whose READ/WRITE/CKSUM cells could not be read: the pool cannot be called clean.
+    unreadable: tuple[str, ...] = ()
+
+
+_DEVICE_STATES = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED")
+# Without -p, zpool status prints counts of 1000 and more the way zfs_nicenum does: "1.50K", "12.3M" (powers of
+# 1024). The agent runs `zpool status -p` (exact integers); the suffixes are read for captures made without it.
+_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMGTPE]?)$")
+_SUFFIX_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+
+
+def zpool_count(cell: str) -> int | None:
+    """A READ/WRITE/CKSUM cell as a number; None when it is not one (the caller must not read that as 0)."""
+    match = _COUNT.match(cell)
+    if not match:
+        return None
+    return round(float(match.group(1)) * 1024 ** _SUFFIX_POWER[match.group(2)])
 
 
 def parse_zpool_status(text: str) -> list[Pool]:
@@ -83,12 +100,21 @@ def parse_zpool_status(text: str) -> list[Pool]:
         if not state or not errors:
             raise ParseError(f"pool {name}: no state or errors line (truncated output?)")
         bad = []
-        for line in block.splitlines():
+        unreadable = []
+        # Device rows live between "config:" and "errors:"; the prose above (status:, action:) is not read.
+        config = re.search(r"^\s*config:\s*$(.*?)^errors: ", block, flags=re.MULTILINE | re.DOTALL)
+        if not config:
+            raise ParseError(f"pool {name}: no config section before the errors line")
+        for line in config.group(1).splitlines():
             parts = line.split()
-            if len(parts) >= 5 and parts[1] in ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "UNAVAIL", "REMOVED") \
-                    and all(p.isdigit() for p in parts[2:5]) and any(int(p) for p in parts[2:5]):
+            if len(parts) < 2 or parts[1] not in _DEVICE_STATES:
+                continue
+            counts = [zpool_count(p) for p in parts[2:5]]
+            if len(counts) < 3 or None in counts:
+                unreadable.append(line.strip())
+            elif any(counts):
                 bad.append(line.strip())
-        pools.append(Pool(name, state.group(1), errors.group(1).strip(), tuple(bad)))
+        pools.append(Pool(name, state.group(1), errors.group(1).strip(), tuple(bad), tuple(unreadable)))
     if not pools and "no pools available" not in text:
         raise ParseError("zpool status output holds no pool")
     return pools
@@ -106,9 +132,16 @@ def parse_zpool(output: str, rc: int, exp: Expectations) -> Outcome:
     if bad:
         return Outcome(name, WARN, f"pool(s) unhealthy: {', '.join(p.name for p in bad)}", reason="zpool_unhealthy",
                        evidence=tuple(f"{p.name}: {p.state}; {p.errors}" for p in bad)
-                       + tuple(d for p in bad for d in p.device_errors),
+                       + tuple(d for p in bad for d in p.device_errors)
+                       + tuple(f"counts not readable: {d}" for p in bad for d in p.unreadable),
                        remediation="`zpool status -v`: replace faulted disks (zpool replace), then `zpool clear` and "
                        "scrub.")
+    unreadable = [line for n, p in pools.items() if n in exp.storage.zpools for line in p.unreadable]
+    if unreadable:
+        return unknown(name, f"error counts of {len(unreadable)} device(s) not readable", reason="zpool_counts_unread",
+                       evidence=unreadable[:10],
+                       remediation="Run `zpool status -p` on the host and read the READ/WRITE/CKSUM columns; "
+                       "a newer or older zpool may print them differently.")
     return Outcome(name, OK, f"{len(exp.storage.zpools)} pool(s) ONLINE without errors")
 
 
