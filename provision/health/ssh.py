@@ -246,11 +246,14 @@ async def run_command(
             proc = await conn.create_process(command, encoding=None)
             proc.stdin.write(stdin)
             proc.stdin.write_eof()
-            (out, out_cut), (err, err_cut) = await asyncio.gather(
-                _read_limited(proc.stdout, output_limit), _read_limited(proc.stderr, output_limit)
-            )
-            if out_cut or err_cut:
-                proc.close()
+
+            async def read(stream: Any) -> tuple[bytes, bool]:
+                data, cut = await _read_limited(stream, output_limit)
+                if cut:  # a runaway command: stop it, which also ends the other stream's read
+                    proc.close()
+                return data, cut
+
+            (out, out_cut), (err, err_cut) = await asyncio.gather(read(proc.stdout), read(proc.stderr))
             await proc.wait_closed()
             return RemoteRun(
                 endpoint.host,

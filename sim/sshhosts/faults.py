@@ -9,7 +9,8 @@
       gpu-r1-05: {endpoint: refuse}                   # nothing listens (also: hang_handshake, drop,
                                                       #   wrong_host_key, hang: the command never ends)
       gpu-r1-06: {delay_s: 4}                         # a slow host: the command starts 4 s late
-      gpu-r1-07: {agent_output: garbled}              # the agent's report mangled in transit (truncated, empty)
+      gpu-r1-07: {agent_output: garbled}              # the agent's report mangled in transit (truncated, empty;
+                                                      #   flood: endless output on stdout, never exits)
       gpu-r2-01: {job: fail}                          # simulated jobs fail when this host takes part (or hang)
 
 Host names may be shell globs (`gpu-r2-*`); the first entry that matches a host wins.
@@ -51,6 +52,7 @@ class OutputFault(StrEnum):
     garbled = "garbled"
     truncated = "truncated"
     empty = "empty"
+    flood = "flood"
 
 
 class JobFault(StrEnum):

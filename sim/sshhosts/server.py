@@ -95,6 +95,14 @@ def _write_private(path: Path, data: bytes) -> None:
         out.write(data)
 
 
+async def _flood(process: Any) -> None:
+    """An agent stuck printing: stdout without end, stderr open, no exit, until the client closes."""
+    line = "x" * 1023 + "\n"
+    while not process.is_closing():
+        process.stdout.write(line * 64)
+        await process.stdout.drain()
+
+
 def _mangle(text: str, fault: OutputFault | None) -> str:
     if fault is OutputFault.empty:
         return ""
@@ -213,6 +221,10 @@ class SshHostsServer:
             if host.faults.delay_s:
                 await asyncio.sleep(host.faults.delay_s)
             invocation = parse_agent_command(command)
+            if (invocation is not None and invocation.agent == AGENT_PROGRAM
+                    and host.faults.agent_output is OutputFault.flood):
+                await _flood(process)
+                return
             if invocation is not None and invocation.agent == AGENT_PROGRAM:
                 rc, out, err = await self._agent(host, invocation.level, stdin)
                 out = _mangle(out, host.faults.agent_output)

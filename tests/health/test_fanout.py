@@ -40,6 +40,7 @@ FAULTS: dict[str, dict[str, Any]] = {
     "gpu-0017": {"tools": {"nvidia-smi-q": "missing"}},
     "gpu-0018": {"tools": {"nvidia-smi-q": "hang"}},
     "gpu-0019": {"delay_s": 1.0},
+    "gpu-0020": {"agent_output": "flood"},
 }
 
 EXPECTED: dict[str, tuple[Verdict, str]] = {
@@ -53,6 +54,8 @@ EXPECTED: dict[str, tuple[Verdict, str]] = {
     "gpu-0013": (Verdict.unknown, "agent_no_output"),
     "gpu-0017": (Verdict.unknown, "tool_missing"),
     "gpu-0018": (Verdict.unknown, "timeout"),
+    # Cut at the output limit and stopped, well before the 4 s timeout (not `health_timeout`).
+    "gpu-0020": (Verdict.unknown, "agent_output_too_large"),
 }
 
 
@@ -63,7 +66,7 @@ def test_every_fault_gets_its_verdict_and_reason_and_the_rest_are_healthy(sim_si
     by_host = {r.host: r for r in report.results}
     assert len(by_host) == 32
     healthy = {h for h, r in by_host.items() if r.verdict is Verdict.healthy}
-    assert healthy == {"gpu-0001", "gpu-0019"} | {f"gpu-{i:04d}" for i in range(20, 33)}
+    assert healthy == {"gpu-0001", "gpu-0019"} | {f"gpu-{i:04d}" for i in range(21, 33)}
     for host, (verdict, reason) in EXPECTED.items():
         assert (by_host[host].verdict, by_host[host].reason) == (verdict, reason), host
     assert by_host["gpu-0002"].verdict is Verdict.critical and "xid" in (by_host["gpu-0002"].reason or "")
