@@ -34,19 +34,78 @@ def test_xid_119_gsp_timeout_is_critical() -> None:
     assert outcome.reason == "xid_119"
 
 
+THREADS = "dmesg-xid-sxid__misc-github-threads__Xid13-109-45-SXid12028-fallen-off-bus.txt"
+
+
+def _thread_block(text: str, source: str) -> str:
+    """One block of the compiled-threads capture: the lines under its '# --- <source>' heading."""
+    block = text.split(f"# --- {source}", 1)[1].split("\n# --- ", 1)[0]
+    return block.split("\n", 1)[1]
+
+
 @pytest.mark.realdata
 def test_fallen_off_the_bus_without_an_xid_line_is_critical() -> None:
-    text = realdata("dmesg-xid-sxid__misc-github-threads__Xid13-109-45-SXid12028-fallen-off-bus.txt")
-    outcome = judge(judge_xid, text)
+    outcome = judge(judge_xid, _thread_block(realdata(THREADS), "NVIDIA/NVSentinel issue #155"))
     assert (outcome.status, outcome.reason) == (CRITICAL, "gpu_fallen_off_bus")
 
 
 @pytest.mark.realdata
 def test_application_xids_alone_are_reported_but_pass() -> None:
-    text = realdata("dmesg-xid-sxid__misc-github-threads__Xid13-109-45-SXid12028-fallen-off-bus.txt")
-    only_xid_lines = "".join(line + "\n" for line in text.splitlines() if "Xid (" in line and "SXid" not in line)
+    text = realdata(THREADS)
+    only_xid_lines = "".join(line + "\n" for line in text.splitlines()
+                             if "Xid (" in line and "SXid" not in line and "caused by previous" not in line)
     outcome = judge(judge_xid, only_xid_lines)
-    assert outcome.status == OK and "13, 45, 109" in outcome.summary
+    assert outcome.status == OK and "13, 109" in outcome.summary
+
+
+@pytest.mark.realdata
+def test_xid_45_caused_by_a_previous_nvlink_xid_whose_line_is_gone_is_critical() -> None:
+    # The B200 node of NVIDIA/open-gpu-kernel-modules#1150: only the Xid 45 teardown lines name Xid 145 and 149.
+    block = _thread_block(realdata(THREADS), "NVIDIA/open-gpu-kernel-modules issue #1150")
+    outcome = judge(judge_xid, block)
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_145_149")
+    assert outcome.evidence[0].endswith("Ch 00000001 caused by previous Xid 149")
+
+
+def test_xid_45_caused_by_an_application_xid_is_not_hardware() -> None:
+    text = "[ 5.0] NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=python3, Ch 00000001 caused by previous Xid 13\n"
+    assert judge(judge_xid, text).status == OK
+
+
+# Line forms: TensorRT-LLM#4816 (B200, "145, RLW_REMAP Nonfatal XC0 i0 Link 02"), NVIDIA's catalogue text for
+# Xid 154 ("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)").
+NONFATAL_145 = "[ 7.1] NVRM: Xid (PCI:0000:5f:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 02\n"
+FATAL_149 = "[ 7.2] NVRM: Xid (PCI:0000:5f:00): 149, NETIR_LINK_EVT Fatal Link 00 (0x016415c6)\n"
+
+
+def _action(pci: str, to: str) -> str:
+    return f"[ 7.3] NVRM: Xid (PCI:{pci}): 154, GPU recovery action changed from 0x0 (None) to {to}\n"
+
+
+def test_nonfatal_nvlink_xid_is_unhealthy_and_a_fatal_one_critical() -> None:
+    outcome = judge(judge_xid, NONFATAL_145)
+    assert (outcome.status, outcome.reason) == (WARN, "xid_145_nonfatal")
+    outcome = judge(judge_xid, NONFATAL_145 + FATAL_149)
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_149")
+
+
+def test_xid_154_is_judged_by_the_recovery_action_it_names() -> None:
+    for to in ("0x1 (GPU Reset Required)", "0x2 (Node Reboot Required)", "0x4 (Drain and Reset)", "0x1 (PF FLR)"):
+        outcome = judge(judge_xid, NONFATAL_145 + _action("0000:5f:00", to))
+        assert (outcome.status, outcome.reason) == (CRITICAL, "xid_154"), to
+    assert judge(judge_xid, _action("0000:5f:00", "0x0 (None)")).status == OK
+    # The last change per GPU is the action wanted now: back to None, nothing to do.
+    cleared = _action("0000:5f:00", "0x3 (Drain P2P)") + _action("0000:5f:00", "0x0 (None)").replace(
+        "from 0x0 (None)", "from 0x3 (Drain P2P)")
+    assert judge(judge_xid, cleared).status == OK
+    other_gpu = _action("0000:5f:00", "0x2 (Node Reboot Required)") + _action("0000:6a:00", "0x0 (None)")
+    assert judge(judge_xid, other_gpu).status == CRITICAL
+
+
+def test_catalogue_hardware_xids_after_125_are_critical() -> None:
+    for xid in (140, 143, 146, 150):
+        text = f"[ 8.0] NVRM: Xid (PCI:0000:5f:00): {xid}, pid=1, name=x, hardware fault\n"
+        assert judge(judge_xid, text).reason == f"xid_{xid}"
 
 
 @pytest.mark.realdata

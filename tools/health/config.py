@@ -18,10 +18,16 @@ from typing import Any
 
 from .errors import ConfigError
 
-# Hardware Xids Imbue treated as critical (../shared/REFERENCE.md, "GPUs").
+# Hardware Xids Imbue treated as critical (../shared/REFERENCE.md, "GPUs"): 48 ... 125. Then codes from NVIDIA's
+# Xid catalogue for Ampere and newer (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html):
+# 140 UNRECOVERABLE_ECC_ERROR_ESCAPE and 143 GPU_INIT_ERROR (immediate action RESET_GPU); 144-150 the NVLink5
+# errors SAW, RLW, TLW, TREX, NVLPW_CTRL, NETIR, MSE (B100/GB200; their lines say "Fatal" or "Nonfatal", and
+# kernel_log judges a Nonfatal one unhealthy, not critical); 154 GPU_RECOVERY_ACTION_CHANGED, which kernel_log
+# judges by the action its text names ("... to 0x0 (None)" is no action). shared/realdata holds real Xid 45
+# lines "caused by previous Xid 145/149" (NVIDIA/open-gpu-kernel-modules#1150).
 DEFAULT_CRITICAL_XIDS: tuple[int, ...] = (
     48, 56, 57, 58, 62, 63, 64, *range(68, 78), *range(79, 87), 88, 89, 92, *range(94, 106),
-    *range(110, 121), 122, 123, 124, 125,
+    *range(110, 121), 122, 123, 124, 125, 140, 143, *range(144, 151), 154,
 )
 
 DEFAULT_SUSPICIOUS_CLOCK_EVENTS: tuple[str, ...] = (

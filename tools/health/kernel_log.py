@@ -27,6 +27,15 @@ _STAMP = re.compile(
 )
 _JOURNAL = re.compile(r"^(?:.*?\s)?kernel: (?P<msg>.*)$")
 _XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+)\b")
+# A line the driver logs because of an earlier Xid (e.g. Xid 45 channel teardown) names that Xid:
+# "... Ch 00000001 caused by previous Xid 149" (shared/realdata, NVIDIA/open-gpu-kernel-modules#1150).
+_CAUSED_BY = re.compile(r"caused by previous Xid (?P<xid>\d+)\b")
+# NVLink5 Xids state their severity: "145, RLW_REMAP Nonfatal XC0 i0 Link 02" / "149, NETIR_LINK_EVT Fatal ...".
+NVLINK5_XIDS = frozenset(range(144, 151))
+_NONFATAL = re.compile(r"\bnon-?fatal\b", re.IGNORECASE)
+# "154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)": the action now wanted.
+RECOVERY_ACTION_XID = 154
+_RECOVERY = re.compile(r"recovery action changed from .*? to (?P<code>0x[0-9A-Fa-f]+)(?: \((?P<name>[^)]*)\))?")
 _SXID = re.compile(r"SXid \(PCI:(?P<pci>[0-9A-Fa-f:.]+)\): (?P<sxid>\d+)\b")
 _LIMITED = re.compile(r"available PCIe bandwidth, limited by")
 _OFF_BUS = re.compile(r"fallen off the bus")
@@ -114,28 +123,73 @@ def from_log(name: str, judge: Callable[[list[LogLine], str, Expectations], Outc
     return evaluate
 
 
+def recovery_action(message: str) -> str | None:
+    """The action an Xid 154 line asks for; None when it is "0x0 (None)". The catalogue's names for the codes
+    vary by driver ("PF FLR" / "GPU Reset Required" for 0x1, "OS Reboot" / "Node Reboot Required" for 0x2), so
+    the code decides; a line whose action cannot be read asks for one."""
+    match = _RECOVERY.search(message)
+    if match is None:
+        return "recovery action not readable"
+    if int(match.group("code"), 16) == 0:
+        return None
+    return match.group("name") or match.group("code")
+
+
 def judge_xid(lines: list[LogLine], source: str, exp: Expectations) -> Outcome:
     name = "gpu_xid"
     critical_set = set(exp.kernel_log.xid_critical)
     hardware: list[str] = []
+    nonfatal: list[str] = []
     other: list[str] = []
     xids: set[int] = set()
-    for line in lines:
-        match = _XID.search(line.message)
-        if match:
-            xid = int(match.group("xid"))
-            (hardware if xid in critical_set else other).append(line.message)
-            if xid in critical_set:
-                xids.add(xid)
-        elif _OFF_BUS.search(line.message):
+    soft: set[int] = set()
+    matches = [(line, _XID.search(line.message)) for line in lines]
+    logged = {int(m.group("xid")) for _, m in matches if m}
+    latest_action: dict[str, str] = {}  # PCI address -> its last Xid 154 line: the action wanted now
+    for line, match in matches:
+        if match is None:
+            if _OFF_BUS.search(line.message):
+                hardware.append(line.message)
+            continue
+        xid = int(match.group("xid"))
+        cause = _CAUSED_BY.search(line.message)
+        cause_xid = int(cause.group("xid")) if cause else None
+        if xid == RECOVERY_ACTION_XID and xid in critical_set:
+            latest_action[match.group("pci")] = line.message
+        elif xid in critical_set and xid in NVLINK5_XIDS and _NONFATAL.search(line.message):
+            nonfatal.append(line.message)
+            soft.add(xid)
+        elif xid in critical_set:
             hardware.append(line.message)
+            xids.add(xid)
+        elif cause_xid is not None and cause_xid in critical_set and cause_xid not in logged:
+            # The cause's own line is not in the log (rotated out, or lost); this line is what is left of it.
+            hardware.append(line.message)
+            xids.add(cause_xid)
+        else:
+            other.append(line.message)
+    for message in latest_action.values():
+        if recovery_action(message) is None:
+            other.append(message)
+        else:
+            hardware.append(message)
+            xids.add(RECOVERY_ACTION_XID)
     if hardware:
         reason = "xid_" + "_".join(str(x) for x in sorted(xids)) if xids else "gpu_fallen_off_bus"
         return Outcome(name, CRITICAL, f"hardware Xid in the kernel log ({source}): "
                        + (", ".join(str(x) for x in sorted(xids)) or "GPU fallen off the bus"),
-                       reason=reason, evidence=tuple(hardware[:10]),
-                       remediation="Drain the host. Look up the Xid in NVIDIA's Xid catalogue; reset the GPU "
-                       "(power-cycle) and run the long checks; RMA the GPU if it recurs.")
+                       reason=reason, evidence=tuple(hardware[:10] + nonfatal[:3]),
+                       remediation="Drain the host. Look up the Xid in NVIDIA's Xid catalogue (an Xid 154 line names "
+                       "the recovery the driver wants: GPU reset or node reboot); reset the GPU (power-cycle) and "
+                       "run the long checks; RMA the GPU if it recurs.")
+    if nonfatal:
+        codes = sorted(soft)
+        return Outcome(name, WARN, f"non-fatal NVLink Xid in the kernel log ({source}): "
+                       + ", ".join(map(str, codes)), reason="xid_" + "_".join(map(str, codes)) + "_nonfatal",
+                       evidence=tuple(nonfatal[:10]),
+                       remediation="NVIDIA's catalogue routes these to its NVLink5 error workflow: watch for an Xid "
+                       "154 naming a recovery action and for the same link recurring; check the link's error "
+                       "counters (nvidia-smi nvlink -e) and the NVSwitch/fabric manager logs.")
     summary = f"no hardware Xid ({source})"
     if other:
         found = sorted({int(m.group("xid")) for m in (_XID.search(x) for x in other) if m})
