@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 from typing import Annotated
 
 import typer
@@ -12,28 +11,41 @@ from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc, get_console
 from provision.errors import BringupError
+from provision.site.model import Maas
+from provision.site.select import select_hosts
 from provision.state import State
 
 maas_app = typer.Typer(help="MAAS: enlist with harvested MACs, commission, deploy.", no_args_is_help=True)
 app.add_typer(maas_app, name="maas")
 
-HostsOpt = Annotated[str | None, typer.Option("--hosts", help="Glob over host names, e.g. 'gpu-r1-*'.")]
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME, @hostfile; comma-separated."),
+]
 
 
 def _client(ctx: Context) -> object:
     from provision.maas.client import MaasClient
     from provision.site.credentials import resolve
 
+    maas = _maas(ctx)
+    verify: bool | str = str((ctx.site.directory / maas.ca_bundle).resolve()) if maas.ca_bundle else maas.verify_tls
+    return MaasClient(str(maas.url), resolve(maas.api_key, ctx.site.directory), verify=verify)
+
+
+def _maas(ctx: Context) -> Maas:
     maas = ctx.site.spec.maas
     if maas is None:
         raise BringupError(f"site {ctx.site.name} declares no MAAS endpoint (maas: url, api_key)")
-    return MaasClient(str(maas.url), resolve(maas.api_key, ctx.site.directory))
+    return maas
 
 
 @maas_app.command("deploy")
 def deploy(
     hosts: HostsOpt = None,
-    distro: Annotated[str, typer.Option("--distro", help="Ubuntu series to deploy.")] = "jammy",
+    distro: Annotated[
+        str | None, typer.Option("--distro", help="OS series to deploy (default: the site's maas.distro_series).")
+    ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024)] = 32,
     timeout: Annotated[float, typer.Option("--timeout", help="Per-host deadline in seconds.")] = 1800.0,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls.")] = 2.0,
@@ -46,12 +58,12 @@ def deploy(
     from provision.maas.flow import DeployOptions, HostOutcome, MaasDeployer
 
     ctx = Context.open(site, db)
-    selected = [h for h in ctx.site.hosts() if hosts is None or fnmatch.fnmatch(h.hostname, hosts)]
-    if not selected:
-        raise BringupError(f"no host of {ctx.site.name} matches {hosts!r}")
+    selected = select_hosts(ctx.site, hosts, everyone=True)
+    maas = _maas(ctx)
     client = _client(ctx)
     assert isinstance(client, MaasClient)
-    options = DeployOptions(distro_series=distro, concurrency=concurrency, host_timeout_s=timeout, poll_s=poll)
+    options = DeployOptions(distro_series=distro or maas.distro_series, architecture=maas.architecture,
+                            concurrency=concurrency, host_timeout_s=timeout, poll_s=poll)
 
     async def run() -> list[HostOutcome]:
         async with client:

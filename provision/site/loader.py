@@ -126,6 +126,8 @@ def _file_checks(spec: SiteSpec, directory: Path) -> list[tuple[tuple[int | str,
         problems.append((("fabric", "design"), f"cabling design file not found: {spec.fabric.design}"))
     if spec.bmc_tls.ca_bundle is not None and not (directory / spec.bmc_tls.ca_bundle).is_file():
         problems.append((("bmc_tls", "ca_bundle"), f"CA bundle not found: {spec.bmc_tls.ca_bundle}"))
+    if spec.maas is not None and spec.maas.ca_bundle is not None and not (directory / spec.maas.ca_bundle).is_file():
+        problems.append((("maas", "ca_bundle"), f"CA bundle not found: {spec.maas.ca_bundle}"))
     for name, cred in spec.credentials.items():
         if cred.password.vault is not None and not (directory / cred.password.vault).is_file():
             problems.append(

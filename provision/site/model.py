@@ -221,6 +221,11 @@ class PxeNetwork(_Model):
 class Maas(_Model):
     url: HttpUrl
     api_key: CredentialRef
+    distro_series: str = Field("jammy", min_length=1, description="the OS series MAAS deploys (jammy, noble...)")
+    architecture: str = Field("amd64/generic", pattern=r"^[a-z0-9_]+/[a-z0-9_.-]+$",
+                              description="MAAS architecture of the machines enlisted (arm64/generic for GH200)")
+    verify_tls: bool = Field(True, description="check the MAAS region's certificate (https URLs)")
+    ca_bundle: str | None = Field(None, description="CA file for the MAAS certificate, relative to the site file")
 
 
 class FabricRef(_Model):

@@ -155,8 +155,10 @@ def test_missing_referenced_files_are_named(tmp_path: Path) -> None:
     data = _good()
     data["fabric"] = {"design": "fabric/design.yml"}
     data["credentials"]["bmc"]["password"] = {"vault": "secrets.yml", "key": "bmc_password"}
+    data["maas"] = {"url": "https://maas.example:5240/MAAS/", "api_key": {"env": "MAAS_KEY"}, "ca_bundle": "maas-ca.pem"}
     problems = _problems(tmp_path, data)
     assert any("fabric.design: cabling design file not found: fabric/design.yml" in p for p in problems)
+    assert any("maas.ca_bundle: CA bundle not found: maas-ca.pem" in p for p in problems)
     assert any("credentials.bmc.password.vault: vault file not found: secrets.yml" in p for p in problems)
 
 

@@ -173,3 +173,17 @@ def test_an_unresolvable_bmc_credential_fails_only_the_hosts_that_need_it(
         assert "BRINGUP_SIM_BMC_PASSWORD is not set" in str(by_host[host]["detail"]) and by_host[host]["remediation"]
     assert resolved == ["bmc-default"], "the credential was resolved once per host instead of once"
     assert not any(m.hostname in ("gpu-r1-01", "gpu-r1-02") for m in maas.sim.machines.values())
+
+
+def test_the_os_series_and_architecture_come_from_the_site(site: Path, maas: RunningMaas,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    text = site.read_text()
+    site.write_text(text.replace("maas:\n", "maas:\n  distro_series: noble\n  architecture: arm64/generic\n", 1))
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-01")
+    assert code == 0 and rows[0]["state"] == "deployed"
+    machine = next(m for m in maas.sim.machines.values() if m.hostname == "gpu-r1-01")
+    assert (machine.distro_series, machine.architecture) == ("noble", "arm64/generic")
+    maas.sim.machines.clear()
+    _deploy(site, capsys, "--hosts", "gpu-r1-02", "--distro", "jammy")  # the option still wins for one run
+    machine = next(m for m in maas.sim.machines.values() if m.hostname == "gpu-r1-02")
+    assert machine.distro_series == "jammy"
