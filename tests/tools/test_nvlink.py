@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tools.health.errors import ParseError
 from tools.health.nvlink import parse_link_errors, parse_link_states, parse_nvlink_errors, parse_nvlink_state
-from tools.health.outcome import CRITICAL, OK, WARN
+from tools.health.outcome import CRITICAL, OK, UNKNOWN, WARN
 
 from .conftest import expectations, realdata
 
@@ -50,3 +52,38 @@ def test_report_for_fewer_gpus_than_expected_is_not_trusted() -> None:
     first_gpu_only = text.split("GPU 1:")[0]
     with pytest.raises(ParseError, match="covers 1 GPUs"):
         parse_nvlink_state(first_gpu_only, 0, expectations())
+
+
+ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive\n"
+
+
+def _second_gpu_without_links(name: str) -> str:
+    """The H200 capture with GPU 1's link lines replaced by what NVML prints when none is active
+    (leptonai/gpud#1085: the message sits right under the GPU header)."""
+    text = realdata(f"h200x2-captured-2026-11-29/{name}")
+    head, sep, tail = text.partition("GPU 1:")
+    return head + sep + tail.splitlines(keepends=True)[0] + ALL_INACTIVE
+
+
+def test_gpu_with_all_links_inactive_is_critical_not_unparseable() -> None:
+    outcome = parse_nvlink_state(_second_gpu_without_links("nvidia-smi-nvlink-s.txt"), 0, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "nvlink_inactive")
+    assert outcome.evidence == ("GPU 1: 0 of 18 links up (NVML: all links are inactive)",)
+
+
+def test_error_report_of_a_gpu_without_active_links_still_judges_the_others() -> None:
+    text = _second_gpu_without_links("nvidia-smi-nvlink-e.txt")
+    outcome = parse_nvlink_errors(text, 0, expectations())
+    assert outcome.status == OK and outcome.evidence == ("GPU 1: all links inactive, no counters",)
+    grown = text.replace("Link 3: CRC Errors: 0", "Link 3: CRC Errors: 7", 1)
+    assert parse_nvlink_errors(grown, 0, expectations()).reason == "nvlink_errors"
+
+
+def test_na_error_counters_are_not_read_as_zero() -> None:
+    text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-e.txt")
+    all_na = re.sub(r"Errors: \d+", "Errors: N/A", text)
+    outcome = parse_nvlink_errors(all_na, 0, expectations())
+    assert (outcome.status, outcome.reason) == (UNKNOWN, "nvlink_counters_unavailable")
+    some_na = text.replace("Link 0: CRC Errors: 0", "Link 0: CRC Errors: N/A", 1)
+    outcome = parse_nvlink_errors(some_na, 0, expectations())
+    assert outcome.status == OK and outcome.summary == "107 NVLink error counters, all within 0 (1 N/A)"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .check import FAST, Check, single
 from .config import Expectations
 from .errors import ParseError
-from .outcome import CRITICAL, OK, WARN, Outcome
+from .outcome import CRITICAL, OK, WARN, Outcome, unknown
 
 STATUS_PROBE = "nvidia-smi-nvlink-s"
 ERRORS_PROBE = "nvidia-smi-nvlink-e"
@@ -16,6 +16,10 @@ ERRORS_PROBE = "nvidia-smi-nvlink-e"
 _GPU = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
 _LINK_STATE = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
 _LINK_ERROR = re.compile(r"^\s*Link (\d+): ([A-Za-z][A-Za-z ]*?) Errors?: (\d+|N/A)\s*$")
+# What NVML prints under a GPU's header instead of its links when none is active (leptonai/gpud#1085, B200;
+# NVIDIA/open-gpu-kernel-modules#1150): "NVML: Unable to retrieve NVLink information as all links are inActive".
+_ALL_INACTIVE = re.compile(r"^\s*NVML: Unable to retrieve NVLink information as all links are inactive\s*$",
+                           re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -47,10 +51,17 @@ def _split_gpus(text: str) -> list[tuple[int, list[str]]]:
     return blocks
 
 
+def gpus_without_active_links(text: str) -> list[int]:
+    """GPUs for which NVML reports that all links are inactive (and so lists none)."""
+    return [gpu for gpu, lines in _split_gpus(text) if any(_ALL_INACTIVE.match(line) for line in lines)]
+
+
 def parse_link_states(text: str) -> list[LinkState]:
     states = []
     for gpu, lines in _split_gpus(text):
         for line in lines:
+            if _ALL_INACTIVE.match(line):
+                continue
             match = _LINK_STATE.match(line)
             if not match:
                 raise ParseError(f"GPU {gpu}: unexpected line {line.strip()[:80]!r}")
@@ -64,6 +75,8 @@ def parse_link_errors(text: str) -> list[LinkErrors]:
     counters = []
     for gpu, lines in _split_gpus(text):
         for line in lines:
+            if _ALL_INACTIVE.match(line):
+                continue
             match = _LINK_ERROR.match(line)
             if not match:
                 raise ParseError(f"GPU {gpu}: unexpected line {line.strip()[:80]!r}")
@@ -82,11 +95,14 @@ def parse_nvlink_state(output: str, rc: int, exp: Expectations) -> Outcome:
     if len(gpus) != exp.gpu.count:
         raise ParseError(f"link report covers {len(gpus)} GPUs, site expects {exp.gpu.count} (truncated?)")
     want = exp.gpu.nvlinks_per_gpu
+    none_active = set(gpus_without_active_links(output))
     short = []
     for gpu in gpus:
         up = [s for s in states if s.gpu == gpu and s.gbps]
         if len(up) < want:
             down = [f"link {s.link}: {s.raw}" for s in states if s.gpu == gpu and not s.gbps]
+            if gpu in none_active:
+                down.insert(0, "NVML: all links are inactive")
             short.append(f"GPU {gpu}: {len(up)} of {want} links up" + (f" ({'; '.join(down[:4])})" if down else ""))
     if short:
         return Outcome(name, CRITICAL, f"inactive NVLinks on {len(short)} GPU(s)", reason="nvlink_inactive",
@@ -106,18 +122,30 @@ def parse_nvlink_errors(output: str, rc: int, exp: Expectations) -> Outcome:
     gpus = {g for g, _ in _split_gpus(output)}
     if len(gpus) != exp.gpu.count:
         raise ParseError(f"error report covers {len(gpus)} GPUs, site expects {exp.gpu.count} (truncated?)")
-    if not counters:
+    none_active = gpus_without_active_links(output)
+    if not counters and not none_active:
         raise ParseError("no link error counters in the report")
-    total = sum(c.value or 0 for c in counters)
-    over = [c for c in counters if (c.value or 0) > exp.gpu.nvlink_error_max]
+    # N/A is not 0: a counter NVML cannot read says nothing about the link.
+    readable = [c for c in counters if c.value is not None]
+    unread = len(counters) - len(readable)
+    notes = tuple(f"GPU {g}: all links inactive, no counters" for g in none_active) + (
+        (f"{unread} of {len(counters)} counters read N/A",) if unread else ())
+    if not readable:
+        return unknown(name, "no NVLink error counter could be read" + (" (all N/A)" if counters else ""),
+                       reason="nvlink_counters_unavailable", evidence=notes,
+                       remediation="See nvlink_state: links that are down have no counters; with links up, run "
+                       "`nvidia-smi nvlink -e` by hand and check the driver and fabric manager.")
+    total = sum(c.value or 0 for c in readable)
+    over = [c for c in readable if (c.value or 0) > exp.gpu.nvlink_error_max]
     if over:
         return Outcome(name, WARN, f"NVLink error counters above {exp.gpu.nvlink_error_max} on {len(over)} link "
                        "counter(s)", reason="nvlink_errors",
-                       evidence=tuple(f"GPU {c.gpu} link {c.link}: {c.counter} {c.value}" for c in over[:16]),
+                       evidence=tuple(f"GPU {c.gpu} link {c.link}: {c.counter} {c.value}" for c in over[:16]) + notes,
                        metrics=(("nvlink_errors_total", float(total)),),
                        remediation="Watch whether the counters keep growing under load (nccl all-reduce); "
                        "growing replay/CRC errors mean a marginal link: reseat or RMA.")
-    return Outcome(name, OK, f"{len(counters)} NVLink error counters, all within {exp.gpu.nvlink_error_max}",
+    return Outcome(name, OK, f"{len(readable)} NVLink error counters, all within {exp.gpu.nvlink_error_max}"
+                   + (f" ({unread} N/A)" if unread else ""), evidence=notes,
                    metrics=(("nvlink_errors_total", float(total)),))
 
 
