@@ -132,6 +132,8 @@ class TrainConfig:
     gc_every: int = 50
     slow_step_factor: float = 3.0
     slow_step_window: int = 20
+    slow_step_dumps_first: int = 3  # stack dumps for the first slow steps, then rate-limited
+    slow_step_dump_interval_s: float = 600.0  # at most one stack dump per this many seconds after those
 
     def __post_init__(self) -> None:
         if self.activation_checkpoint not in ACTIVATION_CHECKPOINT_MODES:

@@ -8,6 +8,7 @@ in <run>/supervisor.jsonl."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -171,17 +172,36 @@ def host_command(host: Host, argv: Sequence[str], env: Mapping[str, str], workdi
 HealthCheck = Callable[[Sequence[str]], dict[str, str]]
 
 
-def provision_health(template: str) -> HealthCheck:
+def provision_health(template: str, timeout_s: float = 1800.0) -> HealthCheck:
     """Run the project's health check (default `provision health … --json`) on the given hosts and
-    return host -> verdict. A host missing from the answer counts as unknown."""
+    return host -> verdict. A host missing from the answer counts as unknown; so does every host when
+    the check cannot start or runs past `timeout_s` (it is killed, with everything it started)."""
 
     def check(hosts: Sequence[str]) -> dict[str, str]:
         argv = [a.replace("{hosts}", ",".join(hosts)) for a in shlex.split(template)]
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+        unknown = {h: "unknown" for h in hosts}
         try:
-            payload = json.loads(r.stdout)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        except OSError as e:
+            _log(f"health check could not start ({e}); every host counts as unknown: {', '.join(hosts)}")
+            return unknown
+        try:
+            stdout, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()  # not communicate(): a descendant that left the group may still hold the pipes
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            _log(f"health check still running after {timeout_s:g} s, killed ({shlex.join(argv)}); "
+                 f"every host counts as unknown: {', '.join(hosts)}")
+            return unknown
+        try:
+            payload = json.loads(stdout)
         except json.JSONDecodeError:
-            return {h: "unknown" for h in hosts}
+            return unknown
         verdicts = {str(e["host"]): str(e["verdict"]) for e in payload.get("hosts", [])}
         return {h: verdicts.get(h, "unknown") for h in hosts}
 
@@ -272,6 +292,10 @@ class Supervisor:
             attempt += 1
 
 
+def _log(msg: str) -> None:
+    print(f"launch: {msg}", file=sys.stderr, flush=True)
+
+
 def _ckpt_name(run_dir: Path) -> str | None:
     c = latest_complete(run_dir / "checkpoints")
     return c.name if c else None
@@ -310,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rdzv-port", type=int, default=29500)
     p.add_argument("--health-cmd", default="provision health --hosts {hosts} --level fast --json",
                    help="run after a failure; prints JSON {hosts: [{host, verdict}]}")
+    p.add_argument("--health-timeout-s", type=float, default=1800.0,
+                   help="kill the health check after this long; every host then counts as unknown")
     p.add_argument("--python", default=sys.executable, help="Python on the hosts")
     p.add_argument("--workdir", type=Path, default=Path.cwd(), help="project checkout on the hosts")
     p.add_argument("--dry-run", action="store_true", help="print each host's command and exit")
@@ -321,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         nccl = load_nccl_site(a.site)
         if nccl.ib_hca is None and a.fabric_design is not None:
             nccl = replace(nccl, ib_hca=hcas_from_fabric_design(a.fabric_design, [h.name for h in hosts]))
-        sup = Supervisor(hosts, train_args, run_dir, provision_health(a.health_cmd), nccl,
+        sup = Supervisor(hosts, train_args, run_dir, provision_health(a.health_cmd, a.health_timeout_s), nccl,
                          a.max_restarts, a.min_hosts, a.rdzv_port, a.python, a.workdir)
     except (LaunchError, OSError, yaml.YAMLError) as e:
         print(f"launch: {e}", file=sys.stderr)

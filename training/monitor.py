@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,18 +105,33 @@ def dump_stacks(out_dir: Path, rank: int, tag: str) -> Path:
     return path
 
 
+StackDumper = Callable[[Path, int, str], Path]
+
+
 class SlowStepDetector:
     """Flags a step slower than `factor` x the rolling median of the last `window` steps.
+
+    Every step, slow ones included, enters the window: one outlier barely moves the median, while a
+    lasting change (a throttled GPU, a slower host) becomes the new baseline within window/2 steps
+    instead of flagging every step from then on. Every slow step is counted and reported; stack
+    dumps (up to 30 s of py-spy each) are rate-limited: the first `dumps_first`, then at most one
+    per `dump_interval_s`.
 
     A watchdog thread fires while the step is still running, so a rank stuck in a collective is
     caught in the act and every rank (all of them wait on the same collective) dumps its own stacks.
     """
 
-    def __init__(self, factor: float, window: int, out_dir: Path, rank: int, warmup: int = 3) -> None:
+    def __init__(self, factor: float, window: int, out_dir: Path, rank: int, warmup: int = 3,
+                 dumps_first: int = 3, dump_interval_s: float = 600.0,
+                 clock: Callable[[], float] = time.monotonic, dump: StackDumper = dump_stacks) -> None:
         self.factor, self.window, self.warmup = factor, window, warmup
         self.times: deque[float] = deque(maxlen=window)
         self.out_dir, self.rank = out_dir, rank
+        self.dumps_first, self.dump_interval_s = dumps_first, dump_interval_s
+        self._clock, self._dump = clock, dump
         self.slow_steps = 0
+        self.dumps = 0
+        self._last_dump: float | None = None
         self._step = -1
         self._start = 0.0
         self._dumped = -1
@@ -125,25 +141,39 @@ class SlowStepDetector:
         self._thread.start()
 
     def threshold(self) -> float | None:
-        if len(self.times) < self.warmup:
-            return None
-        return self.factor * statistics.median(self.times)
+        with self._lock:
+            if len(self.times) < self.warmup:
+                return None
+            return self.factor * statistics.median(self.times)
 
     def begin(self, step: int) -> None:
         with self._lock:
-            self._step, self._start = step, time.monotonic()
+            self._step, self._start = step, self._clock()
+
+    def _claim_dump(self, step: int) -> bool:
+        """True when this step may dump now: not dumped yet, and within the rate limit."""
+        with self._lock:
+            if self._dumped == step:
+                return False
+            now = self._clock()
+            if self.dumps >= self.dumps_first and self._last_dump is not None \
+                    and now - self._last_dump < self.dump_interval_s:
+                return False
+            self._dumped, self._last_dump = step, now
+            self.dumps += 1
+            return True
 
     def end(self, seconds: float) -> bool:
         """Record a finished step; True when it was slow."""
         thr = self.threshold()
         slow = thr is not None and seconds > thr
+        with self._lock:
+            step = self._step
+            self.times.append(seconds)
         if slow:
             self.slow_steps += 1
-            if self._dumped != self._step:
-                dump_stacks(self.out_dir, self.rank, f"step{self._step}")
-                self._dumped = self._step
-        else:
-            self.times.append(seconds)
+            if self._claim_dump(step):
+                self._dump(self.out_dir, self.rank, f"step{step}")
         with self._lock:
             self._step = -1
         return slow
@@ -153,11 +183,10 @@ class SlowStepDetector:
             thr = self.threshold()
             with self._lock:
                 step, start = self._step, self._start
-            if thr is None or step < 0 or self._dumped == step:
+            if thr is None or step < 0:
                 continue
-            if time.monotonic() - start > thr:
-                self._dumped = step
-                dump_stacks(self.out_dir, self.rank, f"step{step}_inflight")
+            if self._clock() - start > thr and self._claim_dump(step):
+                self._dump(self.out_dir, self.rank, f"step{step}_inflight")
 
     def close(self) -> None:
         self._stop.set()

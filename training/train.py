@@ -179,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
     peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
     flops_tok = mcfg.flops_per_token(tcfg.seq_len)
     gc_ctl = GcController(tcfg.gc_every)
-    detector = SlowStepDetector(tcfg.slow_step_factor, tcfg.slow_step_window, run_dir / "stacks", rank)
+    detector = SlowStepDetector(tcfg.slow_step_factor, tcfg.slow_step_window, run_dir / "stacks", rank,
+                                dumps_first=tcfg.slow_step_dumps_first,
+                                dump_interval_s=tcfg.slow_step_dump_interval_s)
     tokens_per_step = tcfg.micro_batch * tcfg.seq_len * tcfg.grad_accum
     last_state: LoaderState | None = None
     step = start_step
@@ -217,7 +219,9 @@ def run(args: argparse.Namespace) -> int:
                 m = f" mfu {rec.mfu:.1%}" if rec.mfu is not None else ""
                 log(f"step {step} loss {loss:.4f} gnorm {gnorm:.3f} lr {lr:.2e} {seconds * 1e3:.0f} ms "
                     f"{tps:,.0f} tok/s/gpu{m} mem {mem_peak:.1f} GiB{' SLOW' if slow else ''}")
-            if tcfg.checkpoint_every > 0 and (step % tcfg.checkpoint_every == 0 or step == tcfg.steps):
+            # The last step of this run is saved too: the end of training, or the cap of
+            # --max-steps-this-run (else a capped run loses up to checkpoint_every - 1 steps).
+            if tcfg.checkpoint_every > 0 and (step % tcfg.checkpoint_every == 0 or step == end_step):
                 _save(engine, ckpt_root, step, rank, world, last_state, tcfg.keep_checkpoints, metrics)
             fault = _fault_requested(step, rank)
             if fault == "kill":

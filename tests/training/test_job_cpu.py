@@ -55,6 +55,22 @@ def test_ten_then_resume_ten_matches_twenty_straight(straight_run: Path, corpus:
         assert _extra(run, STEPS, rank)["loader"] == _extra(straight_run, STEPS, rank)["loader"]
 
 
+def test_a_run_capped_by_max_steps_saves_its_last_step_and_resumes_from_it(
+        straight_run: Path, corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
+    run = tmp_path / "capped"
+    args = tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10)
+    torchrun([*args, "--max-steps-this-run", "3"])
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step_00000003"
+    assert (run / "checkpoints" / "step_00000003" / "COMPLETE").exists()
+    r = torchrun([*args, "--max-steps-this-run", "2"])
+    assert "at step 3" in r.stderr
+    assert (run / "checkpoints" / "latest").read_text().strip() == "step_00000005"
+    a, b = step_records(straight_run), step_records(run)
+    assert sorted(b) == [1, 2, 3, 4, 5]
+    for s in (4, 5):  # continued from step 3, not from scratch: the uninterrupted run's losses
+        assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-6), s
+
+
 def _built(run: Path, rank: int) -> dict[str, object]:
     for line in (run / f"metrics_rank{rank}.jsonl").read_text().splitlines():
         rec: dict[str, object] = json.loads(line)

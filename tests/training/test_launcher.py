@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from training.launcher import (
     job_env,
     load_nccl_site,
     parse_hostfile,
+    provision_health,
 )
 
 
@@ -97,6 +99,20 @@ def test_gives_up_below_min_hosts(tmp_path: Path) -> None:
     assert sup.run() == 1
     last = _events(tmp_path)[-1]
     assert last["event"] == "gave_up" and "min_hosts" in str(last["reason"])
+
+
+def test_a_health_check_past_its_timeout_is_killed_and_every_host_counts_as_unknown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pidfile = tmp_path / "health.pid"
+    health = provision_health(f"""sh -c 'echo $$ > "$0"; exec sleep 600' {pidfile} {{hosts}}""", timeout_s=0.5)
+    sup = FakeSupervisor([Host("a", 8), Host("b", 8)], [], tmp_path, health, max_restarts=3)
+    sup.script = [{"a": 1}]
+    assert sup.run() == 1  # the supervisor carries on: no usable host left, so it gives up cleanly
+    last = _events(tmp_path)[-1]
+    assert last["event"] == "gave_up" and last["dropped"] == {"a": "unknown", "b": "unknown"}
+    assert "health check still running after 0.5 s, killed" in capsys.readouterr().err
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)
 
 
 def test_ib_hcas_come_from_the_fabric_design_of_the_job_hosts(tmp_path: Path) -> None:

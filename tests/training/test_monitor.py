@@ -66,3 +66,62 @@ def test_gc_is_disabled_and_collected_on_schedule() -> None:
     finally:
         ctl.close()
     assert gc.isenabled()
+
+
+class _Clock:
+    """A clock that moves only when the test moves it (the watchdog then never sees a step run long)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _detector(tmp_path: Path, dumps: list[str], clock: _Clock, window: int, dumps_first: int = 3,
+              dump_interval_s: float = 600.0) -> SlowStepDetector:
+    def dump(out_dir: Path, rank: int, tag: str) -> Path:
+        dumps.append(tag)
+        return out_dir / tag
+
+    return SlowStepDetector(factor=3.0, window=window, out_dir=tmp_path, rank=0, warmup=3, clock=clock, dump=dump,
+                            dumps_first=dumps_first, dump_interval_s=dump_interval_s)
+
+
+def test_a_lasting_slowdown_becomes_the_new_baseline(tmp_path: Path) -> None:
+    dumps: list[str] = []
+    d = _detector(tmp_path, dumps, _Clock(), window=10)
+    try:
+        times = [0.01] * 5 + [0.1] * 20  # a host throttled for good from step 6
+        flagged = []
+        for step, seconds in enumerate(times, 1):
+            d.begin(step)
+            if d.end(seconds):
+                flagged.append(step)
+    finally:
+        d.close()
+    # slow until the slower steps are half the window, then the median has moved and none is slow
+    assert flagged == [6, 7, 8, 9, 10]
+    assert d.slow_steps == 5
+
+
+def test_stack_dumps_are_rate_limited_but_every_slow_step_is_counted(tmp_path: Path) -> None:
+    dumps: list[str] = []
+    clock = _Clock()
+    d = _detector(tmp_path, dumps, clock, window=100, dumps_first=2, dump_interval_s=600.0)
+    try:
+        step, flagged = 0, 0
+        for _ in range(15):  # 9 normal steps, then a slow one 100 s later
+            for _ in range(9):
+                step += 1
+                d.begin(step)
+                assert not d.end(0.01)
+            clock.now += 100
+            step += 1
+            d.begin(step)
+            flagged += d.end(1.0)
+    finally:
+        d.close()
+    assert flagged == 15 and d.slow_steps == 15
+    # the first two, then one per 600 s: t=100, 200, then 800 and 1400
+    assert dumps == ["step10", "step20", "step80", "step140"]
