@@ -3,7 +3,7 @@
 File format (YAML; `fabric design check FILE` validates one):
 
     fabric: sim                  # a name for reports
-    defaults: {width: 4X, speed: HDR}
+    defaults: {width: 4X, speed: HDR}   # the expected rate; required unless every link gives its own
     switches:
       - {name: leaf-1-03-U40, model: QM8700, ports: 40, tier: 1, row: "1", rack: "03", u: 40}
     hosts:
@@ -93,8 +93,8 @@ class DesignLink(NamedTuple):
 @dataclass(frozen=True)
 class Design:
     name: str
-    width: str
-    speed: str
+    width: str | None  # the file's `defaults` (None: every link carries its own)
+    speed: str | None
     nodes: Mapping[str, DesignNode]
     links: tuple[DesignLink, ...]
     source: str = "<design>"
@@ -117,8 +117,8 @@ class Design:
 
 def build_design(
     name: str,
-    width: str,
-    speed: str,
+    width: str | None,
+    speed: str | None,
     nodes: list[DesignNode],
     links: list[DesignLink],
     source: str = "<design>",
@@ -231,14 +231,16 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
         raise DesignError(source, ["expected a mapping with 'switches', 'hosts' and 'links'"])
     problems: list[str] = []
     defaults = data.get("defaults") or {}
-    width = normalise_width(str(defaults.get("width", "4X")))
-    speed = normalise_speed(str(defaults.get("speed", "HDR")))
-    if width is None:
+    if not isinstance(defaults, dict):
+        problems.append(f"defaults must be a mapping like {{width: 4X, speed: NDR}}, not {defaults!r}")
+        defaults = {}
+    # The expected rate is a fact of the site: it comes from `defaults` or the link, never from here.
+    width = normalise_width(str(defaults["width"])) if defaults.get("width") else None
+    speed = normalise_speed(str(defaults["speed"])) if defaults.get("speed") else None
+    if defaults.get("width") and width is None:
         problems.append(f"defaults.width {defaults.get('width')!r} is not one of {', '.join(WIDTH_LANES)}")
-        width = "4X"
-    if speed is None:
+    if defaults.get("speed") and speed is None:
         problems.append(f"defaults.speed {defaults.get('speed')!r} is not one of {', '.join(SPEED_RANK)}")
-        speed = "HDR"
     nodes: list[DesignNode] = []
     for i, sw in enumerate(data.get("switches") or []):
         try:
@@ -263,6 +265,7 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
         except (KeyError, TypeError, ValueError) as e:
             problems.append(f"host {i}: needs name and hcas (a list): {e!r}")
     links: list[DesignLink] = []
+    unrated: dict[str, list[str]] = {"width": [], "speed": []}
     for i, raw in enumerate(data.get("links") or [], start=1):
         try:
             if isinstance(raw, list | tuple):
@@ -275,17 +278,36 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
                 a, ap, b, bp, cable, extra = raw["a"], raw["a_port"], raw["b"], raw["b_port"], raw.get("cable"), raw
             else:
                 raise ValueError("expected a list or a mapping")
+            if not isinstance(extra, dict):
+                raise ValueError(f"expected {{width, speed}} after the cable id, got {extra!r}")
             lw = normalise_width(str(extra["width"])) if extra.get("width") else width
             ls = normalise_speed(str(extra["speed"])) if extra.get("speed") else speed
-            if lw is None or ls is None:
+            if (extra.get("width") and lw is None) or (extra.get("speed") and ls is None):
                 raise ValueError(f"bad width/speed {extra.get('width')!r}/{extra.get('speed')!r}")
-            links.append(DesignLink(Port(str(a), int(ap)), Port(str(b), int(bp)), lw, ls,
+            where = f"{i}" + (f" (cable {cable})" if cable is not None else "")
+            for what, value in (("width", lw), ("speed", ls)):
+                if value is None:
+                    unrated[what].append(where)
+            # (kept with "?" so that the checks below still name every other problem of the file)
+            links.append(DesignLink(Port(str(a), int(ap)), Port(str(b), int(bp)), lw or "?", ls or "?",
                                     str(cable) if cable is not None else None, number=i))
         except (KeyError, TypeError, ValueError) as e:
             problems.append(f"link {i}: {e}")
+    unrated_problems = [
+        f"no expected {what} for link{'s' if len(which) > 1 else ''} {', '.join(which[:5])}"
+        + (f" and {len(which) - 5} more" if len(which) > 5 else "")
+        + f": set defaults.{what} (e.g. `defaults: {{width: 4X, speed: NDR}}`) or the link's {what}"
+        for what, which in unrated.items() if which
+    ]
     if problems:
-        raise DesignError(source, problems[:MAX_PROBLEMS])
-    return build_design(str(data.get("fabric", "fabric")), width, speed, nodes, links, source)
+        raise DesignError(source, (unrated_problems + problems)[:MAX_PROBLEMS])
+    try:
+        design = build_design(str(data.get("fabric", "fabric")), width, speed, nodes, links, source)
+    except DesignError as e:
+        raise DesignError(source, unrated_problems + e.problems) from None
+    if unrated_problems:
+        raise DesignError(source, unrated_problems)
+    return design
 
 
 def _j(value: object) -> str:
@@ -300,7 +322,11 @@ def dump_design(design: Design, header: str = "") -> str:
     """YAML text in the documented format: one line per switch, host and link, each a JSON flow item
     (valid YAML, and `parse_design` reads it back without the slow YAML constructor)."""
     out: list[str] = [f"# {h}".rstrip() for h in header.splitlines()]
-    out += [f"fabric: {_j(design.name)}", f"defaults: {{width: {design.width}, speed: {design.speed}}}", "switches:"]
+    out.append(f"fabric: {_j(design.name)}")
+    defaults = ", ".join(f"{k}: {v}" for k, v in (("width", design.width), ("speed", design.speed)) if v)
+    if defaults:
+        out.append(f"defaults: {{{defaults}}}")
+    out.append("switches:")
     for n in design.switches():
         entry: dict[str, object] = {"name": n.name}
         if n.model:

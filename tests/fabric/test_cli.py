@@ -113,11 +113,24 @@ def test_capture_of_another_fabric_exits_2(capsys: pytest.CaptureFixture[str], t
 
 def test_bad_design_exits_2_naming_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "d.yml"
-    bad.write_text('fabric: t\nswitches:\n  - {"name": "s1", "ports": 4, "tier": 1}\nhosts: []\nlinks:\n'
+    bad.write_text('fabric: t\ndefaults: {width: 4X, speed: HDR}\nswitches:\n  - {"name": "s1", "ports": 4, "tier": 1}\nhosts: []\nlinks:\n'
                    '  - ["s1", 1, "s2", 1, "C1"]\n  - ["s1", 2, "s1", 3, "C2"]\n  - ["s1", 2, "s1", 4, "C3"]\n')
     assert main(["design", "check", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "'s2' is not a declared switch" in err and "duplicate port s1[2]" in err and err.count("\n") == 1
+
+
+def test_a_design_without_an_expected_rate_exits_2_naming_the_file_and_link(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Before: no `defaults` meant 4X HDR, so on an NDR fabric a link trained down to HDR passed.
+    design = tmp_path / "ndr.yml"
+    design.write_text("fabric: ndr\nswitches:\n  - {name: sw-ufm-ndr03, ports: 64, tier: 1}\n"
+                      "  - {name: sw-ufm-ndr04, ports: 64, tier: 1}\nhosts: []\n"
+                      "links:\n  - [sw-ufm-ndr03, 5, sw-ufm-ndr04, 5, C1]\n")
+    assert main(["design", "check", str(design)]) == 2
+    err = capsys.readouterr().err
+    assert f"{design}: 2 problems" in err and "no expected width for link 1 (cable C1)" in err
+    assert "no expected speed for link 1 (cable C1)" in err
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

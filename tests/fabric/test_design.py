@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric.design import Design, Port, dump_design, parse_design
+from fabric.design import Design, Port, dump_design, load_design, parse_design
 from fabric.design_csv import parse_cabling_csv
 from fabric.errors import DesignError, GeneratorError
 from fabric.generate import FatTreeParams, generate_fat_tree
@@ -86,14 +86,60 @@ links:
         ('  - ["leaf-1", 9, "h1/mlx5_0", 1, "C1"]', "port 9 of leaf-1 is outside 1..8"),
         ('  - ["leaf-1", 2, "leaf-1", 2, null]', "link 1: both ends are leaf-1[2]"),
         ('  - ["leaf-1", "x", "h1/mlx5_0", 1]', "link 1:"),
+        ('  - ["leaf-1", 1, "h1/mlx5_0", 1, "C1", 7]', "link 1: expected {width, speed} after the cable id, got 7"),
     ],
 )
 def test_design_problems_are_named(links: str, problem: str) -> None:
-    text = ('fabric: t\nswitches:\n  - {"name": "leaf-1", "ports": 8, "tier": 1}\n'
+    text = ('fabric: t\ndefaults: {width: 4X, speed: HDR}\nswitches:\n  - {"name": "leaf-1", "ports": 8, "tier": 1}\n'
             'hosts:\n  - {"name": "h1", "hcas": ["mlx5_0", "mlx5_1"]}\nlinks:\n' + links + "\n")
     with pytest.raises(DesignError) as e:
         parse_design(text, "d.yml")
     assert problem in str(e.value)
+
+
+_NO_DEFAULTS = ('fabric: ndr\nswitches:\n  - {"name": "leaf-1", "ports": 8, "tier": 1}\n'
+                'hosts:\n  - {"name": "h1", "hcas": ["mlx5_0", "mlx5_1"]}\nlinks:\n')
+
+
+def test_a_design_without_defaults_is_an_error_naming_the_links_without_a_rate() -> None:
+    text = _NO_DEFAULTS + ('  - ["leaf-1", 1, "h1/mlx5_0", 1, "C1"]\n'
+                           '  - ["leaf-1", 2, "h1/mlx5_1", 1, "C2", {"speed": "NDR"}]\n'
+                           '  - ["leaf-1", 2, "h1/mlx5_1", 1, "C3", {"width": "4X", "speed": "NDR"}]\n')
+    with pytest.raises(DesignError) as e:
+        parse_design(text, "d.yml")
+    assert e.value.problems == [
+        "no expected width for links 1 (cable C1), 2 (cable C2): set defaults.width "
+        "(e.g. `defaults: {width: 4X, speed: NDR}`) or the link's width",
+        "no expected speed for link 1 (cable C1): set defaults.speed "
+        "(e.g. `defaults: {width: 4X, speed: NDR}`) or the link's speed",
+        "link 3 (cable C3): duplicate port leaf-1[2] (already used by link 2, cable C2)",
+        "link 3 (cable C3): duplicate port h1/mlx5_1[1] (already used by link 2, cable C2)",
+    ]
+    assert str(e.value).startswith("d.yml: 4 problems")
+
+
+def test_a_default_width_without_a_default_speed_is_an_error() -> None:
+    text = _NO_DEFAULTS.replace("switches:", "defaults: {width: 4X}\nswitches:") + \
+        "".join(f'  - ["leaf-1", {i}, "h1/mlx5_{i - 1}", 1, "C{i}"]\n' for i in (1, 2))
+    with pytest.raises(DesignError, match=r"d.yml: no expected speed for links 1 \(cable C1\), 2 \(cable C2\)"):
+        parse_design(text, "d.yml")
+
+
+def test_a_design_whose_links_each_give_their_rate_needs_no_defaults_and_round_trips() -> None:
+    text = _NO_DEFAULTS + ('  - ["leaf-1", 1, "h1/mlx5_0", 1, "C1", {"width": "4X", "speed": "NDR"}]\n'
+                           '  - {a: leaf-1, a_port: 2, b: h1/mlx5_1, b_port: 1, width: 2X, speed: NDR}\n')
+    d = parse_design(text, "d.yml")
+    assert (d.width, d.speed) == (None, None)
+    assert [(dl.width, dl.speed) for dl in d.links] == [("4X", "NDR"), ("2X", "NDR")]
+    again = dump_design(d)
+    assert "defaults:" not in again and parse_design(again).links == d.links
+
+
+def test_every_design_file_in_the_repository_loads() -> None:
+    files = sorted((REPO / "inventory").rglob("*design*.yml"))
+    assert len(files) >= 2
+    for path in files:
+        assert load_design(path).links
 
 
 def test_bad_yaml_names_the_line() -> None:
