@@ -178,4 +178,33 @@ def test_journal_is_read_when_dmesg_is_refused() -> None:
     outcome = from_log("gpu_xid", judge_xid)(results, expectations())
     assert (outcome.status, outcome.reason) == (CRITICAL, "xid_79") and "(journalctl-k)" in outcome.summary
     neither = {"dmesg": results["dmesg"], "journalctl-k": failed("journalctl-k", "tool_missing", "absent")}
-    assert from_log("gpu_xid", judge_xid)(neither, expectations()).status == UNKNOWN
+    outcome = from_log("gpu_xid", judge_xid)(neither, expectations())
+    assert (outcome.status, outcome.reason) == (UNKNOWN, "probe_failed")
+
+
+def test_journal_is_read_before_dmesg_whose_ring_buffer_may_have_wrapped() -> None:
+    from tools.health.kernel_log import from_log
+
+    # On a busy node the ring buffer dmesg reads no longer holds the early Xid 79; the journal holds the boot.
+    wrapped = replay_text("h200x2-healthy", "dmesg")
+    journal = ("Nov 29 22:13:05 node7 kernel: NVRM: Xid (PCI:0000:00:07): 79, pid='<unknown>', name=<unknown>, "
+               "GPU has fallen off the bus.\n"
+               "Nov 29 23:40:00 node7 kernel: nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 12\n"
+               "Nov 29 23:41:00 node7 kernel: mlx5_core 0000:3b:00.0: 126.016 Gb/s available PCIe bandwidth, "
+               "limited by 16.0 GT/s PCIe x8 link at 0000:3a:00.0\n")
+    results = {"dmesg": ProbeResult("dmesg", wrapped, 0), "journalctl-k": ProbeResult("journalctl-k", journal, 0)}
+    outcome = from_log("gpu_xid", judge_xid)(results, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_79") and "(journalctl-k)" in outcome.summary
+    assert from_log("nvswitch_sxid", judge_sxid)(results, expectations()).status == CRITICAL
+    assert from_log("pcie_bandwidth_limited", judge_pcie_limited)(results, expectations()).status == WARN
+    # The unexpected-lines check needs dmesg's levels and keeps reading dmesg.
+    assert evaluate_unexpected(results, expectations()).status == OK
+
+
+def test_dmesg_is_read_when_the_journal_has_nothing_for_this_boot() -> None:
+    from tools.health.kernel_log import from_log
+
+    results = {"dmesg": ProbeResult("dmesg", replay_text("h200x2-xid79", "dmesg"), 0),
+               "journalctl-k": ProbeResult("journalctl-k", "", 0)}
+    outcome = from_log("gpu_xid", judge_xid)(results, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "xid_79") and "(dmesg)" in outcome.summary

@@ -1,6 +1,10 @@
 """Kernel log checks: hardware Xid, unexpected SXid, PCIe "bandwidth limited" lines, lines outside the site list.
 
-Reads ``dmesg -x`` (facility and level decoded), falling back to ``journalctl -k`` where dmesg is refused.
+Xid, SXid and bandwidth-limited lines are read from the journal (``journalctl -k -b``) where it answers: it holds
+the whole boot, while the kernel's ring buffer that ``dmesg`` reads wraps on a busy node and loses an early Xid
+79. Where the journal is absent, refused or empty (no systemd, a non-root user, a volatile journal that lost the
+boot), they are read from ``dmesg -x``. The unexpected-lines check needs each line's level, which only
+``dmesg -x`` prints (the journal's text output has none), so it reads dmesg alone.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from .check import FAST, Check, Evaluate, Results, could_not_run, cut_mid_line, 
 from .config import Expectations
 from .errors import ParseError
 from .outcome import CRITICAL, OK, WARN, Outcome, unknown
+from .probes import TOOL_MISSING
 
 DMESG_PROBE = "dmesg"
 JOURNAL_PROBE = "journalctl-k"
@@ -84,9 +89,9 @@ def parse_kernel_log(text: str) -> list[LogLine]:
 
 
 def _log(results: Results, check: str) -> tuple[list[LogLine], str] | Outcome:
-    """The kernel log from dmesg, else from the journal; an Outcome when neither can be read."""
+    """The kernel log from the journal, else from dmesg (module docstring); an Outcome when neither can be read."""
     attempts = []
-    for probe in (DMESG_PROBE, JOURNAL_PROBE):
+    for probe in (JOURNAL_PROBE, DMESG_PROBE):
         result = results.get(probe)
         if result is None:
             continue
@@ -106,13 +111,16 @@ def _log(results: Results, check: str) -> tuple[list[LogLine], str] | Outcome:
             attempts.append(unparseable(check, probe, exc))
     if not attempts:
         return unknown(check, "no kernel log probe ran", reason="probe_missing")
+    # A missing journalctl is normal on hosts without systemd; the other source's failure says more.
+    reason = next((a.reason for a in attempts if a.reason != TOOL_MISSING), attempts[0].reason)
     return unknown(check, "kernel log unreadable: " + "; ".join(a.summary for a in attempts),
-                   reason=attempts[0].reason,
-                   remediation="Run the agent as root (dmesg is restricted for other users) or install journalctl.")
+                   reason=reason,
+                   remediation="Run the agent as root (the system journal and dmesg are restricted for other "
+                   "users); check that systemd-journald runs or that dmesg is installed.")
 
 
 def from_log(name: str, judge: Callable[[list[LogLine], str, Expectations], Outcome]) -> Evaluate:
-    """Evaluation that judges the kernel log (dmesg, else journal); unreadable logs become "unknown"."""
+    """Evaluation that judges the kernel log (journal, else dmesg); unreadable logs become "unknown"."""
 
     def evaluate(results: Results, exp: Expectations) -> Outcome:
         got = _log(results, name)
