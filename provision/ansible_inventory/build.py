@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.site import Site, load_site
+from provision.site.endpoints import split_host_port
 from provision.site.model import Host, HostClass
 from provision.state import FLOW, HostRecord, State, StateStore
 
@@ -69,10 +70,11 @@ def _hardware(cls: HostClass) -> dict[str, Any]:
 def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, Any]:
     ssh = site.spec.ssh
     cls = site.host_class(host)
+    address, port = split_host_port(ssh.address_overrides.get(host.hostname, host.hostname), ssh.port)
     out: dict[str, Any] = {
-        "ansible_host": ssh.address_overrides.get(host.hostname, host.hostname),
+        "ansible_host": address,
         "ansible_user": ssh.user,
-        "ansible_port": ssh.port,
+        "ansible_port": port,
         "bringup_rack": host.rack,
         "bringup_u": host.u,
         "bringup_role": host.role.value,

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from provision.site import Site
+from provision.site.endpoints import join_host_port
 
 CSV_COLUMNS = ("hostname", "rack", "serial", "service_tag", "model", "pxe_nic", "pxe_mac", "all_macs",
                "bmc_address", "bmc_port", "system_id")
@@ -60,7 +61,7 @@ def to_yaml(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
             "mac_addresses": sorted({m for m in (inv.get("macs") or {}).values() if m}),
             "serial": row["serial"],
             "service_tag": row["service_tag"],
-            "power": {"type": "redfish", "address": f"{host.bmc.address}:{host.bmc.port}",
+            "power": {"type": "redfish", "address": join_host_port(host.bmc.address, host.bmc.port),
                       "node_id": row["system_id"], "credential": host.bmc.credential},
         }
     # libyaml's emitter when present: the pure-Python one takes about a second for 500 hosts

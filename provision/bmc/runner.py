@@ -30,6 +30,7 @@ from provision.bmc.triage import Failure, triage
 from provision.redfish import ClientOptions, RedfishClient, tls_context
 from provision.site import Host, Site
 from provision.site.credentials import Login, login
+from provision.site.endpoints import join_host_port
 from provision.state import Change, HostRecord, State, StateStore
 
 HARVEST = "harvest-macs"
@@ -76,8 +77,7 @@ def needs_pxe(record: HostRecord) -> bool:
 
 
 def base_url(host: Host) -> str:
-    address = f"[{host.bmc.address}]" if ":" in host.bmc.address else host.bmc.address
-    return f"https://{address}:{host.bmc.port}"
+    return f"https://{join_host_port(host.bmc.address, host.bmc.port)}"
 
 
 class Fanout:

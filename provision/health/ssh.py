@@ -31,6 +31,7 @@ from provision.health.errors import (
     SshRefused,
     SshTimeout,
 )
+from provision.site.endpoints import split_host_port
 from provision.site.model import Site
 
 ENV_KEY_FILE = "BRINGUP_SSH_KEY_FILE"
@@ -67,16 +68,6 @@ class RemoteRun:
     truncated: bool = False
 
 
-def _parse_target(value: str, default_port: int) -> tuple[str, int]:
-    if value.startswith("["):  # [v6-address]:port
-        address, _, rest = value[1:].partition("]")
-        return address, int(rest[1:]) if rest.startswith(":") else default_port
-    if value.count(":") == 1:
-        address, port = value.split(":")
-        return address, int(port)
-    return value, default_port
-
-
 def load_address_map(path: Path, default_port: int) -> dict[str, tuple[str, int]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -85,7 +76,7 @@ def load_address_map(path: Path, default_port: int) -> dict[str, tuple[str, int]
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise HealthError(f"${ENV_ADDRESS_MAP}={path}: expected an object of host name → 'address[:port]'")
     try:
-        return {str(host): _parse_target(value, default_port) for host, value in data.items()}
+        return {str(host): split_host_port(value, default_port) for host, value in data.items()}
     except ValueError as exc:
         raise HealthError(f"${ENV_ADDRESS_MAP}={path}: bad port ({exc})") from None
 
@@ -142,7 +133,7 @@ class SshSettings:
         key_file = Path(env[ENV_KEY_FILE]) if env.get(ENV_KEY_FILE) else site_path(spec.key_file)
         known = Path(env[ENV_KNOWN_HOSTS]) if env.get(ENV_KNOWN_HOSTS) else site_path(spec.known_hosts)
         addresses: dict[str, tuple[str, int]] = {
-            host: _parse_target(value, spec.port) for host, value in spec.address_overrides.items()
+            host: split_host_port(value, spec.port) for host, value in spec.address_overrides.items()
         }
         if env.get(ENV_ADDRESS_MAP):
             addresses.update(load_address_map(Path(env[ENV_ADDRESS_MAP]), spec.port))

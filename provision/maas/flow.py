@@ -23,6 +23,7 @@ from provision.maas.client import MaasClient
 from provision.maas.errors import MaasConflict, MaasError, MaasUnreachable, MaasValidationError
 from provision.maas.machine import MaasMachine, MaasStatus
 from provision.site.credentials import Login, login
+from provision.site.endpoints import join_host_port
 from provision.site.model import Host, Site
 from provision.state import State, StateStore, reached
 
@@ -169,7 +170,7 @@ class MaasDeployer:
                 architecture=self.options.architecture,
                 power_type="redfish",
                 power_parameters={
-                    "power_address": f"{host.bmc.address}:{host.bmc.port}",
+                    "power_address": join_host_port(host.bmc.address, host.bmc.port),
                     "power_user": bmc_login.username,
                     "power_pass": bmc_login.password.reveal(),
                 },

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from provision.site.endpoints import split_host_port
+
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -248,8 +250,15 @@ class Ssh(_Model):
     known_hosts: str | None = Field(default=None, description="known_hosts file; none means trust on first use")
     connect_timeout_s: float = Field(default=10.0, gt=0)
     address_overrides: dict[str, str] = Field(
-        default_factory=dict, description="hostname → address, where DNS does not know the hosts yet"
+        default_factory=dict, description="hostname → address[:port], where DNS does not know the hosts yet"
     )
+
+    @field_validator("address_overrides")
+    @classmethod
+    def _override_ports(cls, value: dict[str, str]) -> dict[str, str]:
+        for target in value.values():
+            split_host_port(target, 22)  # raises on a bad port
+        return value
 
 
 class Policy(_Model):

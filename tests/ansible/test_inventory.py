@@ -99,6 +99,15 @@ def test_a_host_unknown_to_the_store_is_declared(tmp_path: Path) -> None:
     assert inv.groups[CONFIGURABLE_GROUP] == ()
 
 
+def test_an_address_override_with_a_port_sets_the_host_and_its_ssh_port(tmp_path: Path) -> None:
+    site = tmp_path / "mini.yml"
+    site.write_text(SITE.replace("{gpu-a-01: 10.1.0.11}", "{gpu-a-01: 10.1.0.11, gpu-a-02: '10.1.0.12:2200', "
+                                                          "gpu-b-01: '[fd00::21]:2201'}"))
+    hostvars = build_inventory(load_site(site), {}).hostvars
+    got = {h: (hostvars[h]["ansible_host"], hostvars[h]["ansible_port"]) for h in ("gpu-a-01", "gpu-a-02", "gpu-b-01")}
+    assert got == {"gpu-a-01": ("10.1.0.11", 2222), "gpu-a-02": ("10.1.0.12", 2200), "gpu-b-01": ("fd00::21", 2201)}
+
+
 def _plain(value: object) -> object:
     """ansible-inventory tags strings an inventory plugin set as unsafe (not to be templated): unwrap them."""
     if isinstance(value, dict):
