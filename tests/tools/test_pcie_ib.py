@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,21 @@ def test_dump_with_a_missing_row_is_refused() -> None:
     lines = replay_text("h200x2-ib-healthy", "ib-sysfs").splitlines()
     with pytest.raises(ParseError, match="announces 2 rows, dump holds 1"):
         parse_inventory("\n".join(lines[:-1]) + "\n")
+
+
+def test_ib_remediation_names_only_commands_that_exist(tmp_path: Path) -> None:
+    from fabric.cli import app
+
+    fabric_commands = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback} | {
+        g.name for g in app.registered_groups}
+    exp = expectations(IB)
+    make_ib(tmp_path, [FakeHca("mlx5_0", "0000:3b:00.0", ports=[FakePort(counters={"symbol_error": 3})]),
+                       FakeHca("mlx5_1", "0000:5e:00.0", ports=[FakePort("1: DOWN", "2: Polling")])])
+    text = ib_sysfs(tmp_path)[0]
+    outcomes = [parse_ib_ports(text, 0, exp), parse_ib_counters(text, 0, exp)]
+    assert [o.reason for o in outcomes] == ["ib_port_down", "ib_errors"]
+    for outcome in outcomes:
+        named = re.findall(r"\bfabric ([a-z][a-z-]*)", outcome.remediation)
+        assert set(named) <= fabric_commands, (outcome.reason, named)
+    assert "`fabric validate --site <site file> --live`" in outcomes[0].remediation and "`iblinkinfo`" in outcomes[0].remediation
+    assert "`perfquery -x -R`" in outcomes[1].remediation

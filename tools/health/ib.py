@@ -84,8 +84,10 @@ def parse_ib_ports(output: str, rc: int, exp: Expectations) -> Outcome:
         down = [f"{p.hca}/{p.port}: {p.state} ({p.phys_state})" for p in ports if p.state != "ACTIVE"]
         return Outcome(name, CRITICAL, f"{len(active)} of {want_active} IB ports ACTIVE", reason="ib_port_down",
                        evidence=tuple(down) + evidence,
-                       remediation="Check the cable and the switch port (fabric ports / UFM); a port in Polling has "
-                       "no peer, in INIT/ARMED waits for the subnet manager.")
+                       remediation="A port in Polling has no peer (cable, transceiver or switch port), one in "
+                       "INIT/ARMED waits for the subnet manager. See the switch side with `iblinkinfo` (or UFM's port "
+                       "view and events), query the port with `ibportstate <lid> <port> query`, and check the cable "
+                       "lands where the design says with `fabric validate --site <site file> --live`.")
     slow = [p for p in active if (exp.ib.rate_gbps and (p.rate_gbps or 0) < exp.ib.rate_gbps)
             or (exp.ib.width and p.width != exp.ib.width)]
     if slow:
@@ -113,8 +115,9 @@ def parse_ib_counters(output: str, rc: int, exp: Expectations) -> Outcome:
     if over:
         return Outcome(name, WARN, f"{len(over)} IB error counter(s) above the site's limits", reason="ib_errors",
                        evidence=tuple(f"{p.hca}/{p.port} {k}={v}" for p, k, v in over),
-                       remediation="Clear the counters (perfquery -x -R), load the link (fabric burnin) and read "
-                       "them again: counters that grow mean a bad cable or transceiver.")
+                       remediation="Clear the counters (`perfquery -x -R`), load the link (`ib_write_bw` against a "
+                       "peer for a few minutes) and read them again (`perfquery -x`): counters that grow mean a bad "
+                       "cable or transceiver; UFM (or `perfquery` on the switch's LID and port) shows the other end.")
     return Outcome(name, OK, f"error counters within limits on {len(ports)} port(s)")
 
 
