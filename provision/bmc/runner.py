@@ -90,6 +90,8 @@ class Fanout:
         self._tls = tls_context(tls.verify, bundle)
         self._logins: dict[str, Login] = {}
         self._recorder: Recorder | None = None
+        # Called with each host's result as it is known (skipped hosts included), for a progress bar.
+        self.progress: Callable[[HostResult], None] | None = None
         self._opening: asyncio.Semaphore | None = None
 
     def _login(self, host: Host) -> Login:
@@ -141,13 +143,15 @@ class Fanout:
                 try:
                     async with asyncio.timeout(opts.host_timeout_s):
                         data = await work(host)
-                    return HostResult(host.hostname, True, data=data)
+                    result = HostResult(host.hostname, True, data=data)
                 except Exception as exc:  # every failure of one host is triaged, none escapes
                     failure = triage(exc, timeout_s=opts.host_timeout_s)
                     if command is not None:
                         await self.record_failure(host, command, failure)
-                    return HostResult(host.hostname, False, reason=failure.reason, detail=failure.detail,
-                                      data=failure.evidence, remediation=failure.remediation)
+                    result = HostResult(host.hostname, False, reason=failure.reason, detail=failure.detail,
+                                        data=failure.evidence, remediation=failure.remediation)
+            self._report(result)
+            return result
 
         hosts = list(hosts)
         # ansible-vault runs in a thread: the event loop may already serve other work.
@@ -159,6 +163,10 @@ class Fanout:
         finally:
             await self._recorder.close()
             self._recorder = None
+
+    def _report(self, result: HostResult) -> None:
+        if self.progress is not None:
+            self.progress(result)
 
     # the three operations ------------------------------------------------------------------------
 
@@ -174,6 +182,7 @@ class Fanout:
                 skipped.append(HostResult(host.hostname, rec.state is not State.failed, skipped=True,
                                           reason=rec.reason, detail=f"nothing to do: {why}",
                                           data=last_inventory(self.store, host.hostname)))
+                self._report(skipped[-1])
         return todo, skipped
 
     async def harvest_macs(self, hosts: list[Host]) -> list[HostResult]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +14,7 @@ from provision.bmc import Fanout, HostResult, PowerAction, PowerPolicy, RunOptio
 from provision.bmc.export import to_csv, to_dhcpd, to_dnsmasq, to_yaml
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json, esc
+from provision.cli.output import console, emit_json, esc, get_console
 from provision.errors import BringupError
 from provision.redfish import ClientOptions
 from provision.site.select import select_hosts
@@ -83,10 +84,24 @@ def _fail_if_any(results: list[HostResult]) -> None:
         raise HostsFailed(f"{len(failed)} of {len(results)} hosts failed ({summary})")
 
 
-def _run(coro: Any) -> list[HostResult]:
-    with console.status("talking to the BMCs", spinner="dots"):
-        result: list[HostResult] = asyncio.run(coro)
-    return result
+def _run(fanout: Fanout, run: Callable[[], Coroutine[Any, Any, list[HostResult]]], total: int, what: str,
+         json_out: bool) -> list[HostResult]:
+    """`run()` under a progress bar counting hosts done and failed (none with --json)."""
+    if json_out:
+        return asyncio.run(run())
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("[red]{task.fields[failed]} failed"), TimeElapsedColumn())
+    with Progress(*columns, console=get_console(), transient=True) as bar:
+        task = bar.add_task(what, total=total, failed=0)
+
+        def advance(result: HostResult) -> None:
+            failed = bar.tasks[task].fields["failed"] + (0 if result.ok else 1)
+            bar.update(task, advance=1, failed=failed)
+
+        fanout.progress = advance
+        return asyncio.run(run())
 
 
 @app.command("harvest-macs")
@@ -115,8 +130,7 @@ def harvest_macs(
     ctx = Context.open(site, db)
     selected = select_hosts(ctx.site, hosts, everyone=True)
     fanout = Fanout(ctx.site, ctx.store, _options(concurrency, timeout, host_timeout, retries, auth))
-    coro = fanout.harvest_macs(selected)
-    results = asyncio.run(coro) if json_out else _run(coro)
+    results = _run(fanout, lambda: fanout.harvest_macs(selected), len(selected), "harvesting MACs", json_out)
     # Exports cover every harvested host of the site; this run's results already hold their summaries.
     inventories = {r.host: r.data for r in results if r.ok and r.data}
     inventories.update(harvested(ctx.store, [h for h in ctx.site.hosts() if h.hostname not in inventories]))
@@ -187,8 +201,9 @@ def pxe_boot(
     ctx = Context.open(site, db)
     opts = _options(concurrency, timeout, host_timeout, retries, auth, boot_mode=boot_mode,
                     power_policy=power_policy, power_timeout_s=power_timeout, poll_s=poll)
-    coro = Fanout(ctx.site, ctx.store, opts).pxe_boot(select_hosts(ctx.site, hosts, everyone=True))
-    results = asyncio.run(coro) if json_out else _run(coro)
+    selected = select_hosts(ctx.site, hosts, everyone=True)
+    fanout = Fanout(ctx.site, ctx.store, opts)
+    results = _run(fanout, lambda: fanout.pxe_boot(selected), len(selected), "arming one-time PXE", json_out)
     results.sort(key=lambda r: r.host)
     counts = _counts(results)
     if json_out:
@@ -232,8 +247,9 @@ def power_cmd(
     """Power hosts on/off/cycle through their BMCs, or show their power state (no lifecycle change)."""
     ctx = Context.open(site, db)
     opts = _options(concurrency, timeout, host_timeout, retries, auth, power_timeout_s=power_timeout, poll_s=poll)
-    coro = Fanout(ctx.site, ctx.store, opts).power(select_hosts(ctx.site, hosts, everyone=True), action)
-    results = asyncio.run(coro) if json_out else _run(coro)
+    selected = select_hosts(ctx.site, hosts, everyone=True)
+    fanout = Fanout(ctx.site, ctx.store, opts)
+    results = _run(fanout, lambda: fanout.power(selected, action), len(selected), f"power {action.value}", json_out)
     results.sort(key=lambda r: r.host)
     if json_out:
         emit_json({"site": ctx.site.name, "action": action.value, "hosts": [_result_json(r) for r in results]})

@@ -3,6 +3,7 @@ faults are triaged, re-runs touch nothing, and power on/off/cycle/status do what
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 from collections.abc import Iterator
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from provision.bmc import Fanout, HostResult
 from provision.cli import main
+from provision.site import load_site
 from provision.state import State, StateStore
 from tests.redfish.simlab import PASSWORD_VAR, SimProcess, free_port, new_password, write_site
 
@@ -148,3 +151,18 @@ def test_power_off_with_an_empty_or_unmatched_host_pattern_touches_no_server(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0]
     assert [sim.hosts()[h]["power"] for h in ("h000", "h001")] == ["On", "On"]
+
+
+def test_the_fan_out_reports_every_host_to_its_progress_callback_once(lab: tuple[SimProcess, Path, Path]) -> None:
+    _, site_path, db = lab
+    site = load_site(site_path)
+    store = StateStore(db)
+    store.sync_site((h.hostname, h.rack) for h in site.hosts())
+    for round_ in ("first run", "rerun: every host skipped"):
+        fanout = Fanout(site, store)
+        seen: list[HostResult] = []
+        fanout.progress = seen.append
+        results = asyncio.run(fanout.harvest_macs(site.hosts()))
+        assert sorted(r.host for r in seen) == sorted(h.hostname for h in site.hosts()), round_
+        assert sorted(seen, key=lambda r: r.host) == sorted(results, key=lambda r: r.host), round_
+    assert [r.host for r in seen if not r.ok] == ["h005"]  # pxe_link_down, failed in the first run
