@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fabric.design import Design, Port
+from fabric.errors import FabricError
 from fabric.speeds import WIDTH_LANES
 from fabric.topology import NodeType
 
@@ -55,6 +56,9 @@ class AsBuilt:
             lid += 1
         plugs: dict[Port, tuple[Port, Cable]] = {}
         for link in design.links:
+            if link.width is None or link.speed is None:
+                raise FabricError(f"{design.source}: link {link.number} ({link.a} <-> {link.b}) has no expected "
+                                  "width/speed to build")
             cable = Cable(link.width, link.speed)
             plugs[link.a] = (link.b, cable)
             plugs[link.b] = (link.a, cable)

@@ -3,7 +3,8 @@
 Every node keeps its GUID (so identification is by GUID first, then by description for a replaced HCA),
 switches are named by their description (`MF0;<name>:...` -> `<name>`) and HCAs `<host>/<hca>`, made unique
 with the GUID where two nodes share a description. Tiers are hop counts from the HCAs; each link expects
-the width and speed it had in the baseline.
+the width and speed it had in the baseline, and one the baseline capture does not give stays unknown (None):
+such a link is `rate_unknown`, never checked against an assumed rate.
 """
 
 from __future__ import annotations
@@ -43,10 +44,6 @@ def design_from_topology(top: Topology, name: str) -> Design:
                     nxt.append(peer)
         frontier = nxt
 
-    widths = Counter(link.width for link in top.links if link.width)
-    speeds = Counter(link.speed for link in top.links if link.speed)
-    width = widths.most_common(1)[0][0] if widths else "4X"
-    speed = speeds.most_common(1)[0][0] if speeds else "HDR"
     dnodes = []
     for guid, node in nodes.items():
         ports = max(node.nports or 0, max_port.get(guid, 0), 1)
@@ -61,5 +58,7 @@ def design_from_topology(top: Topology, name: str) -> Design:
         if link.a.guid not in nodes or link.b.guid not in nodes:
             continue
         links.append(DesignLink(Port(names[link.a.guid], link.a.port), Port(names[link.b.guid], link.b.port),
-                                link.width or width, link.speed or speed, None, number=len(links) + 1))
-    return build_design(name, width, speed, dnodes, links, source=name)
+                                link.width, link.speed, None, number=len(links) + 1))
+    # No defaults: every link expects the rate it had, and a rate the capture did not give stays None (the
+    # validator reports such a link `rate_unknown`), never the fabric's usual rate nor an assumed 4X HDR.
+    return build_design(name, None, None, dnodes, links, source=name)

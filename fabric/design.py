@@ -81,13 +81,17 @@ class DesignNode(NamedTuple):
 class DesignLink(NamedTuple):
     a: Port
     b: Port
-    width: str
-    speed: str
+    width: str | None  # None: not known (a baseline capture without the link's rate); a design file always has it
+    speed: str | None
     cable: str | None = None
     number: int = 0
 
     def other(self, p: Port) -> Port:
         return self.b if p == self.a else self.a
+
+    def rate(self) -> str:
+        """'4X NDR'; '?' for a width or speed that is not known."""
+        return f"{self.width or '?'} {self.speed or '?'}"
 
 
 @dataclass(frozen=True)
@@ -321,6 +325,13 @@ def _loc_fields(loc: Location | None) -> dict[str, object]:
 def dump_design(design: Design, header: str = "") -> str:
     """YAML text in the documented format: one line per switch, host and link, each a JSON flow item
     (valid YAML, and `parse_design` reads it back without the slow YAML constructor)."""
+    unrated = [str(link.number) for link in design.links if link.width is None or link.speed is None]
+    if unrated:
+        # Written without it, the link would read back with the file's defaults: an assumed rate.
+        raise DesignError(design.source, [f"no expected width/speed for link{'s' if len(unrated) > 1 else ''} "
+                                          f"{', '.join(unrated[:5])}" + (f" and {len(unrated) - 5} more"
+                                                                         if len(unrated) > 5 else "")
+                                          + ": cannot write it as a design file"])
     out: list[str] = [f"# {h}".rstrip() for h in header.splitlines()]
     out.append(f"fabric: {_j(design.name)}")
     defaults = ", ".join(f"{k}: {v}" for k, v in (("width", design.width), ("speed", design.speed)) if v)

@@ -44,9 +44,11 @@ def speed_for_gbps(gbps: str) -> str | None:
     return normalise_speed(gbps)
 
 
-def width_below(seen: str | None, expected: str) -> bool:
-    return seen is not None and WIDTH_LANES.get(seen, 0) < WIDTH_LANES[expected]
+def width_below(seen: str | None, expected: str | None) -> bool:
+    """True only when both are known and `seen` is narrower (an unknown side is for `rate_unknown`)."""
+    return seen is not None and expected is not None and WIDTH_LANES.get(seen, 0) < WIDTH_LANES[expected]
 
 
-def speed_below(seen: str | None, expected: str) -> bool:
-    return seen is not None and SPEED_RANK.get(seen, -1) < SPEED_RANK[expected]
+def speed_below(seen: str | None, expected: str | None) -> bool:
+    """True only when both are known and `seen` is slower (an unknown side is for `rate_unknown`)."""
+    return seen is not None and expected is not None and SPEED_RANK.get(seen, -1) < SPEED_RANK[expected]

@@ -2,7 +2,8 @@
 
 Every designed link and every discovered link is accounted for once, in this order: links that match
 (checked for width and speed: below the design is `degraded`; a width or speed the capture does not give is
-`rate_unknown`, never a pass); devices that are missing or unknown (their links go with them); links
+`rate_unknown`, never a pass; so is a rate the design does not know, as in a baseline taken from a capture
+without it); devices that are missing or unknown (their links go with them); links
 that would join the parts of a split fabric (they go with the partition finding); pairs of cables
 crossed at one end (one `swapped` finding); a port cabled to the wrong peer (`miswired`); a cable
 nobody designed (`unexpected_link`); what is left of the design is a port that is down/polling
@@ -153,6 +154,7 @@ def _matched(c: _Ctx) -> None:
         used_disc.add((disc.a, disc.b))
         rate = f"{disc.width or '?'} {disc.speed or '?'}"
         unread = [x for x, v in (("width", disc.width), ("speed", disc.speed)) if v is None]
+        unknown = [x for x, v in (("width", dl.width), ("speed", dl.speed)) if v is None]
         details: dict[str, object] = {}
         if width_below(disc.width, dl.width) or speed_below(disc.speed, dl.speed):
             kind = "degraded"
@@ -160,15 +162,25 @@ def _matched(c: _Ctx) -> None:
             seen = f"trained at {rate}{could}"
             fix = (f"reseat, then replace {f'cable {dl.cable}' if dl.cable else 'the cable'} (and the transceivers) "
                    f"between {dl.a} and {dl.b}; check both ports' configured speed/width")
-        elif unread:
-            # A rate the capture does not give is not a pass: the link stays unverified until it is read.
+        elif unread or unknown:
+            # A rate the capture does not give, or that the design (a baseline built from a capture without it)
+            # does not know, is not a pass: the link stays unverified until both are known.
             kind, details = "rate_unknown", {"unread": unread}
-            seen = f"cabled as designed; the capture gives no {' and '.join(unread)} ({rate})"
-            fix = (f"read the rate of {dl.a} and {dl.b} (iblinkinfo, or ibnetdiscover from a host on the fabric; "
-                   "UFM's links JSON may carry a width without a speed) and validate again")
+            gaps, fixes = [], []
+            if unread:
+                gaps.append(f"the capture gives no {' and '.join(unread)}")
+                fixes.append(f"read the rate of {dl.a} and {dl.b} (iblinkinfo, or ibnetdiscover from a host on the "
+                             "fabric; UFM's links JSON may carry a width without a speed) and validate again")
+            if unknown:
+                details["expected_unknown"] = unknown
+                gaps.append(f"{c.design.source} gives no expected {' and '.join(unknown)} to check {rate} against")
+                fixes.append("take the baseline from a capture that has every link's width and speed (iblinkinfo, "
+                             "or ibnetdiscover from a host on the fabric), or validate against the cabling design")
+            seen = f"cabled as designed; {'; '.join(gaps)}" + ("" if unknown else f" ({rate})")
+            fix = "; ".join(fixes)
         else:
             continue
-        c.add(Finding(kind=kind, a=c.dend(dl.a), b=c.dend(dl.b), expected=f"{dl.width} {dl.speed}", seen=seen,
+        c.add(Finding(kind=kind, a=c.dend(dl.a), b=c.dend(dl.b), expected=dl.rate(), seen=seen,
                       fix=fix, tier=c.tier(dl), cable=dl.cable, details=details))
 
 
@@ -237,7 +249,7 @@ def _down_hca_port(c: _Ctx, name: str, dl: DesignLink) -> bool:
         return False
     c.add(Finding(
         kind="port_down", a=c.dend(leaf_port), b=c.dend(Port(name, 1)),
-        expected=f"link up, {dl.width} {dl.speed}",
+        expected=f"link up, {dl.rate()}",
         seen=f"{leaf_port} is {down.state} and {name} is not discovered",
         fix=f"check the cable {dl.cable or ''} from {c.dend(leaf_port).where()} to {name} and that the HCA is up "
             "(ibstat on the host); reseat, then replace cable/transceiver",
@@ -420,7 +432,7 @@ def _missing_or_down(c: _Ctx) -> None:
             p, d = downs[0]
             c.add(Finding(
                 kind="port_down", a=c.dend(dl.a), b=c.dend(dl.b),
-                expected=f"link up, {dl.width} {dl.speed}",
+                expected=f"link up, {dl.rate()}",
                 seen=f"{p} is {d.state}" + (f", {downs[1][0]} is {downs[1][1].state}" if len(downs) > 1 else ""),
                 fix=f"reseat {cable} at both ends; if still {d.state.split('/')[-1]}, replace the cable/transceiver "
                     f"(port {p} sees no peer)",

@@ -256,6 +256,38 @@ def test_ufm_links_with_a_width_and_no_speed_are_rate_unknown(tmp_path: Path,
         ("leaf-A-r3-U40", "gpu-r1-01/mlx5_0", ["speed"])]
 
 
+def _ufm_links(tmp_path: Path, name: str, without_speed: range) -> Path:
+    entries = json.loads((FIXTURES / "ufm-links.json").read_text())
+    for i in without_speed:
+        del entries[i]["speed"]
+    path = tmp_path / name
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def test_a_baseline_whose_capture_has_no_speeds_does_not_pass_links_at_an_assumed_hdr(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # An NDR fabric captured by UFM without speeds; today every link trained at HDR.
+    base = _ufm_links(tmp_path, "base.json", range(4))
+    today = _ufm_links(tmp_path, "today.json", range(0))
+    assert main(["validate", "--baseline", str(base), "--discovered", str(today), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["summary"]["clean"] is False
+    assert sorted((f["kind"], f["expected"], f["unread"], f["expected_unknown"]) for f in payload["findings"]) == [
+        ("rate_unknown", "1X ?", [], ["speed"])] + [("rate_unknown", "4X ?", [], ["speed"])] * 3
+    assert all("baseline base.json gives no expected speed" in f["seen"] for f in payload["findings"])
+
+
+def test_a_baseline_link_without_its_speed_is_rate_unknown_not_the_fabrics_usual_speed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = _ufm_links(tmp_path, "base.json", range(1))  # the other three links say HDR
+    today = _ufm_links(tmp_path, "today.json", range(0))
+    assert main(["validate", "--baseline", str(base), "--discovered", str(today), "--json"]) == 1
+    [f] = json.loads(capsys.readouterr().out)["findings"]
+    assert (f["kind"], f["a"]["name"], f["b"]["name"], f["expected"]) == (
+        "rate_unknown", "leaf-A-r3-U40", "gpu-r1-01/mlx5_0", "4X ?")
+
+
 @pytest.mark.realdata
 def test_the_vendor_ufm_links_example_is_not_clean_against_an_ndr_design(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from fabric.baseline import design_from_topology
 from fabric.design import Design, Port, dump_design, load_design, parse_design
 from fabric.design_csv import parse_cabling_csv
 from fabric.errors import DesignError, GeneratorError
 from fabric.generate import FatTreeParams, generate_fat_tree
+from fabric.pipeline import load_captures
 from fabric.topology import NodeType
-from tests.fabric.conftest import REPO, SIM_DESIGN
+from tests.fabric.conftest import FIXTURES, REPO, SIM_DESIGN
 
 SIM_PARAMS = FatTreeParams(hosts=16, hcas_per_host=8, radix=40, tiers=2, hosts_per_rack=8,
                            host_name="gpu-r{rack}-{slot:02d}", service_hosts=("ctl-01",), name="sim",
@@ -184,3 +187,15 @@ def test_cabling_csv_with_switch_list_and_errors() -> None:
 
 def test_committed_design_files_exist() -> None:
     assert Path(SIM_DESIGN).is_file()
+
+
+def test_a_baseline_without_a_links_rate_cannot_be_written_as_a_design_file(tmp_path: Path) -> None:
+    entries = json.loads((FIXTURES / "ufm-links.json").read_text())
+    del entries[0]["speed"]
+    links = tmp_path / "links.json"
+    links.write_text(json.dumps(entries))
+    d = design_from_topology(load_captures([links]), "baseline links.json")
+    assert sorted(str(link.speed) for link in d.links) == ["HDR", "HDR", "HDR", "None"]
+    # written, the link would read back with a default rate: refused instead
+    with pytest.raises(DesignError, match="no expected width/speed for link 1: cannot write it"):
+        dump_design(d)
