@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.bisect.planner import AdaptivePlanner, Finding, GridPlanner, Planner, Test
-from provision.health.errors import HealthError, SshError
-from provision.health.ssh import SshSettings, run_command
+from provision.health.errors import HealthError
+from provision.ssh import SshSettings, run_command
+from provision.ssh.errors import SshError
 from provision.state import State, StateStore
 
 COMMAND = "bisect"

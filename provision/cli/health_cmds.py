@@ -15,10 +15,10 @@ from provision.cli.context import Context
 from provision.cli.output import console, emit_json, err_console, esc
 from provision.health.errors import HealthError
 from provision.health.run import run_health
-from provision.health.ssh import SshSettings
 from provision.health.summary import summarize
 from provision.health.verdict import HostHealth, Verdict
 from provision.site.select import select_hosts
+from provision.ssh import SshSettings
 from provision.state.redact import redact_text
 
 HostsOpt = Annotated[

@@ -1,7 +1,4 @@
-"""Errors of the SSH fan-out and of health runs: one tree under the project error.
-
-Every SSH failure carries a machine-readable `reason` (what the state store records for the host).
-"""
+"""Errors of health runs, under the project error (SSH's own are in provision.ssh.errors)."""
 
 from __future__ import annotations
 
@@ -10,39 +7,3 @@ from provision.errors import BringupError
 
 class HealthError(BringupError):
     """A health run could not be planned (bad pattern, a site the agent's config cannot express)."""
-
-
-class SshError(BringupError):
-    """Reaching a host over SSH failed; `reason` is what the lifecycle records."""
-
-    reason = "ssh_error"
-
-    def __init__(self, host: str, message: str) -> None:
-        self.host = host
-        super().__init__(f"{host}: {message}")
-
-
-class SshRefused(SshError):
-    reason = "ssh_refused"
-
-
-class SshConnectTimeout(SshError):
-    reason = "ssh_connect_timeout"
-
-
-class SshHostKeyMismatch(SshError):
-    reason = "ssh_host_key_mismatch"
-
-
-class SshAuthFailed(SshError):
-    reason = "ssh_auth_failed"
-
-
-class SshDisconnected(SshError):
-    reason = "ssh_disconnected"
-
-
-class SshTimeout(SshError):
-    """The command did not finish within the per-host timeout (the host or its agent hangs)."""
-
-    reason = "health_timeout"

@@ -13,13 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from provision.health.agent_command import agent_command, agent_program
-from provision.health.errors import HealthError, SshError
+from provision.health.errors import HealthError
 from provision.health.expectations import load_overlay, render_expectations, validate_expectations
 from provision.health.record import Recorded, eligibility, record_results
-from provision.health.ssh import SshSettings, run_command
 from provision.health.verdict import HostHealth, Problem, Verdict, judge, unreachable
 from provision.site.model import Host, Site
 from provision.site.select import select_hosts
+from provision.ssh import SshSettings, run_command
+from provision.ssh.errors import SshError
 from provision.state import StateStore
 
 Progress = Callable[[HostHealth], None]

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from provision.health.errors import SshError
-from provision.health.ssh import RemoteRun
+from provision.ssh import RemoteRun
+from provision.ssh.errors import SshError
 
 
 class Verdict(StrEnum):

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from provision.health.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
+from provision.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
 from sim.lab import Lab, Service, python_module
 from sim.sshhosts.addresses import ssh_host_address
 from sim.sshhosts.server import Files

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from provision.health.expectations import ENV_OVERLAY, OVERLAY_FILE
-from provision.health.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
+from provision.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
 from sim.lab import LabContext, Service, python_module
 from sim.sshhosts.addresses import DEFAULT_PORT
 from sim.sshhosts.server import Files

@@ -10,7 +10,7 @@ import pytest
 from provision.bisect.runner import REASON, bisect, render_job
 from provision.cli import main as provision_main
 from provision.health.errors import HealthError
-from provision.health.ssh import SshSettings
+from provision.ssh import SshSettings
 from provision.state import State
 from tests.health.conftest import needs_replay
 

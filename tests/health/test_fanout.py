@@ -14,8 +14,8 @@ import pytest
 
 from provision.cli import main as provision_main
 from provision.health.run import run_health
-from provision.health.ssh import SshSettings
 from provision.health.verdict import Verdict
+from provision.ssh import SshSettings
 from provision.state import State
 from tests.health.conftest import needs_replay
 

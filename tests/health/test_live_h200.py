@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from provision.health.expectations import load_overlay, render_expectations
-from provision.health.ssh import RemoteRun
 from provision.health.verdict import Verdict, judge
 from provision.site import load_site
+from provision.ssh import RemoteRun
 from tools.health.config import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.health.errors import SshConnectTimeout
 from provision.health.golden_set import promote_golden
 from provision.health.record import eligibility, record_results
 from provision.health.verdict import HostHealth, Problem, Verdict, unreachable
 from provision.site import load_site
 from provision.site.model import Site
+from provision.ssh.errors import SshConnectTimeout
 from provision.state import State, StateStore
 
 SIM_SITE = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml"

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from provision.health.expectations import ENV_OVERLAY, load_overlay, render_expectations, validate_expectations
-from provision.health.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
 from provision.site import load_site
+from provision.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
 from sim.addresses import BMCS, SERVICES, TEST_HOSTS
 from sim.lab import LabContext
 from sim.sshhosts import service

@@ -9,8 +9,8 @@ from typing import Any
 import asyncssh
 
 from provision.health.run import check_hosts
-from provision.health.ssh import ENV_KEY_FILE, ENV_KNOWN_HOSTS, SshSettings, TrustOnFirstUse
 from provision.health.verdict import Verdict
+from provision.ssh import ENV_KEY_FILE, ENV_KNOWN_HOSTS, SshSettings, TrustOnFirstUse
 from sim.sshhosts.harness import SshLab
 from tests.health.conftest import needs_replay
 
@@ -49,8 +49,8 @@ def test_a_client_key_the_hosts_do_not_know_is_refused(sim_site_factory: Any, tm
 
 
 def test_tofu_file_survives_a_restart(tmp_path: Path) -> None:
-    from provision.health.errors import SshHostKeyMismatch
-    from provision.health.ssh import Endpoint
+    from provision.ssh import Endpoint
+    from provision.ssh.errors import SshHostKeyMismatch
 
     endpoint = Endpoint("h1", "127.0.32.1", 2222, "root")
     TrustOnFirstUse(tmp_path / "k").check(endpoint, "ssh-ed25519 AAAA1")

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from provision.health.errors import SshRefused
-from provision.health.ssh import RemoteRun
 from provision.health.verdict import Verdict, judge, machine_reason, unreachable
+from provision.ssh import RemoteRun
+from provision.ssh.errors import SshRefused
 from tools.health.agent import Report
 from tools.health.outcome import CRITICAL, OK, UNKNOWN, WARN, Outcome, exit_code
 

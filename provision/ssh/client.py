@@ -21,9 +21,11 @@ from typing import Any
 
 import asyncssh
 
-from provision.health.errors import (
-    HealthError,
+from provision.site.endpoints import split_host_port
+from provision.site.model import Site
+from provision.ssh.errors import (
     SshAuthFailed,
+    SshConfigError,
     SshConnectTimeout,
     SshDisconnected,
     SshError,
@@ -31,8 +33,6 @@ from provision.health.errors import (
     SshRefused,
     SshTimeout,
 )
-from provision.site.endpoints import split_host_port
-from provision.site.model import Site
 
 ENV_KEY_FILE = "BRINGUP_SSH_KEY_FILE"
 ENV_KNOWN_HOSTS = "BRINGUP_SSH_KNOWN_HOSTS"
@@ -72,13 +72,13 @@ def load_address_map(path: Path, default_port: int) -> dict[str, tuple[str, int]
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise HealthError(f"${ENV_ADDRESS_MAP}={path}: not a readable JSON file ({exc})") from None
+        raise SshConfigError(f"${ENV_ADDRESS_MAP}={path}: not a readable JSON file ({exc})") from None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise HealthError(f"${ENV_ADDRESS_MAP}={path}: expected an object of host name → 'address[:port]'")
+        raise SshConfigError(f"${ENV_ADDRESS_MAP}={path}: expected an object of host name → 'address[:port]'")
     try:
         return {str(host): split_host_port(value, default_port) for host, value in data.items()}
     except ValueError as exc:
-        raise HealthError(f"${ENV_ADDRESS_MAP}={path}: bad port ({exc})") from None
+        raise SshConfigError(f"${ENV_ADDRESS_MAP}={path}: bad port ({exc})") from None
 
 
 class TrustOnFirstUse:
@@ -150,12 +150,12 @@ class SshSettings:
             try:
                 self._client_keys = [asyncssh.read_private_key(str(self.key_file))]
             except (OSError, asyncssh.KeyImportError) as exc:
-                raise HealthError(f"SSH key {self.key_file}: cannot be read ({exc})") from None
+                raise SshConfigError(f"SSH key {self.key_file}: cannot be read ({exc})") from None
         if self.known_hosts is not None and self._known is None:
             try:
                 self._known = asyncssh.read_known_hosts(str(self.known_hosts))
             except (OSError, ValueError) as exc:
-                raise HealthError(f"known_hosts {self.known_hosts}: cannot be read ({exc})") from None
+                raise SshConfigError(f"known_hosts {self.known_hosts}: cannot be read ({exc})") from None
         if self.tofu_file is not None and self._tofu is None:
             self._tofu = TrustOnFirstUse(self.tofu_file)
 
