@@ -14,6 +14,7 @@ import csv
 import io
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -105,3 +106,19 @@ def to_dnsmasq(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
     for row, note in _reservations(site, inventories):
         lines += [f"# {row['hostname']}: {note}", f"dhcp-host={row['pxe_mac']},{row['hostname']}"]
     return "\n".join(lines) + "\n"
+
+
+_RENDERERS = {"csv": to_csv, "yaml": to_yaml, "dhcpd": to_dhcpd, "dnsmasq": to_dnsmasq}
+
+
+def default_paths(site: Site, state_dir: Path) -> dict[str, Path]:
+    """Where the exports go unless told otherwise: beside the state store, named after the site."""
+    return {"csv": state_dir / f"{site.name}-macs.csv", "yaml": state_dir / f"{site.name}-macs.yaml",
+            "dhcpd": state_dir / f"{site.name}-dhcpd.conf", "dnsmasq": state_dir / f"{site.name}-dnsmasq.conf"}
+
+
+def write_exports(site: Site, inventories: Mapping[str, Mapping[str, Any]], paths: Mapping[str, Path]) -> None:
+    """Write every export of `paths` (keys: csv, yaml, dhcpd, dnsmasq) from the harvested inventories."""
+    for name, path in paths.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_RENDERERS[name](site, inventories), encoding="utf-8")

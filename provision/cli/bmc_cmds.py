@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from provision.bmc import Fanout, HostResult, PowerAction, PowerPolicy, RunOptions, harvested
-from provision.bmc.export import to_csv, to_dhcpd, to_dnsmasq, to_yaml
+from provision.bmc.export import default_paths, write_exports
 from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc, get_console
@@ -134,22 +134,15 @@ def harvest_macs(
     # Exports cover every harvested host of the site; this run's results already hold their summaries.
     inventories = {r.host: r.data for r in results if r.ok and r.data}
     inventories.update(harvested(ctx.store, [h for h in ctx.site.hosts() if h.hostname not in inventories]))
-    base = ctx.store.path.parent / f"{ctx.site.name}-macs"
-    exports = {
-        "csv": (csv_path or base.with_suffix(".csv"), to_csv),
-        "yaml": (yaml_path or base.with_suffix(".yaml"), to_yaml),
-        "dhcpd": (dhcpd_path or base.with_name(f"{ctx.site.name}-dhcpd.conf"), to_dhcpd),
-        "dnsmasq": (dnsmasq_path or base.with_name(f"{ctx.site.name}-dnsmasq.conf"), to_dnsmasq),
-    }
-    for path, render in exports.values():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(ctx.site, inventories), encoding="utf-8")
+    given = {"csv": csv_path, "yaml": yaml_path, "dhcpd": dhcpd_path, "dnsmasq": dnsmasq_path}
+    exports = {name: given[name] or path for name, path in default_paths(ctx.site, ctx.store.path.parent).items()}
+    write_exports(ctx.site, inventories, exports)
     order = {h.hostname: i for i, h in enumerate(ctx.site.hosts())}
     results.sort(key=lambda r: order.get(r.host, 0))
     counts = _counts(results)
     if json_out:
         emit_json({"site": ctx.site.name, "counts": counts, "hosts": [_result_json(r) for r in results],
-                   "exports": {name: str(path) for name, (path, _) in exports.items()}})
+                   "exports": {name: str(path) for name, path in exports.items()}})
     else:
         from rich.table import Table
 
@@ -168,7 +161,7 @@ def harvest_macs(
         console.print(f"harvested {counts['done']}, already done {counts['already']}, failed {counts['failed']}"
                       + (f", failed earlier (untouched) {counts['skipped_failed_earlier']}"
                          if counts["skipped_failed_earlier"] else ""))
-        console.print("exports: " + "  ".join(esc(path) for path, _ in exports.values()), style="dim")
+        console.print("exports: " + "  ".join(esc(path) for path in exports.values()), style="dim")
     _fail_if_any(results)
 
 
