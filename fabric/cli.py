@@ -253,8 +253,10 @@ def design_import_csv(
     switches: Path | None = typer.Option(None, "--switches", help="Switch list CSV (name, model, ports, tier, "
                                          "row, rack, u)."),
     name: str = typer.Option("fabric", "--name"),
-    speed: str = typer.Option("HDR", "--speed"),
-    width: str = typer.Option("4X", "--width"),
+    speed: str | None = typer.Option(None, "--speed", help="Expected speed (e.g. NDR) of rows without a speed "
+                                     "column; required unless every row gives one."),
+    width: str | None = typer.Option(None, "--width", help="Expected width (e.g. 4X) of rows without a width "
+                                     "column; required unless every row gives one."),
     out: Path | None = typer.Option(None, "--out"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:

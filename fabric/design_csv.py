@@ -6,7 +6,8 @@ Cabling CSV: one row per cable; header names are matched loosely (case, spaces, 
   port A     : a_port, source port, src port, from port, start port
   end B      : b, destination, dest, dst, to, end device, enddevice, destination device
   port B     : b_port, destination port, dest port, dst port, to port, end port
-  optional   : width, speed
+  rate       : width, speed (per row; a row without one takes the importer's width/speed, and with neither
+               the import fails: the expected rate is a fact of the site, never assumed)
 A host HCA is written `<host>/<hca>` or `<host> <hca>`; anything else is a switch.
 
 Switch CSV (optional): name, model, ports, tier, row, rack, u. Without it, switches get the highest port
@@ -22,7 +23,7 @@ import re
 
 from fabric.design import Design, DesignLink, DesignNode, Location, Port, build_design
 from fabric.errors import DesignError
-from fabric.speeds import normalise_speed, normalise_width
+from fabric.speeds import SPEED_RANK, WIDTH_LANES, normalise_speed, normalise_width
 from fabric.topology import NodeType
 
 _ALIASES = {
@@ -34,6 +35,7 @@ _ALIASES = {
     "width": {"width", "linkwidth"},
     "speed": {"speed", "linkspeed", "rate"},
 }
+_EXAMPLE = {"width": "--width 4X", "speed": "--speed NDR"}
 _LOCATED = re.compile(r"^[A-Za-z]+-(\w+)-(\w+)-U(\d+)$")
 
 
@@ -68,8 +70,23 @@ def _norm_end(name: str) -> str:
     return name
 
 
+def _row_list(rows: list[int]) -> str:
+    return f"row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:5]))}" + (
+        f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+
+
 def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = "cabling.csv",
-                      name: str = "fabric", width: str = "4X", speed: str = "HDR") -> Design:
+                      name: str = "fabric", width: str | None = None, speed: str | None = None) -> Design:
+    """`width`/`speed`: the expected rate of rows that do not give their own (None: every row must)."""
+    bad = []
+    if width and normalise_width(width) is None:
+        bad.append(f"width {width!r} is not one of {', '.join(WIDTH_LANES)}")
+    if speed and normalise_speed(speed) is None:
+        bad.append(f"speed {speed!r} is not one of {', '.join(SPEED_RANK)}")
+    if bad:
+        raise DesignError(source, ["; ".join(bad)])
+    width = normalise_width(width) if width else None
+    speed = normalise_speed(speed) if speed else None
     raw_rows = _rows(text, source)
     if not raw_rows:
         raise DesignError(source, ["no rows after the header"])
@@ -82,6 +99,7 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
     links: list[DesignLink] = []
     ends: set[str] = set()
     max_port: dict[str, int] = {}
+    unrated: dict[str, list[int]] = {"width": [], "speed": []}
     for i, row in enumerate(raw_rows, start=2):
         r = {mapping[h]: (v or "").strip() for h, v in row.items() if mapping.get(h)}
         try:
@@ -92,13 +110,25 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
             continue
         lw = normalise_width(r["width"]) if r.get("width") else width
         ls = normalise_speed(r["speed"]) if r.get("speed") else speed
-        if lw is None or ls is None:
+        if (r.get("width") and lw is None) or (r.get("speed") and ls is None):
             problems.append(f"row {i}: unknown width/speed {r.get('width')!r}/{r.get('speed')!r}")
+            continue
+        for what, value in (("width", lw), ("speed", ls)):
+            if value is None:
+                unrated[what].append(i)
+        if lw is None or ls is None:
             continue
         links.append(DesignLink(Port(a, ap), Port(b, bp), lw, ls, r.get("cable") or None, number=i))
         for n, p in ((a, ap), (b, bp)):
             ends.add(n)
             max_port[n] = max(max_port.get(n, 0), p)
+    missing = [what for what, rows in unrated.items() if rows]
+    if missing:
+        rows = sorted({i for what in missing for i in unrated[what]})
+        example = " ".join(_EXAMPLE[what] for what in missing)
+        problems.insert(0, f"no expected {' or '.join(missing)} for {_row_list(rows)}: give "
+                           f"{' and '.join(f'--{what}' for what in missing)} (e.g. {example}) "
+                           f"or a {'/'.join(missing)} column")
     if problems:
         raise DesignError(source, problems)
 

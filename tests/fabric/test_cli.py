@@ -256,6 +256,20 @@ def test_ufm_links_with_a_width_and_no_speed_are_rate_unknown(tmp_path: Path,
         ("leaf-A-r3-U40", "gpu-r1-01/mlx5_0", ["speed"])]
 
 
+def test_design_import_csv_without_speed_exits_2_with_one_line_not_an_hdr_design(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cabling = tmp_path / "cabling.csv"
+    cabling.write_text("Cable ID,Source Device,Source Port,Destination Device,Destination Port\n"
+                       "C1,leaf-A-03-U40,1,gpu-01-01 mlx5_0,1\n")
+    out = tmp_path / "design.yml"
+    assert main(["design", "import-csv", str(cabling), "--width", "4X", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no expected speed for row 2: give --speed (e.g. --speed NDR)" in err
+    assert not out.exists()
+    assert main(["design", "import-csv", str(cabling), "--width", "4X", "--speed", "NDR", "--out", str(out)]) == 0
+    assert "defaults: {width: 4X, speed: NDR}" in out.read_text()
+
+
 def _ufm_links(tmp_path: Path, name: str, without_speed: range) -> Path:
     entries = json.loads((FIXTURES / "ufm-links.json").read_text())
     for i in without_speed:

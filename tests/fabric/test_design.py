@@ -167,7 +167,7 @@ C3,leaf-A-03-U40,21,spine-A-03-U20,1,HDR
 
 
 def test_cabling_csv_import_infers_switches_tiers_and_locations() -> None:
-    d = parse_cabling_csv(CABLING, source="cabling.csv")
+    d = parse_cabling_csv(CABLING, source="cabling.csv", width="4X")
     assert d.nodes["gpu-01-01/mlx5_0"].type is NodeType.CA
     leaf, spine = d.nodes["leaf-A-03-U40"], d.nodes["spine-A-03-U20"]
     assert (leaf.tier, spine.tier) == (1, 2)
@@ -178,11 +178,32 @@ def test_cabling_csv_import_infers_switches_tiers_and_locations() -> None:
 def test_cabling_csv_with_switch_list_and_errors() -> None:
     switches = "name,model,ports,tier,row,rack,u\nleaf-A-03-U40,QM8700,40,1,A,03,40\n"
     with pytest.raises(DesignError, match="'spine-A-03-U20' is cabled but not declared"):
-        parse_cabling_csv(CABLING, switches)
+        parse_cabling_csv(CABLING, switches, width="4X")
     with pytest.raises(DesignError, match="duplicate port leaf-A-03-U40"):
-        parse_cabling_csv(CABLING + "C4,leaf-A-03-U40,1,gpu-01-03 mlx5_0,1,HDR\n")
+        parse_cabling_csv(CABLING + "C4,leaf-A-03-U40,1,gpu-01-03 mlx5_0,1,HDR\n", width="4X")
     with pytest.raises(DesignError, match="lacks columns"):
         parse_cabling_csv("foo,bar\n1,2\n")
+
+
+def test_cabling_csv_without_a_rate_per_row_or_given_is_refused_not_read_as_4x_hdr() -> None:
+    no_rate = "\n".join(",".join(r.split(",")[:5]) for r in CABLING.splitlines()) + "\n"
+    with pytest.raises(DesignError) as e:
+        parse_cabling_csv(no_rate, source="cabling.csv")
+    assert str(e.value) == ("cabling.csv: no expected width or speed for rows 2, 3, 4: give --width and --speed "
+                            "(e.g. --width 4X --speed NDR) or a width/speed column")
+    with pytest.raises(DesignError, match=r"^cabling.csv: no expected speed for rows 2, 3, 4: give --speed"):
+        parse_cabling_csv(no_rate, source="cabling.csv", width="4X")
+    with pytest.raises(DesignError, match="speed 'HDX' is not one of"):
+        parse_cabling_csv(no_rate, width="4X", speed="HDX")
+    d = parse_cabling_csv(no_rate, width="4x", speed="ndr")
+    assert {(link.width, link.speed) for link in d.links} == {("4X", "NDR")} and (d.width, d.speed) == ("4X", "NDR")
+
+
+def test_cabling_csv_rows_with_their_own_rate_need_no_default() -> None:
+    rated = CABLING.replace(",Speed\n", ",Speed,Width\n").replace(",HDR\n", ",NDR,4X\n")
+    d = parse_cabling_csv(rated)
+    assert {(link.width, link.speed) for link in d.links} == {("4X", "NDR")} and (d.width, d.speed) == (None, None)
+    assert {(link.width, link.speed) for link in parse_design(dump_design(d)).links} == {("4X", "NDR")}
 
 
 def test_committed_design_files_exist() -> None:
