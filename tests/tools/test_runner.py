@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from tools.health.outcome import UNKNOWN
 from tools.health.probes import PROBE_ERROR, TIMEOUT, TOOL_MISSING, Probe, ProbeResult
 from tools.health.runner import LiveRunner, ReplayRunner, record, run_command
 
-from .conftest import REPLAY, expectations
+from .conftest import REPLAY, REPO, expectations
 
 
 def test_command_runs_in_the_c_locale(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,6 +50,37 @@ def test_hung_tool_and_its_children_are_killed(tmp_path: Path) -> None:
         time.sleep(0.05)
     else:
         pytest.fail("the hung tool's child outlived the timeout")
+
+
+def test_collector_that_never_returns_is_a_timeout() -> None:
+    wedged = threading.Event()
+
+    def blocked_read(_root: Path) -> tuple[str, int]:
+        wedged.wait(10)  # a read of a wedged HCA's sysfs file (bounded, so a regression fails, not hangs)
+        return "", 0
+
+    t0 = time.monotonic()
+    try:
+        result = LiveRunner().run(Probe("ib-sysfs", collect=blocked_read, timeout_s=0.3))
+    finally:
+        wedged.set()
+    assert time.monotonic() - t0 < 5
+    assert (result.ran, result.failure_kind) == (False, TIMEOUT)
+    assert result.failure == "read of ib-sysfs (in-process) did not finish within 0.3 s"
+
+
+def test_agent_process_exits_although_a_collector_never_returns() -> None:
+    script = (
+        "import threading\n"
+        "from tools.health.probes import Probe\n"
+        "from tools.health.runner import LiveRunner\n"
+        "def blocked(_root): threading.Event().wait()\n"
+        "probes = [Probe('wedged', collect=blocked, timeout_s=0.3), Probe('fine', collect=lambda r: ('x\\n', 0))]\n"
+        "results = LiveRunner().run_all(probes, parallel=True)\n"
+        "print(results['wedged'].failure_kind, results['fine'].output.strip())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "timeout x\n"), done.stderr
 
 
 def test_collector_error_is_a_failure() -> None:

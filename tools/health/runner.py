@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -64,11 +65,35 @@ def run_command(probe: Probe) -> ProbeResult:
 
 
 def run_collector(probe: Probe, root: Path) -> ProbeResult:
-    assert probe.collect is not None
-    try:
-        text, rc = probe.collect(root)
-    except OSError as exc:
-        return failed(probe.name, PROBE_ERROR, f"{probe.describe} failed: {exc}")
+    """Run an in-process reader under the probe's timeout.
+
+    A read of /sys can block (a wedged HCA's firmware command, a GPU that fell off the bus), so the reader runs
+    in a daemon thread that the agent waits for at most ``timeout_s``: past that the probe is a timeout and the
+    thread is abandoned. Being a daemon it does not hold the interpreter at exit. (A thread stuck in an
+    uninterruptible kernel sleep still delays the process's final teardown until the read returns; no
+    user-space code can cut that short, but the report has been written by then.)
+    """
+    collect = probe.collect
+    assert collect is not None
+    box: list[tuple[str, int] | BaseException] = []
+
+    def read() -> None:
+        try:
+            box.append(collect(root))
+        except BaseException as exc:  # handed to the waiting thread, which decides
+            box.append(exc)
+
+    reader = threading.Thread(target=read, name=f"probe-{probe.name}", daemon=True)
+    reader.start()
+    reader.join(probe.timeout_s)
+    if reader.is_alive() or not box:
+        return failed(probe.name, TIMEOUT, f"{probe.describe} did not finish within {probe.timeout_s:g} s")
+    got = box[0]
+    if isinstance(got, OSError):
+        return failed(probe.name, PROBE_ERROR, f"{probe.describe} failed: {got}")
+    if isinstance(got, BaseException):
+        raise got
+    text, rc = got
     return ProbeResult(probe.name, text, rc)
 
 
