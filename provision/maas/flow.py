@@ -38,6 +38,7 @@ COMMISSIONED = {  # on to allocation and deployment
     MaasStatus.DEPLOYING,
     MaasStatus.DEPLOYED,
     MaasStatus.FAILED_DEPLOYMENT,
+    MaasStatus.RELEASING,  # on its way back to READY (powering off, maybe erasing disks)
 }
 
 REMEDIATION = {
@@ -49,6 +50,8 @@ REMEDIATION = {
     "fix the hardware, then deploy again",
     "maas_deploy_failed": "read the installation log in MAAS (machine > Logs), then deploy again: the host is "
     "released and redeployed",
+    "maas_release_failed": "MAAS could not release the machine after a failed deployment (power off or disk "
+    "erasure failed): read its events in MAAS, mark it fixed there, then deploy again",
     "maas_power_error": "MAAS could not power the machine through its BMC: check the power parameters MAAS holds "
     "and that MAAS's rack controller reaches the BMC",
     "maas_state_conflict": "the machine's MAAS status does not allow this step: bring it to Ready in MAAS "
@@ -210,12 +213,17 @@ class MaasDeployer:
         if machine.status not in COMMISSIONED:
             machine = await self._commissioned(machine, created, deadline)
         await self.store.atransition(name, State.commissioned, command=COMMAND, evidence=_evidence(machine))
+        if machine.status is MaasStatus.FAILED_DEPLOYMENT:
+            machine = await self.client.release(machine.system_id)
+        if machine.status is MaasStatus.RELEASING:
+            # MAAS powers the machine off (and may erase its disks) before it is READY again.
+            machine = await self._wait(machine.system_id, {MaasStatus.READY}, {MaasStatus.RELEASING}, deadline)
+            if machine.status is not MaasStatus.READY:
+                raise _Failed("maas_release_failed", f"{machine.status_name}: {machine.status_message}",
+                              _evidence(machine))
         if machine.status is MaasStatus.READY:
             machine = await self.client.allocate(machine.system_id)
-        if machine.status in {MaasStatus.ALLOCATED, MaasStatus.FAILED_DEPLOYMENT}:
-            if machine.status is MaasStatus.FAILED_DEPLOYMENT:
-                machine = await self.client.release(machine.system_id)
-                machine = await self.client.allocate(machine.system_id)
+        if machine.status is MaasStatus.ALLOCATED:
             machine = await self.client.deploy(machine.system_id, distro_series=self.options.distro_series)
         machine = await self._wait(machine.system_id, {MaasStatus.DEPLOYED}, {MaasStatus.DEPLOYING}, deadline)
         if machine.status is not MaasStatus.DEPLOYED:

@@ -82,6 +82,7 @@ class MaasSim:
         self.consumer_key, self.token_key, self.token_secret = api_key.split(":")
         self.commission_s = float(config.get("commission_seconds", 2.0))
         self.deploy_s = float(config.get("deploy_seconds", 3.0))
+        self.release_s = float(config.get("release_seconds", 1.0))
         self.faults: dict[str, str] = dict(config.get("faults", {}))
         self.machines: dict[str, Machine] = {}
         self.lock = threading.Lock()
@@ -240,9 +241,21 @@ class MaasSim:
             if machine.status not in RELEASE_FROM:
                 raise NodeStateViolation(f"Cannot release node because node is in the {machine.status.name} state.")
             machine.generation += 1
-            machine.status, machine.owner, machine.status_message = NodeStatus.READY, None, "Released"
+            generation = machine.generation
+            # As MAAS does: RELEASING while the machine is powered off (and its disks erased, where
+            # the region says so), READY afterwards.
+            machine.status, machine.owner, machine.status_message = NodeStatus.RELEASING, None, "Releasing"
             machine.osystem = machine.distro_series = ""
+
+        def done() -> None:
+            if self.faults.get(machine.hostname) == "release_fails":
+                machine.status = NodeStatus.FAILED_RELEASING
+                machine.status_message = "Failed to erase disks"
+            else:
+                machine.status, machine.status_message = NodeStatus.READY, "Released"
             machine.power_state = "off"
+
+        self._run_later(machine, self.release_s, generation, done)
 
 
 def _form(handler: BaseHTTPRequestHandler, body: bytes) -> dict[str, list[str]]:

@@ -33,7 +33,7 @@ class RunningMaas:
 
 @pytest.fixture
 def maas() -> Iterator[RunningMaas]:
-    sim = MaasSim(API_KEY, {"commission_seconds": 0.05, "deploy_seconds": 0.05})
+    sim = MaasSim(API_KEY, {"commission_seconds": 0.05, "deploy_seconds": 0.05, "release_seconds": 0.05})
     power = Power()
     sim.power_on = power
     server = serve("127.0.2.11", 0, sim)

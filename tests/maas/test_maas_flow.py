@@ -187,3 +187,16 @@ def test_the_os_series_and_architecture_come_from_the_site(site: Path, maas: Run
     _deploy(site, capsys, "--hosts", "gpu-r1-02", "--distro", "jammy")  # the option still wins for one run
     machine = next(m for m in maas.sim.machines.values() if m.hostname == "gpu-r1-02")
     assert machine.distro_series == "jammy"
+
+
+def test_a_failed_deployment_is_released_through_releasing_and_a_failed_release_is_its_own_reason(
+    site: Path, maas: RunningMaas, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maas.sim.faults = {"gpu-r1-03": "deploy_fails", "gpu-r1-04": "deploy_fails"}
+    _deploy(site, capsys, "--hosts", "gpu-r1-0[3-4]")
+    maas.sim.faults = {"gpu-r1-04": "release_fails"}  # 03 repaired; 04's disks cannot be erased
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[3-4]")
+    by_host = {r["host"]: r for r in rows}
+    assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
+    assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
+    assert "Failed releasing" in str(by_host["gpu-r1-04"]["detail"])
