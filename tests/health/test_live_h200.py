@@ -79,3 +79,18 @@ def test_with_64_nccl_channels_the_live_all_reduce_clears_its_floor_and_only_the
     assert len(busbw) == 3 and min(busbw.values()) >= 340
     site = load_site(LIVE_SITE)
     assert load_overlay(site)["h200x2"]["long"]["env"] == {"NCCL_MIN_NCHANNELS": "64"}
+
+
+@pytest.mark.parametrize("level", ["fast", "long"])
+def test_the_revised_agent_live_warns_only_about_the_clock(level: str) -> None:
+    # Run again after the review fixes (PCIe generation judged along the path to the root port, Xids
+    # from the journal first, zpool -p, collectors under their timeout): nothing new fires on real H200s.
+    capture = ROOT / "tests" / "fixtures" / "h200" / f"live-ssh-2026-11-30-revised-{level}.json"
+    report = _reports(capture)[level]
+    run = RemoteRun("h200-live-01", report["exit_code"], json.dumps(report), "", report["duration_s"])
+    health = judge(run, expected_host="h200-live-01", level="fast" if level == "fast" else "all")
+    assert {p.check: p.reason for p in health.problems} == {"clock_sync": "clock_unsynchronised"}
+    checks = {c["check"]: c["status"] for c in report["checks"]}
+    assert checks["pcie_links"] == checks["gpu_xid"] == checks["nvlink_state"] == "ok"
+    if level == "long":
+        assert checks["gpu_stress"] == checks["nccl_allreduce"] == "ok"
