@@ -97,7 +97,13 @@ def test_roles_end_state_over_ssh(lab: Any, name: str) -> None:
     assert "nvidia-fabricmanager-580" in holds and "libnvidia-nscq-580" in holds
     assert enabled(host, "nvidia-fabricmanager")
     # gpudirect_rdma
-    assert host.file("/etc/modules-load.d/nvidia-peermem.conf").contains("^nvidia_peermem$")
+    # loaded at boot by a unit ordered after openibd (which cannot reload the RDMA stack under it), not by
+    # modules-load.d, which runs before openibd
+    assert not host.file("/etc/modules-load.d/nvidia-peermem.conf").exists
+    peermem_unit = host.file("/etc/systemd/system/nvidia-peermem.service")
+    assert peermem_unit.contains("^After=openibd.service$")
+    assert peermem_unit.contains("^ExecStart=/sbin/modprobe nvidia_peermem$")
+    assert enabled(host, "nvidia-peermem")
     assert host.run("modinfo -F version nvidia-peermem").stdout.strip() == "580.159.04"
     # container_runtime
     daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)

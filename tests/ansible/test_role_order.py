@@ -1,0 +1,47 @@
+"""Ordering the site's roles depends on, read from the role and playbook files.
+
+The test hosts cannot restart openibd or load modules, so the playbook runs cannot show the order in
+which they happen on a real host; these tests pin the tasks that make it so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = REPO / "roles"
+
+
+def _yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def _site_role_order() -> list[str]:
+    play = _yaml(REPO / "playbooks" / "site.yml")[0]
+    block = next(t for t in play["tasks"] if "block" in t)["block"]
+    return [t["ansible.builtin.import_role"]["name"] for t in block if "ansible.builtin.import_role" in t]
+
+
+def test_openibd_restarts_at_the_end_of_the_ofed_role_before_nvidia_peermem_loads() -> None:
+    order = _site_role_order()
+    assert order.index("ofed") < order.index("nvidia_driver") < order.index("gpudirect_rdma")
+    tasks = _yaml(ROLES / "ofed" / "tasks" / "main.yml")
+    # the role's last task runs the openibd restart its package task notified, not the end of the play
+    assert tasks[-1].get("ansible.builtin.meta") == "flush_handlers"
+    handlers = _yaml(ROLES / "ofed" / "handlers" / "main.yml")
+    assert [h["name"] for h in handlers] == ["Restart openibd"]
+
+
+def test_nvidia_peermem_loads_at_boot_after_openibd_not_from_modules_load_d() -> None:
+    tasks = _yaml(ROLES / "gpudirect_rdma" / "tasks" / "main.yml")
+    writes = [t for t in tasks if "ansible.builtin.copy" in t or "ansible.builtin.template" in t]
+    assert all("modules-load.d" not in str(t) for t in writes)
+    removed = [t["ansible.builtin.file"]["path"] for t in tasks if "ansible.builtin.file" in t]
+    assert removed == ["/etc/modules-load.d/nvidia-peermem.conf"]
+    defaults = _yaml(ROLES / "gpudirect_rdma" / "defaults" / "main.yml")
+    assert "openibd.service" in defaults["gpudirect_rdma_after_units"]
+    unit = (ROLES / "gpudirect_rdma" / "templates" / "nvidia-peermem.service.j2").read_text()
+    assert "After={{ gpudirect_rdma_after_units | join(' ') }}" in unit and "WantedBy=multi-user.target" in unit
