@@ -45,3 +45,19 @@ def test_nvidia_peermem_loads_at_boot_after_openibd_not_from_modules_load_d() ->
     assert "openibd.service" in defaults["gpudirect_rdma_after_units"]
     unit = (ROLES / "gpudirect_rdma" / "templates" / "nvidia-peermem.service.j2").read_text()
     assert "After={{ gpudirect_rdma_after_units | join(' ') }}" in unit and "WantedBy=multi-user.target" in unit
+
+
+def test_driver_reboot_runs_handlers_first_goes_in_batches_and_checks_the_loaded_driver_after() -> None:
+    tasks = _yaml(ROLES / "nvidia_driver" / "tasks" / "loaded.yml")
+    names = [t["name"] for t in tasks]
+    reboot_at = next(i for i, t in enumerate(tasks) if "ansible.builtin.reboot" in t)
+    flush_at = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.meta") == "flush_handlers")
+    refuse_at = names.index("Stop when a reboot is needed but not allowed")
+    assert refuse_at < flush_at < reboot_at
+    assert tasks[reboot_at]["throttle"] == "{{ nvidia_driver_reboot_batch }}"
+    defaults = _yaml(ROLES / "nvidia_driver" / "defaults" / "main.yml")
+    assert 1 <= defaults["nvidia_driver_reboot_batch"] <= 4
+    after = tasks[reboot_at + 1]
+    assert after["when"] == "nvidia_driver_needs_reboot"
+    checks = [t for t in after["block"] if "ansible.builtin.fail" in t]
+    assert len(checks) == 1 and "not the installed" in checks[0]["ansible.builtin.fail"]["msg"]
