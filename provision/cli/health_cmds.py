@@ -19,7 +19,7 @@ from provision.health.summary import summarize
 from provision.health.verdict import HostHealth, Verdict
 from provision.site.select import select_hosts
 from provision.ssh import SshSettings
-from provision.state.redact import redact_text
+from provision.state.redact import redact
 
 HostsOpt = Annotated[
     str | None,
@@ -120,9 +120,10 @@ def health(
 
 def _bisect_payload(report: BisectReport) -> dict[str, Any]:
     finding = report.finding
-    return {
+    # The command and the jobs' output tails can carry secrets (HF_TOKEN=...): masked as in the state store.
+    payload: dict[str, Any] = redact({
         "group": list(report.hosts),
-        "command": redact_text(report.command),
+        "command": report.command,
         "strategy": report.strategy,
         "culprits": list(finding.culprits),
         "unexplained": [list(g) for g in finding.unexplained],
@@ -132,7 +133,8 @@ def _bisect_payload(report: BisectReport) -> dict[str, Any]:
         "duration_s": round(report.duration_s, 2),
         "recorded": list(report.recorded),
         "runs": [r.as_dict() for r in report.runs],
-    }
+    })
+    return payload
 
 
 @app.command()

@@ -2,39 +2,71 @@
 
 Evidence is whatever a command saw (HTTP responses, tool output, a job's command line). Nothing should
 put a secret in it, but a BMC can echo a header back and an operator's `--cmd` can carry
-`HF_TOKEN=...`, so every key that names a secret is masked on the way in, and so is the value of every
-`NAME=value` / `--name value` in text whose name does.
+`HF_TOKEN=...`, so the value under every key whose name is a secret's is masked on the way in, and so
+is, in text, the value of every `NAME=value`, `NAME: value`, `"NAME": "value"` and `--name value` whose
+name is, of auth and cookie headers, of `curl -u user:pw`, and the password of `scheme://user:pw@host`.
+
+A name is a secret's when one of its words (split at `_ - .` and camelCase) is one: HF_TOKEN,
+WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, --password, X-Auth-Token, power_pass; not passed, tokens_per_s,
+Bypass or Compass.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
-_SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|authorization|api[_-]?key|credential|cookie", re.I)
 MASK = "********"
-# A name that ends in a secret word: HF_TOKEN, WANDB_API_KEY, DB_PASSWORD, --password (not passes=,
-# tokens_per_step=).
-_SECRET_WORD = r"[A-Za-z0-9_.-]*?(?:password|passwd|pass|secret|token|api[_-]?key|credentials?)"
-# NAME=value (shell assignment, --flag=value), NAME: value, and --flag value; the value ends at a space
-# or a quote.
-_ASSIGNED = re.compile(rf"(?<![A-Za-z0-9_.-])(?P<name>{_SECRET_WORD})(?P<sep>=|:[ \t]*)(?P<value>[^\s'\"]+)", re.I)
-_FLAG = re.compile(rf"(?<![A-Za-z0-9_.-])(?P<name>--{_SECRET_WORD})(?P<sep>[ \t]+)(?P<value>[^\s'\"-][^\s'\"]*)", re.I)
-_HEADER = re.compile(
-    r"(?P<name>authorization|x-auth-token)(?P<sep>:[ \t]*)(?P<value>(?:(?:bearer|basic|token)[ \t]+)?[^\s'\"]+)", re.I)
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_SECRET_WORDS = frozenset({"password", "passwd", "pass", "pwd", "passphrase", "secret", "token", "authorization",
+                           "apikey", "credential", "credentials", "cookie"})
+_SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")})
+
+_VALUE = r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;'\"]+)"
+_PATTERNS = (
+    # Authorization: Bearer x / Cookie: a=b; c=d (to the end of the line or a quote)
+    re.compile(r"(?P<name>(?:proxy-)?authorization|x-auth-token|(?:set-)?cookie)(?P<sep>:[ \t]*)(?P<value>[^\r\n\"']+)",
+               re.I),
+    # "name": "value" (JSON text)
+    re.compile(r"(?P<name>\"[^\"\n]{1,100}\")(?P<sep>\s*:\s*)(?P<value>\"(?:[^\"\\\n]|\\.)*\")"),
+    # scheme://user:password@host
+    re.compile(r"(?P<name>\b[a-z][a-z0-9+.-]*://[^\s/:@]+)(?P<sep>:)(?P<value>[^\s/@]+)(?=@)", re.I),
+    # curl -u user:password
+    re.compile(r"(?<!\S)(?P<name>-u|--user)(?P<sep>[ \t]+)(?P<value>\S+)"),
+    # NAME=value, --name=value, NAME: value
+    re.compile(rf"(?<![\w.-])(?P<name>-{{0,2}}[A-Za-z_][\w.-]*)(?P<sep>[ \t]*=[ \t]*|:[ \t]*){_VALUE}"),
+    # --name value
+    re.compile(rf"(?<![\w.-])(?P<name>--?[A-Za-z][\w.-]*)(?P<sep>[ \t]+)(?=[^-\s]){_VALUE}"),
+)
+_ALWAYS = frozenset({"-u", "--user"})
+
+
+def is_secret_name(name: str) -> bool:
+    words = [w.lower() for w in _WORDS.findall(name)]
+    return any(w in _SECRET_WORDS for w in words) or any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+
+
+def _mask(match: re.Match[str]) -> str:
+    name = match["name"]
+    if "://" not in name and name not in _ALWAYS and not is_secret_name(name.strip('"')):
+        return match[0]
+    value = match["value"]
+    quote = value[0] if value[:1] in ("'", '"') and value[-1:] == value[:1] and len(value) > 1 else ""
+    return f"{name}{match['sep']}{quote}{MASK}{quote}"
 
 
 def redact_text(text: str) -> str:
-    """`text` with the values of secret-named assignments, flags and auth headers masked."""
-    for pattern in (_HEADER, _ASSIGNED, _FLAG):
-        text = pattern.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", text)
+    """`text` with the values of secret-named assignments, flags, auth headers and URL passwords masked."""
+    for pattern in _PATTERNS:
+        text = pattern.sub(_mask, text)
     return text
 
 
 def redact(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            key: MASK if isinstance(key, str) and _SECRET_KEY.search(key) else redact(item)
+            key: MASK if isinstance(key, str) and is_secret_name(key) else redact(item)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):

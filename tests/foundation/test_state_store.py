@@ -16,6 +16,7 @@ import pytest
 
 from provision.errors import IllegalTransition, StateError, UnknownHost
 from provision.state import Change, State, StateStore
+from provision.state.redact import redact_text
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = [(f"gpu-{i:03d}", f"r{i // 8}") for i in range(256)]
@@ -128,6 +129,37 @@ def test_secrets_inside_evidence_text_are_masked_and_ordinary_assignments_kept(s
     assert evidence["command"] == ("HF_TOKEN=******** WANDB_API_KEY=******** torchrun --nnodes {nnodes} train.py "
                                    "--password ********")
     assert evidence["runs"] == ['curl -H "Authorization: ********" -H "X-Auth-Token: ********"', kept]
+
+
+@pytest.mark.parametrize(("text", "masked"), [
+    ('HF_TOKEN="hf_abc" python x', 'HF_TOKEN="********" python x'),
+    ("--password 'hunter2' --hosts a", "--password '********' --hosts a"),
+    ('{"Authorization": "Basic cm9vdDpw", "Id": "x"}', '{"Authorization": "********", "Id": "x"}'),
+    ("AWS_SECRET_ACCESS_KEY=abc aws s3 ls", "AWS_SECRET_ACCESS_KEY=******** aws s3 ls"),
+    ("git clone https://ops:pw123@git.example/x", "git clone https://ops:********@git.example/x"),
+    ("curl -u admin:pw123 https://bmc/redfish", "curl -u ******** https://bmc/redfish"),
+    ("Set-Cookie: sid=abc; Path=/", "Set-Cookie: ********"),
+    ("power_pass=bmcpw", "power_pass=********"),
+])
+def test_quoted_json_url_and_cookie_secrets_in_text_are_masked(text: str, masked: str) -> None:
+    assert redact_text(text) == masked
+
+
+@pytest.mark.parametrize("text", [
+    "Speculative Store Bypass: Mitigation: Speculative Store Bypass disabled via prctl",  # a real boot line
+    "Compass: 3", "passes=3 tokens_per_step=1000", '"passed": true', "mpirun -np 8 -x NCCL_IB_HCA=mlx5_0 python",
+])
+def test_ordinary_text_with_look_alike_names_is_kept(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_keys_are_masked_by_their_words_not_by_substrings(store: StateStore) -> None:
+    evidence = {"passed": False, "checks_passed": 3, "tokens_per_s": 5.0, "apiKey": "k", "power_pass": "p",
+                "X-Auth-Token": "t"}
+    store.fail("gpu-001", "bisect_culprit", command="x", evidence=evidence)
+    assert store.get("gpu-001").evidence == {"passed": False, "checks_passed": 3, "tokens_per_s": 5.0,
+                                             "apiKey": "********", "power_pass": "********",
+                                             "X-Auth-Token": "********"}
 
 
 def test_a_database_that_is_not_ours_is_refused(tmp_path: Path) -> None:
