@@ -57,10 +57,13 @@ class Recorder:
                         item.done.set_result(result)
                 batch = []
         finally:
-            # Cancelled mid-commit (the run is being torn down): nobody may wait forever.
-            for item in batch + self._pending:
+            # Cancelled mid-commit (the run is being torn down): nobody may wait forever, and what was
+            # failed here must not be committed by a later flush.
+            dropped, self._pending = batch + self._pending, []
+            for item in dropped:
                 if not item.done.done():
-                    item.done.set_exception(StateError("the state writer stopped before this change was committed"))
+                    item.done.set_exception(StateError("the state writer stopped: this change may not have been "
+                                                       "committed"))
 
     def _commit(self, changes: list[Change]) -> list[Outcome | BaseException]:
         self.commits += 1

@@ -146,9 +146,13 @@ class Fanout:
                     result = HostResult(host.hostname, True, data=data)
                 except Exception as exc:  # every failure of one host is triaged, none escapes
                     failure = triage(exc, timeout_s=opts.host_timeout_s)
+                    detail = failure.detail
                     if command is not None:
-                        await self.record_failure(host, command, failure)
-                    result = HostResult(host.hostname, False, reason=failure.reason, detail=failure.detail,
+                        try:
+                            await self.record_failure(host, command, failure)
+                        except Exception as store_exc:  # the state store itself failed: say so, go on
+                            detail += f" (NOT recorded in the state store: {type(store_exc).__name__}: {store_exc})"
+                    result = HostResult(host.hostname, False, reason=failure.reason, detail=detail,
                                         data=failure.evidence, remediation=failure.remediation)
             self._report(result)
             return result

@@ -97,7 +97,8 @@ def _run(fanout: Fanout, run: Callable[[], Coroutine[Any, Any, list[HostResult]]
         task = bar.add_task(what, total=total, failed=0)
 
         def advance(result: HostResult) -> None:
-            failed = bar.tasks[task].fields["failed"] + (0 if result.ok else 1)
+            # A host skipped because it failed in an earlier run is not a failure of this one.
+            failed = bar.tasks[task].fields["failed"] + (0 if result.ok or result.skipped else 1)
             bar.update(task, advance=1, failed=failed)
 
         fanout.progress = advance

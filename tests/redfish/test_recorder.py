@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from provision.bmc import Fanout, RunOptions
 from provision.bmc.recorder import Recorder
 from provision.errors import IllegalTransition
+from provision.redfish import ClientOptions
+from provision.site import load_site
 from provision.state import Change, Outcome, State, StateStore
+from tests.redfish.simlab import PASSWORD_VAR, free_port, write_site
 
 
 def test_concurrent_changes_share_commits_and_an_illegal_one_fails_alone(tmp_path: Path) -> None:
@@ -109,3 +113,16 @@ def test_a_store_that_fails_fails_every_waiting_writer_instead_of_hanging_them(t
 
     results = asyncio.run(asyncio.wait_for(go(), 30))
     assert all(isinstance(r, sqlite3.OperationalError) for r in results)
+
+
+def test_a_store_that_fails_while_hosts_fail_is_reported_per_host_and_escapes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PASSWORD_VAR, "pw")
+    site = load_site(write_site(tmp_path, 3, free_port()))  # nothing listens: every host fails unreachable
+    store = _BrokenDisk(tmp_path / "s.db")
+    store.sync_site((h.hostname, h.rack) for h in site.hosts())
+    options = RunOptions(client=ClientOptions(timeout_s=2, retries=0))
+    results = asyncio.run(asyncio.wait_for(Fanout(site, store, options).harvest_macs(site.hosts()), 60))
+    assert [r.reason for r in results] == ["bmc_unreachable"] * 3
+    assert all("NOT recorded in the state store: OperationalError: disk I/O error" in r.detail for r in results)
