@@ -67,6 +67,8 @@ def _decrypt(vault: Path, name: str) -> dict[str, Any]:
         result = subprocess.run([tool, "view", str(vault)], capture_output=True, text=True, timeout=60, check=False)
     except subprocess.TimeoutExpired:
         raise CredentialError(f"{name}: ansible-vault did not finish within 60 s") from None
+    except OSError as exc:  # not executable, a stale shebang after the venv moved...
+        raise CredentialError(f"{name}: ansible-vault ({tool}) could not be run: {exc.strerror or exc}") from None
     if result.returncode != 0:
         raise CredentialError(f"{name}: ansible-vault could not decrypt it (wrong vault password?)")
     # Parsed outside any `except` so that no YAML error, whose message quotes the offending line of

@@ -17,6 +17,7 @@ from provision.errors import HostSelectionError
 from provision.site.model import Host, Role, Site
 
 _RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<spans>[0-9,\-]+)\](?P<suffix>[^\[\]]*)$")
+_SPAN = re.compile(r"^\d+(-\d+)?$")
 
 
 def expand_ranges(item: str) -> list[str]:
@@ -26,9 +27,9 @@ def expand_ranges(item: str) -> list[str]:
         return [item]
     names: list[str] = []
     for span in match["spans"].split(","):
+        if not _SPAN.match(span):
+            raise HostSelectionError(f"--hosts {item!r}: {span!r} is not N or N-M")
         first, _, last = span.partition("-")
-        if not first:
-            raise HostSelectionError(f"--hosts {item!r}: empty range")
         width = len(first)
         stop = int(last) if last else int(first)
         if stop < int(first):
@@ -59,7 +60,14 @@ def _hostfile(path: Path) -> list[str]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise HostSelectionError(f"--hosts @{path}: cannot read ({exc.strerror or exc})") from None
-    return [line.split()[0] for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    # One host per line as `provision golden` writes it (plain, deepspeed `host slots=N`), or the slurm
+    # format's one line of compressed ranges (`gpu-r1-[01-03],gpu-r2-07`).
+    names: list[str] = []
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("#"):
+            for item in _split_items(line.split()[0]):
+                names.extend(expand_ranges(item))
+    return names
 
 
 def select_hosts(site: Site, pattern: str | None, *, everyone: bool = False) -> list[Host]:

@@ -95,3 +95,14 @@ def test_a_wrong_vault_password_is_a_clear_error(monkeypatch: pytest.MonkeyPatch
     (tmp_path / "vault-pass").write_text("not-the-password\n")
     with pytest.raises(CredentialError, match="could not decrypt it"):
         resolve(CredentialRef(vault="secrets.yml", key="bmc_password"), tmp_path)
+
+
+def test_an_ansible_vault_that_cannot_run_is_a_credential_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    broken = tmp_path / "ansible-vault"
+    broken.write_text("#!/nonexistent/python\n")  # a venv moved after install: its shebang points nowhere
+    broken.chmod(0o755)
+    monkeypatch.setattr(credentials, "_ansible_vault", lambda: str(broken))
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "pass"))
+    (tmp_path / "secrets.yml").write_text("$ANSIBLE_VAULT;1.1;AES256\n00\n")
+    with pytest.raises(CredentialError, match="could not be run"):
+        resolve(CredentialRef(vault="secrets.yml", key="k"), tmp_path)

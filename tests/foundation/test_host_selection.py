@@ -59,3 +59,15 @@ def test_without_a_pattern_server_commands_take_every_host_and_gpu_commands_the_
     assert [h.hostname for h in select_hosts(site, None, everyone=True)] == [h.hostname for h in site.hosts()]
     assert "ctl-01" in [h.hostname for h in select_hosts(site, None, everyone=True)]
     assert "ctl-01" not in [h.hostname for h in select_hosts(site, None)]
+
+
+def test_a_slurm_hostfile_from_provision_golden_is_read_as_its_hosts(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("gpu-r1-[01-02],gpu-r2-07\n")  # `provision golden --format slurm`
+    assert _names(f"@{hostfile}") == ["gpu-r1-01", "gpu-r1-02", "gpu-r2-07"]
+
+
+@pytest.mark.parametrize("pattern", ["gpu-r1-[1-2-3]", "gpu-r1-[01,]", "gpu-r1-[-3]"])
+def test_a_malformed_range_is_a_selection_error_not_a_crash(pattern: str) -> None:
+    with pytest.raises(HostSelectionError, match="is not N or N-M"):
+        _names(pattern)
