@@ -38,8 +38,10 @@ COMMISSIONED = {  # on to allocation and deployment
     MaasStatus.DEPLOYING,
     MaasStatus.DEPLOYED,
     MaasStatus.FAILED_DEPLOYMENT,
-    MaasStatus.RELEASING,  # on its way back to READY (powering off, maybe erasing disks)
+    MaasStatus.RELEASING,  # on its way back to READY (powering off,
+    MaasStatus.DISK_ERASING,  # and erasing its disks where the region is set to)
 }
+RELEASING_NOW = {MaasStatus.RELEASING, MaasStatus.DISK_ERASING}
 
 REMEDIATION = {
     "no_harvested_mac": "run `provision harvest-macs` for the host, then deploy again",
@@ -215,9 +217,9 @@ class MaasDeployer:
         await self.store.atransition(name, State.commissioned, command=COMMAND, evidence=_evidence(machine))
         if machine.status is MaasStatus.FAILED_DEPLOYMENT:
             machine = await self.client.release(machine.system_id)
-        if machine.status is MaasStatus.RELEASING:
+        if machine.status in RELEASING_NOW:
             # MAAS powers the machine off (and may erase its disks) before it is READY again.
-            machine = await self._wait(machine.system_id, {MaasStatus.READY}, {MaasStatus.RELEASING}, deadline)
+            machine = await self._wait(machine.system_id, {MaasStatus.READY}, RELEASING_NOW, deadline)
             if machine.status is not MaasStatus.READY:
                 raise _Failed("maas_release_failed", f"{machine.status_name}: {machine.status_message}",
                               _evidence(machine))

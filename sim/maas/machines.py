@@ -31,6 +31,15 @@ class NodeStatus(IntEnum):
     FAILED_DEPLOYMENT = 11
     RELEASING = 12
     FAILED_RELEASING = 13
+    DISK_ERASING = 14
+    FAILED_DISK_ERASING = 15
+    RESCUE_MODE = 16
+    ENTERING_RESCUE_MODE = 17
+    FAILED_ENTERING_RESCUE_MODE = 18
+    EXITING_RESCUE_MODE = 19
+    FAILED_EXITING_RESCUE_MODE = 20
+    TESTING = 21
+    FAILED_TESTING = 22
 
 
 STATUS_NAMES = {
@@ -48,6 +57,15 @@ STATUS_NAMES = {
     NodeStatus.FAILED_DEPLOYMENT: "Failed deployment",
     NodeStatus.RELEASING: "Releasing",
     NodeStatus.FAILED_RELEASING: "Failed releasing",
+    NodeStatus.DISK_ERASING: "Disk erasing",
+    NodeStatus.FAILED_DISK_ERASING: "Failed disk erasing",
+    NodeStatus.RESCUE_MODE: "Rescue mode",
+    NodeStatus.ENTERING_RESCUE_MODE: "Entering rescue mode",
+    NodeStatus.FAILED_ENTERING_RESCUE_MODE: "Failed to enter rescue mode",
+    NodeStatus.EXITING_RESCUE_MODE: "Exiting rescue mode",
+    NodeStatus.FAILED_EXITING_RESCUE_MODE: "Failed to exit rescue mode",
+    NodeStatus.TESTING: "Testing",
+    NodeStatus.FAILED_TESTING: "Failed testing",
 }
 
 COMMISSION_FROM = {

@@ -247,13 +247,23 @@ class MaasSim:
             machine.status, machine.owner, machine.status_message = NodeStatus.RELEASING, None, "Releasing"
             machine.osystem = machine.distro_series = ""
 
+        fault = self.faults.get(machine.hostname)
+
         def done() -> None:
-            if self.faults.get(machine.hostname) == "release_fails":
-                machine.status = NodeStatus.FAILED_RELEASING
-                machine.status_message = "Failed to erase disks"
+            machine.power_state = "off"
+            if fault == "release_fails":
+                machine.status, machine.status_message = NodeStatus.FAILED_RELEASING, "Failed to release"
+            elif fault in ("erase_disks", "erase_fails"):  # a region set to erase disks on release
+                machine.status, machine.status_message = NodeStatus.DISK_ERASING, "Erasing disks"
+                self._run_later(machine, self.release_s, generation, erased)
             else:
                 machine.status, machine.status_message = NodeStatus.READY, "Released"
-            machine.power_state = "off"
+
+        def erased() -> None:
+            if fault == "erase_fails":
+                machine.status, machine.status_message = NodeStatus.FAILED_DISK_ERASING, "Failed to erase disks"
+            else:
+                machine.status, machine.status_message = NodeStatus.READY, "Released"
 
         self._run_later(machine, self.release_s, generation, done)
 

@@ -200,3 +200,17 @@ def test_a_failed_deployment_is_released_through_releasing_and_a_failed_release_
     assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
     assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
     assert "Failed releasing" in str(by_host["gpu-r1-04"]["detail"])
+
+
+def test_a_release_that_erases_disks_is_waited_for_and_a_failed_erase_is_a_release_failure(
+    site: Path, maas: RunningMaas, capsys: pytest.CaptureFixture[str]
+) -> None:
+    maas.sim.faults = {"gpu-r1-03": "deploy_fails", "gpu-r1-04": "deploy_fails"}
+    _deploy(site, capsys, "--hosts", "gpu-r1-0[3-4]")
+    # The region erases disks on release: RELEASING, then DISK_ERASING, then READY (or FAILED_DISK_ERASING).
+    maas.sim.faults = {"gpu-r1-03": "erase_disks", "gpu-r1-04": "erase_fails"}
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[3-4]")
+    by_host = {r["host"]: r for r in rows}
+    assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
+    assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
+    assert "Failed disk erasing" in str(by_host["gpu-r1-04"]["detail"])
