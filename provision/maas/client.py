@@ -10,6 +10,7 @@ to tell an enlistment that happened from one that did not.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -55,7 +56,7 @@ class MaasClient:
         *,
         timeout_s: float = 30.0,
         retries: int = 3,
-        verify: bool | str = True,
+        verify: bool | ssl.SSLContext = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         parts = api_key.reveal().split(":")

@@ -282,7 +282,8 @@ class MaasDeployer:
         if not work:
             return skipped
         known = {m.hostname: m for m in await self.client.machines()}
-        self._resolve_logins([h for h in work if h.hostname not in known])
+        # ansible-vault runs in a thread: not on the event loop. Hosts MAAS already holds need no credential.
+        await asyncio.to_thread(self._resolve_logins, [h for h in work if h.hostname not in known])
         gate = asyncio.Semaphore(self.options.concurrency)
         done = await asyncio.gather(*(self._guarded(h, known, gate) for h in work))
         return [*done, *skipped]
