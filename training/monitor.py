@@ -119,15 +119,18 @@ class SlowStepDetector:
 
     A watchdog thread fires while the step is still running, so a rank stuck in a collective is
     caught in the act and every rank (all of them wait on the same collective) dumps its own stacks.
+    A step in flight for longer than `hang_after_s` is a hang, and its dump ignores the rate limit:
+    each rank's limit runs on its own clock and history, and a hang is exactly when every rank's
+    stacks are needed.
     """
 
     def __init__(self, factor: float, window: int, out_dir: Path, rank: int, warmup: int = 3,
-                 dumps_first: int = 3, dump_interval_s: float = 600.0,
+                 dumps_first: int = 3, dump_interval_s: float = 600.0, hang_after_s: float = 120.0,
                  clock: Callable[[], float] = time.monotonic, dump: StackDumper = dump_stacks) -> None:
         self.factor, self.window, self.warmup = factor, window, warmup
         self.times: deque[float] = deque(maxlen=window)
         self.out_dir, self.rank = out_dir, rank
-        self.dumps_first, self.dump_interval_s = dumps_first, dump_interval_s
+        self.dumps_first, self.dump_interval_s, self.hang_after_s = dumps_first, dump_interval_s, hang_after_s
         self._clock, self._dump = clock, dump
         self.slow_steps = 0
         self.dumps = 0
@@ -150,13 +153,13 @@ class SlowStepDetector:
         with self._lock:
             self._step, self._start = step, self._clock()
 
-    def _claim_dump(self, step: int) -> bool:
-        """True when this step may dump now: not dumped yet, and within the rate limit."""
+    def _claim_dump(self, step: int, hang: bool = False) -> bool:
+        """True when this step may dump now: not dumped yet, and within the rate limit (or hung)."""
         with self._lock:
             if self._dumped == step:
                 return False
             now = self._clock()
-            if self.dumps >= self.dumps_first and self._last_dump is not None \
+            if not hang and self.dumps >= self.dumps_first and self._last_dump is not None \
                     and now - self._last_dump < self.dump_interval_s:
                 return False
             self._dumped, self._last_dump = step, now
@@ -185,7 +188,8 @@ class SlowStepDetector:
                 step, start = self._step, self._start
             if thr is None or step < 0:
                 continue
-            if self._clock() - start > thr and self._claim_dump(step):
+            running = self._clock() - start
+            if running > thr and self._claim_dump(step, hang=running > self.hang_after_s):
                 self._dump(self.out_dir, self.rank, f"step{step}_inflight")
 
     def close(self) -> None:

@@ -125,3 +125,27 @@ def test_stack_dumps_are_rate_limited_but_every_slow_step_is_counted(tmp_path: P
     assert flagged == 15 and d.slow_steps == 15
     # the first two, then one per 600 s: t=100, 200, then 800 and 1400
     assert dumps == ["step10", "step20", "step80", "step140"]
+
+
+def test_a_hung_step_dumps_even_when_the_rate_limit_is_spent(tmp_path: Path) -> None:
+    dumps: list[str] = []
+    clock = _Clock()
+    d = _detector(tmp_path, dumps, clock, window=100, dumps_first=1, dump_interval_s=600.0)
+    d.hang_after_s = 120.0
+    try:
+        for step in range(1, 5):
+            d.begin(step)
+            d.end(0.01)
+        d.begin(5)
+        d.end(1.0)  # slow: the one dump the limit allows
+        d.begin(6)
+        clock.now += 10  # slow but not hung: the limit holds
+        time.sleep(1.2)  # the watchdog polls every 0.5 s
+        assert dumps == ["step5"]
+        clock.now += 200  # in flight for 210 s: a hang, dumped despite the limit
+        deadline = time.monotonic() + 5
+        while "step6_inflight" not in dumps and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert dumps == ["step5", "step6_inflight"]
+    finally:
+        d.close()
