@@ -43,7 +43,8 @@ def pcie_links(root: Path) -> tuple[str, int]:
             kind = "hca"
         else:
             continue
-        row: dict[str, str | None] = {"bdf": dev.name, "kind": kind, "vendor": vendor, "class": klass}
+        row: dict[str, str | None | list[dict[str, str | None]]] = {
+            "bdf": dev.name, "kind": kind, "vendor": vendor, "class": klass}
         driver = dev / "driver"
         row["driver"] = os.path.basename(os.readlink(driver)) if driver.is_symlink() else None
         for name in _LINK_FILES:

@@ -87,7 +87,8 @@ def zpool_count(cell: str) -> int | None:
     match = _COUNT.match(cell)
     if not match:
         return None
-    return round(float(match.group(1)) * 1024 ** _SUFFIX_POWER[match.group(2)])
+    scale: int = 1024 ** _SUFFIX_POWER[match.group(2)]
+    return round(float(match.group(1)) * scale)
 
 
 def parse_zpool_status(text: str) -> list[Pool]:
