@@ -53,7 +53,8 @@ def test_mdraid_os_disks_are_never_chosen_and_zfs_labelled_disks_need_force() ->
     assert forced.ok
     chosen = sorted(d.name for d in forced.selected)
     assert chosen == sorted(f"nvme{n}n1" for n in (0, 1, 4, 5, 6, 7, 8, 9))
-    assert forced.command[:4] == ("zpool", "create", "-o", "ashift=12")
+    assert forced.command[:5] == ("zpool", "create", "-f", "-o", "ashift=12")
+    assert len(forced.prepare) == 8 and all(argv[:3] == ("zpool", "labelclear", "-f") for argv in forced.prepare)
     assert forced.command[-9] == "raidz2" and "/dev/nvme3n1" not in forced.command
 
 
@@ -145,3 +146,111 @@ def test_garbage_is_an_error_not_a_plan() -> None:
         zp.parse_lsblk("not json")
     with pytest.raises(zp.LsblkError):
         zp.parse_lsblk(json.dumps({"devices": []}))
+
+
+def _redeployed(other_pool_disks: tuple[str, ...] = ()) -> list[dict[str, object]]:
+    """An OS disk and four data disks that carry a whole-disk ZFS layout (the pool outlived a redeploy)."""
+    def zfs_disk(name: str) -> dict[str, object]:
+        return {"name": name, "type": "disk", "size": 3840755982336, "model": "SAMSUNG MZQL23T8HCLS",
+                "children": [{"name": f"{name}p1", "type": "part", "size": 3840738181120, "fstype": "zfs_member"},
+                             {"name": f"{name}p9", "type": "part", "size": 8 << 20}]}
+    root = {"name": "nvme0n1", "type": "disk", "size": 960197124096, "model": "SAMSUNG MZ1L2960HCJR",
+            "children": [{"name": "nvme0n1p1", "type": "part", "size": 1 << 30, "mountpoint": "/boot/efi"},
+                         {"name": "nvme0n1p2", "type": "part", "size": 950 << 30, "mountpoint": "/"}]}
+    return [root, *(zfs_disk(f"nvme{n}n1") for n in range(2, 6))]
+
+
+def test_disks_in_a_pool_are_refused_and_force_reuses_only_the_disks_it_names() -> None:
+    devices = _redeployed()
+    refused = zp.plan(devices, expected_disks=4)
+    assert not refused.ok and set(reasons(refused).values()) >= {zp.IN_POOL}
+    assert "zfs_raidz_force_disks" in refused.message and "nvme2n1" in refused.message
+    partly = zp.plan(devices, expected_disks=4, force={"nvme2n1", "nvme3n1"})
+    assert not partly.ok and not partly.command
+    forced = zp.plan(devices, expected_disks=4, force={"nvme2n1", "nvme3n1", "nvme4n1", "nvme5n1"})
+    assert forced.ok and forced.command[:3] == ("zpool", "create", "-f")
+    assert [argv[-1] for argv in forced.prepare] == [f"/dev/nvme{n}n1" for n in range(2, 6)]
+    assert all(argv[:3] == ("zpool", "labelclear", "-f") for argv in forced.prepare)
+    clean = zp.plan(_redeployed()[:1] + [{"name": f"nvme{n}n1", "type": "disk", "size": 3840755982336}
+                                         for n in range(2, 6)], expected_disks=4)
+    assert clean.ok and clean.command[:3] == ("zpool", "create", "-o") and clean.prepare == ()
+
+
+ZPOOL_IMPORT_LISTING = """\
+   pool: tank
+     id: 1234567890
+  state: ONLINE
+ action: The pool can be imported using its name or numeric identifier.
+ config:
+
+\ttank                        ONLINE
+\t  raidz2-0                  ONLINE
+\t    nvme-eui.0001-part1     ONLINE
+\t    nvme-eui.0002-part1     ONLINE
+
+   pool: scratch
+     id: 42
+  state: ONLINE
+ action: The pool can be imported using its name or numeric identifier.
+ config:
+
+\tscratch          ONLINE
+\t  mirror-0       ONLINE
+\t    nvme-eui.0005  ONLINE
+"""
+
+
+def test_importable_pools_are_read_from_zpool_import() -> None:
+    assert zp.importable_pools(ZPOOL_IMPORT_LISTING) == {
+        "tank": ["nvme-eui.0001-part1", "nvme-eui.0002-part1"], "scratch": ["nvme-eui.0005"]}
+    assert zp.importable_pools("no pools available to import\n") == {}
+    assert zp.import_command("tank") == ("zpool", "import", "-N", "-d", "/dev/disk/by-id", "tank")
+
+
+def _run_module(tmp_path: Path, listing: str, **args: object) -> dict[str, object]:
+    """The module itself (ansible ad-hoc on localhost) with a zpool on PATH that lists `listing`."""
+    import os
+    import subprocess
+
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (tmp_path / "listing").write_text(listing)
+    zpool = fake / "zpool"
+    zpool.write_text(f"""#!/bin/sh
+case "$1" in
+  list) echo "cannot open '$5': no such pool" >&2; exit 1 ;;
+  import) if [ -s {tmp_path / 'listing'} ]; then cat {tmp_path / 'listing'}; exit 0; else echo "no pools available to import"; exit 1; fi ;;
+esac
+exit 1
+""")
+    zpool.chmod(0o755)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{fake}:{bin_dir}:{os.environ.get('PATH', '')}",
+           "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LIBRARY": str(REPO / "roles" / "zfs_raidz" / "library"),
+           "ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STRATEGY": "linear"}
+    done = subprocess.run(
+        [str(bin_dir / "ansible"), "localhost", "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}",
+         "-m", "zfs_raidz_plan", "-a", json.dumps({"lsblk_json": json.dumps({"blockdevices": _redeployed()}),
+                                                   "by_id": False, **args})],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    result: dict[str, object] = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return result
+
+
+def test_the_sites_pool_on_the_disks_is_imported_not_created(tmp_path: Path) -> None:
+    found = _run_module(tmp_path, ZPOOL_IMPORT_LISTING, expected_disks=4, pool="tank")
+    assert found["ok"] is True and found["import"] is True and found["exists"] is False
+    assert found["command"] == ["zpool", "import", "-N", "-d", "/dev/disk/by-id", "tank"]
+    assert "not imported" in str(found["message"])
+
+
+def test_disks_of_another_pool_stay_refused_and_force_must_name_them(tmp_path: Path) -> None:
+    other = _run_module(tmp_path, ZPOOL_IMPORT_LISTING.replace("tank", "olddata"), expected_disks=4, pool="tank")
+    assert other["ok"] is False and other["import"] is False
+    assert "Importable pools on this host's disks: olddata, scratch" in str(other["message"])
+    unnamed = _run_module(tmp_path, "", expected_disks=4, pool="tank", force=True)
+    assert unnamed.get("failed") is True and "zfs_raidz_force_disks" in str(unnamed["msg"])
+    named = _run_module(tmp_path, "", expected_disks=4, pool="tank", force=True,
+                        force_disks=["nvme2n1", "nvme3n1", "nvme4n1", "nvme5n1"])
+    assert named["ok"] is True and list(named["command"])[:3] == ["zpool", "create", "-f"]  # type: ignore[call-overload]
+    assert len(named["prepare"]) == 4  # type: ignore[arg-type]

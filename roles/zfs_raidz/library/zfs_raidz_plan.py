@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +26,11 @@ description:
     in use by a mounted filesystem, md array or LVM.
   - Returns the C(zpool create) command; never runs it. When the pool already exists, plans nothing
     and returns C(exists=true).
+  - When the pool is not imported but C(zpool import) finds it on the disks (a MAAS redeploy keeps
+    the data disks), returns the C(zpool import -N) command instead (C(import=true)): never a create
+    over the site's own pool. Disks of another pool stay refused unless named in O(force_disks).
+  - With O(force), only the disks named in O(force_disks) are reused: the command gets C(-f) and
+    C(prepare) the C(zpool labelclear -f) of those that carry a ZFS label.
 options:
   lsblk_json: {type: str, description: lsblk JSON text; read from the host when absent}
   expected_disks: {type: int, required: true, description: data disks the site expects}
@@ -33,7 +38,8 @@ options:
   level: {type: str, default: raidz2, choices: [raidz1, raidz2, raidz3], description: RAIDZ level}
   ashift: {type: int, default: 12, description: pool ashift}
   properties: {type: dict, default: {}, description: dataset properties for the pool root (-O)}
-  force: {type: bool, default: false, description: reuse disks that are in a pool or in use}
+  force: {type: bool, default: false, description: reuse the disks named in force_disks (destroys their data)}
+  force_disks: {type: list, elements: str, default: [], description: "kernel names (nvme2n1) force may reuse"}
   root_prefix: {type: str, default: "", description: prefix of the host root in mountpoints (containers)}
   by_id: {type: bool, default: true, description: name disks by /dev/disk/by-id links when present}
   check_existing: {type: bool, default: true, description: "look for the pool first; plan nothing when it exists"}
@@ -53,7 +59,9 @@ ok: {description: whether the plan may be carried out, type: bool, returned: alw
 message: {description: what was found, and what to fix when not ok, type: str, returned: always}
 selected: {description: chosen disks, type: list, returned: always}
 excluded: {description: the other disks with the reason, type: list, returned: always}
-command: {description: the zpool create argv, type: list, returned: always}
+command: {description: the zpool create (or import) argv, type: list, returned: always}
+import: {description: the site's pool is on the disks, not imported; command imports it, type: bool, returned: always}
+prepare: {description: argvs to run before command (labelclear of forced disks), type: list, returned: always}
 """
 
 OS_MOUNTS = frozenset({"/", "/boot", "/boot/efi", "/usr", "/var", "/home", "[SWAP]"})
@@ -102,6 +110,8 @@ class Plan:
     excluded: tuple[Exclusion, ...]
     command: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    prepare: tuple[tuple[str, ...], ...] = ()
+    import_: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +121,8 @@ class Plan:
             "excluded": [asdict(e) for e in self.excluded],
             "command": list(self.command),
             "warnings": list(self.warnings),
+            "prepare": [list(argv) for argv in self.prepare],
+            "import": self.import_,
         }
 
 
@@ -210,17 +222,52 @@ def _disk(node: Mapping[str, Any], by_id: Mapping[str, str]) -> Disk:
 
 
 def zpool_command(pool: str, level: str, ashift: int, properties: Mapping[str, str],
-                  disks: Sequence[Disk]) -> tuple[str, ...]:
-    argv = ["zpool", "create", "-o", f"ashift={ashift}"]
+                  disks: Sequence[Disk], *, force: bool = False) -> tuple[str, ...]:
+    argv = ["zpool", "create", *(["-f"] if force else []), "-o", f"ashift={ashift}"]
     for key in sorted(properties):
         argv += ["-O", f"{key}={properties[key]}"]
     return (*argv, pool, level, *(d.path for d in disks))
 
 
+BY_ID = "/dev/disk/by-id"
+
+
+def import_command(pool: str) -> tuple[str, ...]:
+    """Import without mounting (-N): the datasets' own mountpoints apply when the role mounts them."""
+    return ("zpool", "import", "-N", "-d", BY_ID, pool)
+
+
+def importable_pools(text: str) -> dict[str, list[str]]:
+    """Pool name -> member devices, from `zpool import` (no pool argument) output."""
+    pools: dict[str, list[str]] = {}
+    current: str | None = None
+    in_config = False
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "pool:" and len(words) == 2:
+            current, in_config = words[1], False
+            pools[current] = []
+        elif current is not None and words == ["config:"]:
+            in_config = True
+        elif current is not None and in_config and words[0] not in ("NAME", current) \
+                and not re.match(r"^(raidz[123]?|mirror|draid[123]?|spares?|logs?|cache|special|dedup)(-|$)", words[0]):
+            pools[current].append(words[0])
+    return pools
+
+
 def plan(devices: Iterable[Mapping[str, Any]], *, expected_disks: int, pool: str = "tank",
          level: str = "raidz2", ashift: int = 12, properties: Mapping[str, str] | None = None,
-         force: bool = False, root_prefix: str = "", by_id: Mapping[str, str] | None = None) -> Plan:
+         force: bool | Collection[str] = False, root_prefix: str = "",
+         by_id: Mapping[str, str] | None = None) -> Plan:
+    """`force`: True reuses every disk in a pool or in use; a collection of disk names only those."""
     by_id = by_id or {}
+    forced_names: Collection[str] | None = None if force is True else (force or ())
+
+    def forceable(name: str) -> bool:
+        return forced_names is None or name in forced_names
+
     disks = [d for d in devices if d.get("type") == "disk"]
     selected: list[Disk] = []
     excluded: list[Exclusion] = []
@@ -232,7 +279,7 @@ def plan(devices: Iterable[Mapping[str, Any]], *, expected_disks: int, pool: str
             continue
         reason, detail = verdict
         saw_root = saw_root or (reason == OS_DISK and "/" in detail.split(" holds ", 1)[1].split(", "))
-        if force and reason in FORCEABLE:
+        if reason in FORCEABLE and forceable(_short(str(node["name"]))):
             excluded.append(Exclusion(_short(str(node["name"])), reason, detail, forced=True))
             selected.append(_disk(node, by_id))
         else:
@@ -249,7 +296,8 @@ def plan(devices: Iterable[Mapping[str, Any]], *, expected_disks: int, pool: str
                       "told apart from the data disks: refusing to guess; gather lsblk on the host itself")
     if len(selected) != expected_disks:
         blocked = [e for e in left_out if e.reason in FORCEABLE]
-        hint = (" Disks in a pool or in use are kept unless zfs_raidz_force is true (this destroys their data)"
+        hint = (" Disks in a pool or in use are kept unless zfs_raidz_force is true and zfs_raidz_force_disks"
+                f" names them ({', '.join(e.disk for e in blocked)}; this destroys their data)"
                 if blocked else " Check the host class's nvme_data_disks and the disks the host really has")
         usable = f"{len(selected)} {'is' if len(selected) == 1 else 'are'} usable"
         return refuse(f"the site expects {expected_disks} data disks, {usable}.{hint}")
@@ -259,9 +307,12 @@ def plan(devices: Iterable[Mapping[str, Any]], *, expected_disks: int, pool: str
     warnings: tuple[str, ...] = ()
     if sizes and sizes[-1] > sizes[0] * 1.05:
         warnings = (f"data disks differ in size ({sizes[0]} to {sizes[-1]} bytes): RAIDZ uses the smallest",)
-    command = zpool_command(pool, level, ashift, properties or {}, selected)
+    forced = [e for e in excluded if e.forced]
+    command = zpool_command(pool, level, ashift, properties or {}, selected, force=bool(forced))
+    names = {d.name: d.path for d in selected}
+    prepare = tuple(("zpool", "labelclear", "-f", names[e.disk]) for e in forced if e.reason == IN_POOL)
     return Plan(True, f"{level} over {len(selected)} disks: {chosen}", tuple(selected), tuple(excluded),
-                command, warnings)
+                command, warnings, prepare)
 
 
 def disk_ids(directory: str = "/dev/disk/by-id") -> dict[str, str]:
@@ -298,6 +349,7 @@ def main() -> None:
             "ashift": {"type": "int", "default": 12},
             "properties": {"type": "dict", "default": {}},
             "force": {"type": "bool", "default": False},
+            "force_disks": {"type": "list", "elements": "str", "default": []},
             "root_prefix": {"type": "str", "default": ""},
             "by_id": {"type": "bool", "default": True},
             "check_existing": {"type": "bool", "default": True},
@@ -310,6 +362,19 @@ def main() -> None:
         rc, _, _ = module.run_command([zpool, "list", "-H", "-o", "name", params["pool"]])
         if rc == 0:
             module.exit_json(changed=False, exists=True, ok=True, message=f"pool {params['pool']} exists")
+    if params["force"] and not params["force_disks"]:
+        module.fail_json(msg="zfs_raidz_force needs zfs_raidz_force_disks: name the disks whose data may be "
+                             "destroyed (kernel names, e.g. nvme2n1)", ok=False)
+    others: dict[str, list[str]] = {}
+    if zpool:
+        rc, out, _ = module.run_command([zpool, "import", "-d", BY_ID])
+        others = importable_pools(out) if rc == 0 else {}
+        if params["pool"] in others:
+            module.exit_json(
+                changed=False, exists=False, ok=True, selected=[], excluded=[], warnings=[], prepare=[],
+                command=list(import_command(params["pool"])), **{"import": True},
+                message=f"pool {params['pool']} is on the disks ({', '.join(others[params['pool']])}) but not "
+                        "imported (a redeploy keeps the data disks): importing it, not creating one")
     text = params["lsblk_json"]
     if not text:
         rc, text, err = module.run_command(LSBLK_ARGV)
@@ -326,11 +391,15 @@ def main() -> None:
         level=params["level"],
         ashift=params["ashift"],
         properties={str(k): str(v) for k, v in params["properties"].items()},
-        force=params["force"],
+        force=set(params["force_disks"]) if params["force"] else False,
         root_prefix=params["root_prefix"],
         by_id=disk_ids() if params["by_id"] else {},
     )
-    module.exit_json(changed=False, exists=False, **result.as_dict())
+    outcome = result.as_dict()
+    if others and not result.ok:
+        outcome["message"] += (f". Importable pools on this host's disks: {', '.join(sorted(others))}, not the "
+                               f"site's {params['pool']}")
+    module.exit_json(changed=False, exists=False, **outcome)
 
 
 if __name__ == "__main__":
