@@ -4,11 +4,13 @@ Each stand-in carries the files a role looks at (binaries that print what the re
 files, a DKMS build that installs kernel modules for the running kernel) and nothing else. The
 repositories mirror the vendors' layouts: NVIDIA's CUDA and container-toolkit repositories are flat,
 Docker's has `dists/<suite>/stable`, DOCA's is flat; `distro` holds what Ubuntu ships in its archive
-(zfsutils-linux) for Debian test hosts, which have no archive access during a test.
+(zfsutils-linux, linux-headers-<running kernel>) for Debian test hosts, which have no archive access
+during a test.
 """
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 
 DRIVER_BRANCH = "580"
@@ -20,6 +22,7 @@ CONTAINERD_VERSION = "1.7.27"
 DOCA_VERSION = "2.9.1"
 OFED_VERSION = "24.10-1.1.4"
 ZFS_VERSION = "2.2.2"
+KERNEL = platform.release()
 KERNEL_MODULES = ("nvidia", "nvidia-modeset", "nvidia-uvm", "nvidia-peermem")
 
 
@@ -106,6 +109,8 @@ def stand_ins() -> list[StandIn]:
         StandIn("doca-ofed", f"{DOCA_VERSION}-1", "doca", f"DOCA-OFED {DOCA_VERSION} (OFED {OFED_VERSION})",
                 files=(("/usr/bin/ofed_info", "ofed_info"), ("/lib/systemd/system/openibd.service", "openibd.service")),
                 substitutions={"VERSION": f"{DOCA_VERSION}-1", "OFED": OFED_VERSION}),
+        # The test hosts run the controller's kernel (chroots): the archive's headers package for it.
+        StandIn(f"linux-headers-{KERNEL}", f"{KERNEL}-1", "distro", f"Linux kernel headers for {KERNEL}"),
         StandIn("zfsutils-linux", f"{ZFS_VERSION}-0ubuntu9", "distro", "OpenZFS command-line tools",
                 files=(("/usr/sbin/zpool", "zpool"), ("/usr/sbin/zfs", "zfs")),
                 substitutions={"VERSION": f"{ZFS_VERSION}-0ubuntu9"}),
