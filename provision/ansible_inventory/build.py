@@ -117,7 +117,9 @@ def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: 
             groups.setdefault(group, []).append(host.hostname)
         if _configurable(record):
             groups[CONFIGURABLE_GROUP].append(host.hostname)
-    all_vars: dict[str, Any] = {"bringup_site_name": site.name, "bringup_site_file": str(site.path.resolve())}
+    all_vars: dict[str, Any] = {"bringup_site_name": site.name, "bringup_site_file": str(site.path.resolve()),
+                                # [] when the site names none: the common role then uses pool.ntp.org
+                                "bringup_ntp_servers": list(site.spec.ntp.servers)}
     if state_db is not None:
         all_vars["bringup_state_db"] = str(state_db.resolve())
     return Inventory(

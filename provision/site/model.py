@@ -276,6 +276,23 @@ class Policy(_Model):
     )
 
 
+class Ntp(_Model):
+    """Time servers for the hosts' chrony (common role). Without `servers` the hosts use the public
+    pool.ntp.org pool, which an isolated management network cannot reach: name the site's servers there."""
+
+    servers: list[str] = Field(default_factory=list, description="NTP servers (hostname or address), used with iburst")
+
+    @field_validator("servers")
+    @classmethod
+    def _plain_names(cls, value: list[str]) -> list[str]:
+        for server in value:
+            if not server or any(c.isspace() for c in server):
+                raise ValueError(f"NTP server {server!r} must be one hostname or address, without spaces")
+        if len(set(value)) != len(value):
+            raise ValueError("NTP servers are listed more than once")
+        return value
+
+
 class SiteSpec(_Model):
     """The validated content of a site file."""
 
@@ -287,6 +304,7 @@ class SiteSpec(_Model):
     bmc_tls: Tls = Tls()
     ssh: Ssh = Ssh()
     policy: Policy = Policy()
+    ntp: Ntp = Ntp()
     credentials: dict[str, Credential] = Field(default_factory=dict)
     host_classes: dict[str, HostClass] = Field(default_factory=dict)
     racks: list[Rack] = Field(min_length=1)

@@ -89,6 +89,14 @@ def test_host_variables_reach_the_host_and_describe_its_hardware(site_with_state
     assert inv.hostvars["gpu-b-01"]["bringup_state_reason"] == "site_install_the_driver"
     assert "password" not in json.dumps(inv.as_list())
     assert inv.all_vars["bringup_state_db"] == str(db.resolve())
+    assert inv.all_vars["bringup_ntp_servers"] == []  # no ntp in the site: the common role uses pool.ntp.org
+
+
+def test_the_sites_ntp_servers_reach_the_inventory(tmp_path: Path) -> None:
+    site = tmp_path / "ntp.yml"
+    site.write_text(SITE + "ntp: {servers: [10.0.0.2, ntp1.mgmt.example.net]}\n")
+    inv = load_inventory(site)
+    assert inv.all_vars["bringup_ntp_servers"] == ["10.0.0.2", "ntp1.mgmt.example.net"]
 
 
 def test_a_host_unknown_to_the_store_is_declared(tmp_path: Path) -> None:
@@ -153,3 +161,22 @@ def test_cli_list_follows_the_script_inventory_protocol(site_with_states: tuple[
     doc = json.loads(done.stdout)
     assert doc["role_gpu"]["hosts"] == ["gpu-a-01", "gpu-a-02", "gpu-b-01"]
     assert doc["_meta"]["hostvars"]["ctl-b-01"]["bringup_role"] == "controller"
+
+
+@pytest.mark.parametrize(("servers", "pools"), [([], ["pool.ntp.org"]), (["10.0.0.2"], [])])
+def test_the_common_role_uses_the_sites_ntp_servers_else_the_public_pool(
+        tmp_path: Path, servers: list[str], pools: list[str]) -> None:
+    import os
+
+    playbook = tmp_path / "ntp.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False, "vars": {"bringup_ntp_servers": servers},
+        "tasks": [{"ansible.builtin.include_vars": str(REPO / "roles" / "common" / "defaults" / "main.yml")},
+                  {"ansible.builtin.debug": {"msg": "{{ {'servers': common_chrony_servers, "
+                                                    "'pools': common_chrony_pools} | to_json }}"}}]}]))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "json",
+           "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STRATEGY": "linear", "ANSIBLE_LOCALHOST_WARNING": "0"}
+    done = subprocess.run([str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=True)
+    msg = json.loads(done.stdout)["plays"][0]["tasks"][1]["hosts"]["localhost"]["msg"]
+    assert json.loads(msg) == {"servers": servers, "pools": pools}

@@ -189,3 +189,16 @@ def test_secret_values_are_never_in_the_model(tmp_path: Path) -> None:
     site = load_site(_write(tmp_path, copy.deepcopy(_good())))
     dumped = site.spec.model_dump_json()
     assert "LAB_BMC_PASSWORD" in dumped  # the reference, never a value
+
+
+def test_ntp_servers_are_optional_one_name_each(tmp_path: Path) -> None:
+    assert load_site(_write(tmp_path, _good())).spec.ntp.servers == []  # the common role then uses pool.ntp.org
+    data = _good()
+    data["ntp"] = {"servers": ["10.0.0.2", "ntp1.mgmt.example.net"]}
+    assert load_site(_write(tmp_path, data)).spec.ntp.servers == ["10.0.0.2", "ntp1.mgmt.example.net"]
+    data["ntp"] = {"servers": ["10.0.0.2 iburst"]}
+    problems = _problems(tmp_path, data)
+    assert len(problems) == 1 and "ntp.servers" in problems[0] and "without spaces" in problems[0], problems
+    data["ntp"] = {"servers": ["10.0.0.2", "10.0.0.2"]}
+    assert "more than once" in _problems(tmp_path, data)[0]
+
