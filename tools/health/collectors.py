@@ -43,7 +43,7 @@ def pcie_links(root: Path) -> tuple[str, int]:
             kind = "hca"
         else:
             continue
-        row: dict[str, str | None | list[dict[str, str | None]]] = {
+        row: dict[str, str | list[dict[str, str | None]] | None] = {
             "bdf": dev.name, "kind": kind, "vendor": vendor, "class": klass}
         driver = dev / "driver"
         row["driver"] = os.path.basename(os.readlink(driver)) if driver.is_symlink() else None
