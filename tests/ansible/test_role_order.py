@@ -19,6 +19,20 @@ def _yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 
 
+def _tasks(path: Path) -> list[dict[str, Any]]:
+    """A task file's tasks with blocks flattened."""
+    out: list[dict[str, Any]] = []
+    for task in _yaml(path):
+        out.extend(_flatten(task))
+    return out
+
+
+def _flatten(task: dict[str, Any]) -> list[dict[str, Any]]:
+    if "block" not in task:
+        return [task]
+    return [t for inner in task["block"] for t in _flatten(inner)]
+
+
 def _site_role_order() -> list[str]:
     play = _yaml(REPO / "playbooks" / "site.yml")[0]
     block = next(t for t in play["tasks"] if "block" in t)["block"]
@@ -36,7 +50,7 @@ def test_openibd_restarts_at_the_end_of_the_ofed_role_before_nvidia_peermem_load
 
 
 def test_nvidia_peermem_loads_at_boot_after_openibd_not_from_modules_load_d() -> None:
-    tasks = _yaml(ROLES / "gpudirect_rdma" / "tasks" / "main.yml")
+    tasks = _tasks(ROLES / "gpudirect_rdma" / "tasks" / "main.yml")
     writes = [t for t in tasks if "ansible.builtin.copy" in t or "ansible.builtin.template" in t]
     assert all("modules-load.d" not in str(t) for t in writes)
     removed = [t["ansible.builtin.file"]["path"] for t in tasks if "ansible.builtin.file" in t]
@@ -61,3 +75,21 @@ def test_driver_reboot_runs_handlers_first_goes_in_batches_and_checks_the_loaded
     assert after["when"] == "nvidia_driver_needs_reboot"
     checks = [t for t in after["block"] if "ansible.builtin.fail" in t]
     assert len(checks) == 1 and "not the installed" in checks[0]["ansible.builtin.fail"]["msg"]
+
+
+def test_ofed_and_gpudirect_run_only_on_hosts_whose_class_has_infiniband_hcas() -> None:
+    import jinja2
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    for role, var in (("ofed", "ofed_enabled"), ("gpudirect_rdma", "gpudirect_rdma_enabled")):
+        expr = _yaml(ROLES / role / "defaults" / "main.yml")[var]
+        cases = [({"bringup_hardware": {"ib": {"hca_count": 8}}}, "True"),
+                 ({"bringup_hardware": {"ib": {"hca_count": 0}}}, "False"),
+                 ({"bringup_hardware": {"ib": None}}, "False"),  # a class without an ib section
+                 ({"bringup_hardware": {}}, "False"), ({}, "False")]
+        for context, expected in cases:
+            assert env.from_string(expr).render(**context) == expected, (role, context)
+        top = _yaml(ROLES / role / "tasks" / "main.yml")
+        gated = [t for t in top if "block" in t]
+        assert len(gated) == 1 and gated[0]["when"] == f"{var} | bool", role
+        assert all("block" in t or t.get("ansible.builtin.meta") == "flush_handlers" for t in top), role
