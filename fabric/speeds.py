@@ -40,10 +40,6 @@ def normalise_speed(token: str) -> str | None:
         return None
 
 
-def speed_for_gbps(gbps: str) -> str | None:
-    return normalise_speed(gbps)
-
-
 def width_below(seen: str | None, expected: str | None) -> bool:
     """True only when both are known and `seen` is narrower (an unknown side is for `rate_unknown`)."""
     return seen is not None and expected is not None and WIDTH_LANES.get(seen, 0) < WIDTH_LANES[expected]

@@ -36,10 +36,6 @@ def check_loopback(address: str) -> str:
     return address
 
 
-def in_range(address: str, network: ipaddress.IPv4Network) -> bool:
-    return ipaddress.ip_address(check_loopback(address)) in network
-
-
 def lab_host_address(n: int) -> str:
     """The N-th (1-based) Debian test host."""
     if not 1 <= n <= 254:

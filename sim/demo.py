@@ -1,7 +1,7 @@
 """The README's main job: a whole bring-up of the embedded simulated site, end to end.
 
 Each step is the same command a user would type, run against a fresh state database so the demo
-always starts from `declared`. Steps whose command is not part of this version are skipped.
+always starts from `declared`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import os
 from pathlib import Path
 
 from fabric.cli import main as fabric_main
-from provision.cli import app as provision_app
-from provision.cli import load_commands
 from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
 from provision.cli.output import console
@@ -29,16 +27,6 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("Lifecycle status", "provision", ["status"]),
     ("Golden hostfile", "provision", ["golden", "--format", "deepspeed"]),
 ]
-
-
-def _available(command: str) -> bool:
-    load_commands()
-    names = {
-        c.name or (c.callback.__name__.replace("_", "-") if c.callback else "")
-        for c in provision_app.registered_commands
-    }
-    names |= {g.name for g in provision_app.registered_groups if g.name}
-    return command in names
 
 
 CONFIGURE_REASON = (
@@ -81,8 +69,6 @@ def run_demo(site_path: Path | None) -> int:
         for name, info in lab.status().items():
             console.print(f"  {name:<14} pid {info['pid']}")
         for title, program, argv in STEPS:
-            if program == "provision" and not _available(argv[0]):
-                continue
             if program == "configure":
                 console.rule(f"[bold]{title}[/]  [dim]provision mark HOST configured")
                 worst = max(worst, _configure(site_file))
