@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from fabric.baseline import design_from_topology
 from fabric.design import Design, Location, load_design
+from fabric.design_csv import parse_cabling_csv
 from fabric.errors import FabricError, ParseError
 from fabric.identify import Identification, identify
 from fabric.parsers import parse_any, parse_ufm_links
@@ -24,6 +26,22 @@ class Result:
     topology: Topology
     identification: Identification
     report: Report
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What `fabric validate` compares: exactly one design source (site, design or baseline) and one
+    discovery source (capture files or live discovery)."""
+
+    site: Path | None = None
+    design: Path | None = None
+    baseline: Path | None = None
+    discovered: tuple[Path, ...] = ()
+    live: bool = False
+    timeout: float = 60.0
+    sim_state: Path | None = None
+    fmt: str = "auto"
+    ufm_systems: Path | None = None
 
 
 @contextmanager
@@ -104,3 +122,49 @@ def _run(design: Design, topology: Topology) -> Result:
             "description or cabling): is this a capture of a different fabric?"
         )
     return Result(design, topology, ident, validate(design, topology, ident))
+
+
+def validate_inputs(inputs: Inputs, warn: Callable[[str], None]) -> Result:
+    """Load the design and the discovered fabric `inputs` name and validate one against the other; `warn`
+    hears each live discovery warning as it happens (they are in the topology's warnings too)."""
+    if sum(x is not None for x in (inputs.site, inputs.design, inputs.baseline)) != 1:
+        raise FabricError("give exactly one of --site, --design or --baseline")
+    if bool(inputs.discovered) == inputs.live:
+        raise FabricError("give either --discovered FILE (repeatable) or --live")
+    if inputs.site is not None:
+        design = site_design(inputs.site)
+    elif inputs.design is not None:
+        design = load_design(inputs.design)
+    else:
+        assert inputs.baseline is not None
+        design = baseline_design(inputs.baseline, inputs.fmt)
+    if inputs.live:
+        topology = live_topology(inputs, warn)
+    else:
+        topology = load_captures(list(inputs.discovered), inputs.fmt, inputs.ufm_systems)
+    return run(design, topology)
+
+
+def live_topology(inputs: Inputs, warn: Callable[[str], None]) -> Topology:
+    from fabric import live
+
+    sim_state = inputs.sim_state
+    if sim_state is None and inputs.site is not None and not os.environ.get(live.SIM_STATE_ENV):
+        sim_state = live.lab_state_for_site(inputs.site)
+    found = live.discover(inputs.timeout, sim_state)
+    for warning in found.warnings:
+        warn(warning)
+    topology = topology_from_texts(list(found.captures))
+    return replace(topology, warnings=found.warnings + topology.warnings)
+
+
+def identify_captures(design_path: Path, captures: list[Path], fmt: str = "auto") -> tuple[Design, Identification]:
+    """The design at `design_path` and where each node of the captures sits in it."""
+    design = load_design(design_path)
+    return design, identify(design, load_captures(captures, fmt))
+
+
+def import_cabling(cabling: Path, switches: Path | None, name: str, width: str | None, speed: str | None) -> Design:
+    """A design from a partner's cabling CSV (and optional switch list CSV)."""
+    return parse_cabling_csv(read_text(cabling), read_text(switches) if switches else None, str(cabling), name,
+                             width, speed)
