@@ -82,6 +82,7 @@ def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, A
         "bringup_bmc": {"address": host.bmc.address, "port": host.bmc.port},
         "bringup_hardware": _hardware(cls),
         "bringup_versions": {k: v for k, v in cls.versions.model_dump().items() if v is not None},
+        "bringup_floors": cls.floors.model_dump(),  # the health agent's floors (roles/health_agent)
         "bringup_state": record.state.value if record else State.declared.value,
     }
     if record is not None and record.state is State.failed:

@@ -26,88 +26,33 @@ from typing import Any
 
 import yaml
 
+from provision.health.agent_expectations import SCHEMA_VERSION, ib_rate_gbps, render_agent_expectations
 from provision.health.errors import HealthError
-from provision.site.model import Host, HostClass, IbSpeed, Site
+from provision.site.model import Host, HostClass, Site
 
 ENV_OVERLAY = "BRINGUP_HEALTH_EXPECTATIONS"
 OVERLAY_FILE = "health-expectations.yml"
 
-SCHEMA_VERSION = 1
-
-# Data rate per lane as the kernel reports it in /sys/class/infiniband/*/ports/*/rate ("200 Gb/sec (4X HDR)").
-_LANE_GBPS: dict[IbSpeed, float] = {
-    IbSpeed.SDR: 2.5,
-    IbSpeed.DDR: 5.0,
-    IbSpeed.QDR: 10.0,
-    IbSpeed.FDR10: 10.0,
-    IbSpeed.FDR: 14.0,
-    IbSpeed.EDR: 25.0,
-    IbSpeed.HDR: 50.0,
-    IbSpeed.NDR: 100.0,
-    IbSpeed.XDR: 200.0,
-}
+__all__ = [
+    "ENV_OVERLAY", "OVERLAY_FILE", "SCHEMA_VERSION", "host_class_facts", "ib_rate_gbps", "load_overlay",
+    "render_expectations", "validate_expectations",
+]
 
 
-def ib_rate_gbps(speed: IbSpeed, width: str) -> float:
-    return _LANE_GBPS[speed] * int(width.rstrip("X"))
-
-
-def _gpu(cls: HostClass) -> dict[str, Any]:
-    versions = cls.versions
-    out: dict[str, Any] = {
-        "count": cls.gpu.count if cls.gpu else 0,
-        "model": cls.gpu.model if cls.gpu else "",
-        "nvswitch": cls.nvswitch,
+def host_class_facts(cls: HostClass) -> dict[str, Any]:
+    """`cls` as the plain facts the renderer reads: the shape of the inventory's `bringup_hardware`,
+    `bringup_versions` and `bringup_floors` host variables (the role renders from those)."""
+    return {
+        "hardware": {
+            "gpu": cls.gpu.model_dump(mode="json") if cls.gpu else None,
+            "ib": cls.ib.model_dump(mode="json") if cls.ib else None,
+            "pcie": cls.pcie.model_dump(mode="json") if cls.pcie else None,
+            "nvme_data_disks": cls.nvme_data_disks,
+            "nvswitch": cls.nvswitch,
+        },
+        "versions": {k: v for k, v in cls.versions.model_dump(mode="json").items() if v is not None},
+        "floors": cls.floors.model_dump(mode="json"),
     }
-    if versions.gpu_driver:
-        out["driver_version"] = versions.gpu_driver
-    if versions.cuda:
-        out["cuda_version"] = versions.cuda
-    if versions.vbios:
-        out["vbios_versions"] = [versions.vbios]
-    if cls.pcie is not None:
-        out["pcie_gen"] = cls.pcie.gpu_gen
-        out["pcie_width"] = cls.pcie.gpu_width
-    return out
-
-
-def _ib(cls: HostClass) -> dict[str, Any]:
-    if cls.ib is None:
-        return {"hca_count": 0}
-    out: dict[str, Any] = {
-        "hca_count": cls.ib.hca_count,
-        "rate_gbps": ib_rate_gbps(cls.ib.link_speed, cls.ib.link_width),
-        "width": cls.ib.link_width,
-    }
-    if cls.versions.hca_firmware:
-        out["firmware"] = [cls.versions.hca_firmware]
-    if cls.pcie is not None and cls.pcie.hca_gen is not None:
-        out["pcie_gen"] = cls.pcie.hca_gen
-    if cls.pcie is not None and cls.pcie.hca_width is not None:
-        out["pcie_width"] = cls.pcie.hca_width
-    return out
-
-
-def _long(cls: HostClass, extra: Mapping[str, Any]) -> dict[str, Any]:
-    floors = cls.floors
-    out: dict[str, Any] = {}
-    if floors.matmul_tflops is not None:
-        out["stress_tflops_floor"] = floors.matmul_tflops
-    if floors.allreduce_busbw_gbps is not None:
-        out["allreduce_busbw_floor_gbps"] = floors.allreduce_busbw_gbps
-    return _merge(out, extra.get("long", {}))
-
-
-def _merge(base: dict[str, Any], extra: Any) -> dict[str, Any]:
-    out = dict(base)
-    if not isinstance(extra, Mapping):
-        return out
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def load_overlay(site: Site, environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
@@ -132,21 +77,13 @@ def load_overlay(site: Site, environ: Mapping[str, str] | None = None) -> dict[s
 def render_expectations(
     site: Site, host: Host, level: str, overlay: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """The agent config for `host` at `level` ("fast" or "long"), `overlay` merged in, unchecked."""
-    cls = site.host_class(host)
-    extra = dict((overlay or {}).get(host.host_class, {}))
-    config: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "host": host.hostname,
-        "gpu": _gpu(cls),
-        "ib": _ib(cls),
-        "storage": {"disk_max_used_pct": cls.floors.disk_usage_max_pct},
-    }
-    long_extra = extra.pop("long", {})
-    config = _merge(config, extra)
-    if level == "long":
-        config["long"] = _long(cls, {"long": long_extra})
-    return config
+    """The agent config for `host` at `level` ("fast" or "long"), its class's `overlay` merged in, unchecked."""
+    return render_agent_expectations(
+        host_class_facts(site.host_class(host)),
+        hostname=host.hostname,
+        level=level,
+        overlay=(overlay or {}).get(host.host_class),
+    )
 
 
 def validate_expectations(config: Mapping[str, Any], what: str) -> None:
