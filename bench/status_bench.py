@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from provision.site import load_site  # noqa: E402
-from provision.state import FLOW, Change, State, StateStore  # noqa: E402
+from provision.state import Change, State, StateStore  # noqa: E402
+from provision.state.lifecycle import FLOW  # noqa: E402
 
 
 def populate(db: Path) -> int:

@@ -9,22 +9,23 @@ so writers in several threads or processes serialise on SQLite's lock and none i
 from __future__ import annotations
 
 import getpass
-import json
 import re
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from provision.errors import IllegalTransition, StateError, UnknownHost
+from provision.state.facts import HostFacts
+from provision.state.facts_table import read_facts, read_many, write_facts
 from provision.state.lifecycle import State, check_transition, parse_state, reached
-from provision.state.redact import redact
+from provision.state.migrate import SCHEMA_VERSION, upgrade
+from provision.state.records import Change, Event, HostRecord, Outcome, dumps, event, host_record
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "Change", "Event", "HostRecord", "Outcome", "StateStore", "counts"]
 _REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 _SCHEMA = """
@@ -55,52 +56,6 @@ CREATE INDEX IF NOT EXISTS events_host ON events (host, id);
 """
 
 
-@dataclass(frozen=True)
-class HostRecord:
-    hostname: str
-    rack: str
-    state: State
-    reason: str | None
-    resume_from: State | None
-    evidence: Any
-    updated_at: float
-    in_site: bool
-
-
-@dataclass(frozen=True)
-class Event:
-    id: int
-    ts: float
-    host: str
-    from_state: State | None
-    to_state: State
-    command: str
-    reason: str | None
-    evidence: Any
-    actor: str
-    override: bool
-
-
-@dataclass(frozen=True)
-class Change:
-    """One requested move, for `transition_many`."""
-
-    host: str
-    to: State
-    command: str
-    reason: str | None = None
-    evidence: Any = None
-    may_skip: frozenset[State] = field(default_factory=frozenset)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    host: str
-    before: State
-    after: State
-    changed: bool
-
-
 def _default_actor() -> str:
     try:
         return getpass.getuser()
@@ -108,49 +63,11 @@ def _default_actor() -> str:
         return "unknown"
 
 
-def _dumps(evidence: Any) -> str | None:
-    if evidence is None:
-        return None
-    return json.dumps(redact(evidence), sort_keys=True, default=str)
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _record(row: sqlite3.Row) -> HostRecord:
-    return HostRecord(
-        hostname=row["hostname"],
-        rack=row["rack"],
-        state=State(row["state"]),
-        reason=row["reason"],
-        resume_from=State(row["resume_from"]) if row["resume_from"] else None,
-        evidence=_loads(row["evidence"]),
-        updated_at=row["updated_at"],
-        in_site=bool(row["in_site"]),
-    )
-
-
-def _event(row: sqlite3.Row) -> Event:
-    return Event(
-        id=row["id"],
-        ts=row["ts"],
-        host=row["host"],
-        from_state=State(row["from_state"]) if row["from_state"] else None,
-        to_state=State(row["to_state"]),
-        command=row["command"],
-        reason=row["reason"],
-        evidence=_loads(row["evidence"]),
-        actor=row["actor"],
-        override=bool(row["override"]),
-    )
-
-
 def _current(db: sqlite3.Connection, hostname: str) -> HostRecord:
     row = db.execute("SELECT * FROM hosts WHERE hostname = ?", (hostname,)).fetchone()
     if row is None:
         raise UnknownHost(f"host {hostname!r} is not in the state store (is it in the site file?)")
-    return _record(row)
+    return host_record(row)
 
 
 class StateStore:
@@ -211,13 +128,7 @@ class StateStore:
         except sqlite3.DatabaseError as exc:
             raise StateError(f"{self.path} is not a bringup state store: {exc}") from None
         with self._tx() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row["value"]) != SCHEMA_VERSION:
-                raise StateError(
-                    f"{self.path} has schema version {row['value']}, this bringup expects {SCHEMA_VERSION}"
-                )
+            upgrade(db, self.path)
 
     def close(self) -> None:
         with self._lock:
@@ -239,15 +150,30 @@ class StateStore:
 
     def hosts(self) -> list[HostRecord]:
         rows = self._conn().execute("SELECT * FROM hosts ORDER BY rack, hostname").fetchall()
-        return [_record(row) for row in rows]
+        return [host_record(row) for row in rows]
 
     def history(self, hostname: str) -> list[Event]:
         self.get(hostname)
         rows = self._conn().execute("SELECT * FROM events WHERE host = ? ORDER BY id", (hostname,)).fetchall()
-        return [_event(row) for row in rows]
+        return [event(row) for row in rows]
 
     def event_count(self) -> int:
         return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def facts(self, hostname: str) -> HostFacts:
+        """The host's facts (empty when none were learnt yet); UnknownHost for a host the store lacks."""
+        db = self._conn()
+        _current(db, hostname)
+        return read_facts(db, hostname)
+
+    def facts_many(self, hostnames: Iterable[str] | None = None) -> dict[str, HostFacts]:
+        """Facts by hostname, for these hosts or (None) every host of the store, in one query."""
+        wanted = None if hostnames is None else list(hostnames)
+        found = read_many(self._conn(), wanted)
+        missing = sorted(set(wanted or ()) - found.keys())
+        if missing:
+            raise UnknownHost(f"not in the state store (are they in the site file?): {', '.join(missing)}")
+        return found
 
     def in_state(self, state: State) -> list[str]:
         rows = self._conn().execute(
@@ -299,11 +225,16 @@ class StateStore:
                     f"(got {change.reason!r})"
                 )
         elif reached(current.state, change.to):
+            # Facts are current values: what a re-run learnt is recorded though the state stays.
+            if change.facts:
+                write_facts(db, change.host, change.facts, command=change.command, at=now)
             return Outcome(change.host, current.state, current.state, changed=False)
         try:
             check_transition(current.state, change.to, current.resume_from, change.may_skip)
         except IllegalTransition as exc:
             raise IllegalTransition(f"{change.host}: {exc}") from None
+        if change.facts:
+            write_facts(db, change.host, change.facts, command=change.command, at=now)
         self._write(db, current, change.to, change.command, change.reason, change.evidence, now, False)
         return Outcome(change.host, current.state, change.to, changed=True)
 
@@ -318,7 +249,7 @@ class StateStore:
         now: float,
         override: bool,
     ) -> None:
-        blob = _dumps(evidence)
+        blob = dumps(evidence)
         if target is State.failed:
             resume = current.resume_from if current.state is State.failed else current.state
         else:
@@ -360,11 +291,14 @@ class StateStore:
         reason: str | None = None,
         evidence: Any = None,
         may_skip: frozenset[State] = frozenset(),
+        facts: Mapping[str, Any] | None = None,
     ) -> Outcome:
-        """Move a host along the lifecycle, validated. Re-asking for a state already reached is a no-op."""
+        """Move a host along the lifecycle, validated, writing `facts` with the move. Re-asking for a
+        state already reached changes no state (the facts are still written)."""
         target = to if isinstance(to, State) else parse_state(to)
+        change = Change(hostname, target, command, reason, evidence, may_skip, facts)
         with self._tx() as db:
-            return self._apply(db, Change(hostname, target, command, reason, evidence, may_skip), time.time())
+            return self._apply(db, change, time.time())
 
     def fail(self, hostname: str, reason: str, *, command: str, evidence: Any = None) -> Outcome:
         return self.transition(hostname, State.failed, command=command, reason=reason, evidence=evidence)
@@ -374,6 +308,13 @@ class StateStore:
         now = time.time()
         with self._tx() as db:
             return [self._apply(db, change, now) for change in changes]
+
+    def set_facts(self, hostname: str, *, command: str, **updates: Any) -> HostFacts:
+        """Write the given facts of a host (None clears one; the others are kept); its facts after."""
+        with self._tx() as db:
+            _current(db, hostname)
+            write_facts(db, hostname, updates, command=command, at=time.time())
+            return read_facts(db, hostname)
 
     def mark(self, hostname: str, to: State | str, *, reason: str, command: str = "mark") -> Outcome:
         """Operator override: any state, recorded as an override with the operator's reason."""
@@ -398,18 +339,14 @@ class StateStore:
         reason: str | None = None,
         evidence: Any = None,
         may_skip: frozenset[State] = frozenset(),
+        facts: Mapping[str, Any] | None = None,
     ) -> Outcome:
         """`transition` from asyncio code without blocking the event loop (runs in a worker thread)."""
         import asyncio  # only fan-out code needs it; plain CLI commands skip its import cost
 
         return await asyncio.to_thread(
-            self.transition,
-            hostname,
-            to,
-            command=command,
-            reason=reason,
-            evidence=evidence,
-            may_skip=may_skip,
+            self.transition, hostname, to, command=command, reason=reason, evidence=evidence, may_skip=may_skip,
+            facts=facts,
         )
 
 

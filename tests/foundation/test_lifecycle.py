@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from provision.errors import IllegalTransition
-from provision.state import FLOW, State, check_transition, reached
+from provision.state.lifecycle import FLOW, State, check_transition, reached
 
 
 @pytest.mark.parametrize(("a", "b"), list(itertools.pairwise(FLOW)))

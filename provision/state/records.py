@@ -1,0 +1,98 @@
+"""What the state store reads and writes: host records, events, requested moves and their outcomes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.state.lifecycle import State
+from provision.state.redact import redact
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    hostname: str
+    rack: str
+    state: State
+    reason: str | None
+    resume_from: State | None
+    evidence: Any
+    updated_at: float
+    in_site: bool
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    ts: float
+    host: str
+    from_state: State | None
+    to_state: State
+    command: str
+    reason: str | None
+    evidence: Any
+    actor: str
+    override: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    """One requested move, for `transition_many`; `facts` (host facts learnt on the way, see
+    `provision.state.facts`) are written in the move's transaction, or not at all."""
+
+    host: str
+    to: State
+    command: str
+    reason: str | None = None
+    evidence: Any = None
+    may_skip: frozenset[State] = field(default_factory=frozenset)
+    facts: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    host: str
+    before: State
+    after: State
+    changed: bool
+
+
+def dumps(evidence: Any) -> str | None:
+    if evidence is None:
+        return None
+    return json.dumps(redact(evidence), sort_keys=True, default=str)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def host_record(row: sqlite3.Row) -> HostRecord:
+    return HostRecord(
+        hostname=row["hostname"],
+        rack=row["rack"],
+        state=State(row["state"]),
+        reason=row["reason"],
+        resume_from=State(row["resume_from"]) if row["resume_from"] else None,
+        evidence=loads(row["evidence"]),
+        updated_at=row["updated_at"],
+        in_site=bool(row["in_site"]),
+    )
+
+
+def event(row: sqlite3.Row) -> Event:
+    return Event(
+        id=row["id"],
+        ts=row["ts"],
+        host=row["host"],
+        from_state=State(row["from_state"]) if row["from_state"] else None,
+        to_state=State(row["to_state"]),
+        command=row["command"],
+        reason=row["reason"],
+        evidence=loads(row["evidence"]),
+        actor=row["actor"],
+        override=bool(row["override"]),
+    )
