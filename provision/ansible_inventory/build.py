@@ -17,7 +17,8 @@ from typing import Any
 from provision.site import Site, load_site
 from provision.site.endpoints import split_host_port
 from provision.site.model import Host, HostClass
-from provision.state import FLOW, HostRecord, State, StateStore
+from provision.state import HostRecord, State, StateStore
+from provision.state.lifecycle import FLOW
 
 CONFIGURABLE_GROUP = "configurable"
 FIRST_CONFIGURABLE = State.deployed

@@ -16,7 +16,8 @@ from provision.cli.context import IndexContext
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.golden import HostfileFormat, golden_hosts, render_hostfile
-from provision.state import FLOW, HostRecord, State, parse_state
+from provision.state import HostRecord, State, parse_state
+from provision.state.lifecycle import FLOW
 
 
 def _ts(ts: float) -> str:
