@@ -1,6 +1,8 @@
 """The agent's expectations for one host, rendered from the site file (the JSON `tools/health/config.py` reads).
 
-What the site model declares (GPU model and count, versions, PCIe, IB, floors) is rendered from it.
+What the site model declares (GPU model and count, versions, PCIe, IB, floors) is rendered from it: the host
+class becomes plain facts (`host_class_facts`, the shape of the Ansible inventory's host variables) and
+`provision.health.agent_expectations` renders them, the renderer the health_agent role's filter runs too.
 Expectations the site model has no field for (kernel log lines that are normal on this hardware,
 NVLinks per GPU, CPU governor, clock sync, the long checks' memory-bandwidth floor) come from an
 optional `health-expectations.yml` beside the site file (or `$BRINGUP_HEALTH_EXPECTATIONS`), per host
