@@ -41,6 +41,8 @@ def write_facts(db: sqlite3.Connection, hostname: str, updates: Mapping[str, Any
                 at: float) -> None:
     """Upsert the given facts of one (known) host; raises StateError naming a fact that is not valid."""
     stored = normalise_facts(redact(dict(updates)))
+    if not stored:
+        return
     names = list(stored)  # checked against FACT_NAMES by normalise_facts: safe to name as columns
     values = [json.dumps(stored[n]) if n in _JSON_FACTS and stored[n] is not None else stored[n] for n in names]
     columns = ", ".join(["hostname", *names, "updated_at", "updated_by"])

@@ -4,6 +4,8 @@ One row per host with its current state, and an append-only event history. Every
 `BEGIN IMMEDIATE` transaction that reads the current state, validates the move and appends the event,
 so writers in several threads or processes serialise on SQLite's lock and none is lost. With WAL and
 `synchronous=FULL`, an event is on disk when `transition` returns: a `kill -9` afterwards loses nothing.
+Host facts (`provision.state.facts`) are current values in their own table, written in the same
+transaction as the move that learnt them; opening an older store migrates it (`provision.state.migrate`).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,12 @@ def test_facts_are_written_with_the_move_that_learnt_them(store: StateStore) -> 
     assert facts.macs == {"NIC.Embedded.1-1-1": "02:7a:57:26:f3:cc", "NIC.Integrated.1-1-1": "02:ba:cc:49:c6:6c"}
     assert facts.updated_by == "harvest-macs"
     assert facts.updated_at == store.history("gpu-000")[-1].ts
+
+
+def test_asyncio_callers_write_facts_with_their_move(store: StateStore) -> None:
+    asyncio.run(store.atransition("gpu-000", State.bmc_reachable, command="harvest-macs",
+                                  facts={"bmc_mac": "02:00:00:00:00:09"}))
+    assert store.facts("gpu-000").bmc_mac == "02:00:00:00:00:09"
 
 
 def test_a_batch_writes_facts_and_moves_in_one_transaction_or_nothing(store: StateStore) -> None:
