@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from fabric.errors import ParseError
+
+if TYPE_CHECKING:
+    from fabric.topology import TopologyBuilder
 
 _HEX = re.compile(r"^[0-9a-f]{1,16}$")
 
@@ -36,3 +40,26 @@ def norm_guid(token: str) -> tuple[str, bool]:
 def printable(line: str, limit: int = 70) -> str:
     shown = line if len(line) <= limit else line[:limit] + "..."
     return shown.encode("ascii", "backslashreplace").decode("ascii")
+
+
+class UnreadLines:
+    """Lines a parser does not recognise: each one is a warning; the first is kept to say, when nothing at all
+    was read, what the input held instead."""
+
+    def __init__(self, builder: TopologyBuilder, what: str) -> None:
+        self._builder = builder
+        self._what = what  # "iblinkinfo output": the warning says "not iblinkinfo output, ignored: ..."
+        self.first: tuple[int, str] | None = None
+
+    def add(self, line: int, text: str) -> None:
+        if self.first is None:
+            self.first = (line, text)
+        self._builder.warn(line, f"not {self._what}, ignored: {printable(text)}")
+
+
+def nothing_read(source: str, tool: str, expected: str, first_unread: tuple[int, str] | None) -> ParseError:
+    """The error for an input none of whose lines was `tool` output: empty, or the first line it held instead."""
+    if first_unread is None:
+        return ParseError(source, None, f"empty input: expected {tool} output")
+    line, text = first_unread
+    return ParseError(source, line, f"expected {expected}, found: {printable(text)}")

@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fabric.errors import ParseError
-from fabric.parsers.common import norm_guid, printable, split_lines
+from fabric.parsers.common import UnreadLines, norm_guid, nothing_read, printable, split_lines
 from fabric.speeds import normalise_speed, normalise_width
 from fabric.topology import End, Node, NodeType, Topology, TopologyBuilder
 
@@ -46,7 +45,7 @@ def parse_iblinkinfo(text: str, source: str = "iblinkinfo") -> Topology:
     max_port: dict[str, int] = {}
     pending: list[_Pending] = []
     block: tuple[NodeType, str | None, str] | None = None
-    first_unknown: tuple[int, str] | None = None
+    unread = UnreadLines(b, "iblinkinfo output")
     for no, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped:
@@ -62,9 +61,7 @@ def parse_iblinkinfo(text: str, source: str = "iblinkinfo") -> Topology:
             continue
         m = _LOCAL.match(stripped)
         if not m:
-            if first_unknown is None:
-                first_unknown = (no, stripped)
-            b.warn(no, f"not iblinkinfo output, ignored: {printable(stripped)}")
+            unread.add(no, stripped)
             continue
         raw_guid, line_desc, lid_s, port_s, state_s, peer_s = m.groups()
         if raw_guid is not None:
@@ -121,11 +118,8 @@ def parse_iblinkinfo(text: str, source: str = "iblinkinfo") -> Topology:
         if pending[-1].peer_guid:
             max_port[pending[-1].peer_guid] = max(max_port[pending[-1].peer_guid], int(pport))
     if not declared:
-        if first_unknown is None:
-            raise ParseError(source, None, "empty input: expected iblinkinfo output")
-        no, bad = first_unknown
-        raise ParseError(source, no, "expected iblinkinfo output ('CA: <desc>:', 'Switch: 0x<guid> <desc>:' or "
-                         f"'<lid> <port>[ ] ==( 4X 53.125 Gbps Active/ LinkUp)==> ...'), found: {printable(bad)}")
+        raise nothing_read(source, "iblinkinfo", "iblinkinfo output ('CA: <desc>:', 'Switch: 0x<guid> <desc>:' or "
+                           "'<lid> <port>[ ] ==( 4X 53.125 Gbps Active/ LinkUp)==> ...')", unread.first)
 
     def guess(guid: str) -> NodeType:
         # `-l` lines do not say what a node is; only switches have ports beyond 2.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from fabric.errors import ParseError
-from fabric.parsers.common import norm_guid, printable, split_lines
+from fabric.parsers.common import UnreadLines, norm_guid, nothing_read, printable, split_lines
 from fabric.speeds import normalise_speed, normalise_width
 from fabric.topology import End, Node, NodeType, Topology, TopologyBuilder
 
@@ -66,7 +66,7 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Topology:
     b = TopologyBuilder(source)
     guids = _Guids(b)
     current: Node | None = None
-    first_unknown: tuple[int, str] | None = None
+    unread = UnreadLines(b, "ibnetdiscover output")
     seen_any_line = False
     fast = _FAST_PORT.match
     widths: dict[str, str | None] = {}
@@ -118,14 +118,11 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Topology:
         if dup:
             b.reported_duplicate(norm_guid(dup.group(1))[0], no)
             continue
-        if first_unknown is None:
-            first_unknown = (no, stripped)
-        b.warn(no, f"not ibnetdiscover output, ignored: {printable(stripped)}")
+        unread.add(no, stripped)
     if not b.has_nodes():
-        if not seen_any_line:
-            raise ParseError(source, None, "empty input: expected ibnetdiscover output")
-        no, bad = first_unknown if first_unknown else (1, lines[0] if lines else "")
-        raise ParseError(source, no, f"expected {EXPECTED_NODE}, found: {printable(bad)}")
+        # only comments and key=value lines: show the first line
+        first = (unread.first or (1, lines[0] if lines else "")) if seen_any_line else None
+        raise nothing_read(source, "ibnetdiscover", EXPECTED_NODE, first)
     return b.build()
 
 
@@ -186,16 +183,14 @@ def parse_ibnetdiscover_ports(text: str, source: str = "ibnetdiscover -p") -> To
     lines = split_lines(text, source)
     b = TopologyBuilder(source)
     declared: set[str] = set()
-    first_unknown: tuple[int, str] | None = None
+    unread = UnreadLines(b, "an 'ibnetdiscover -p' line")
     for no, line in enumerate(lines, start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
         m = _PORTS_LINE.match(stripped)
         if not m:
-            if first_unknown is None:
-                first_unknown = (no, stripped)
-            b.warn(no, f"not an 'ibnetdiscover -p' line, ignored: {printable(stripped)}")
+            unread.add(no, stripped)
             continue
         t, lid, port, guid_raw, w, s, pt, plid, pport, pguid_raw, desc, pdesc, lone_desc = m.groups()
         guid, _ = norm_guid(guid_raw)
@@ -208,9 +203,6 @@ def parse_ibnetdiscover_ports(text: str, source: str = "ibnetdiscover -p") -> To
         b.note_peer(peer, _PTYPE[pt], pdesc.strip(), lid=int(plid))
         b.add_port(End(guid, int(port)), End(peer, int(pport)), normalise_width(w), normalise_speed(s), no)
     if not b.has_nodes():
-        if first_unknown is None:
-            raise ParseError(source, None, "empty input: expected 'ibnetdiscover -p' output")
-        no, bad = first_unknown
-        raise ParseError(source, no, "expected a port line 'SW <lid> <port> 0x<guid> 4x HDR - CA ...', "
-                         f"found: {printable(bad)}")
+        raise nothing_read(source, "'ibnetdiscover -p'", "a port line 'SW <lid> <port> 0x<guid> 4x HDR - CA ...'",
+                           unread.first)
     return b.build()
