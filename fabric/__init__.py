@@ -6,5 +6,7 @@
 - `validate`, `findings`, `worklist`: one finding per fault with both ends' locations and a fix.
 - `baseline`: a known-good capture used as the design; `live`: run discovery here or on the sim.
 - `asbuilt`: a design plus cabling faults, rendered as ibnetdiscover text (ibsim net file, test captures).
-- `cli`: the `fabric` command.
+- `pipeline`: inputs -> topology -> identification -> report, one call per command.
+- `cli`: the `fabric` command (options only); `options`: the options its commands share; `render`: what
+  each command prints and writes.
 """
