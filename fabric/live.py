@@ -1,10 +1,13 @@
-"""Live discovery: run `ibnetdiscover` here (real HCAs) or against the simulated fabric (ibsim).
+"""Live discovery: run `ibnetdiscover` here (real HCAs) or against a simulated fabric (ibsim).
 
 A fabric split into parts is only seen whole from several attachment points, so discovery runs from
 every local HCA with an ACTIVE InfiniBand port (`ibnetdiscover -C <hca> -P <port>`; RoCE devices and HCAs
-whose ports are down are left out), or, on the simulator, from each attachment point the sim lists,
+whose ports are down are left out), or, on an ibsim fabric, from each attachment point its state file lists,
 skipping attachment points an earlier capture already reached. Each run has a timeout; a run that fails
 is a warning when another one succeeds, an error when none does.
+
+An ibsim fabric is found through its state file: `--sim-state`, else `$BRINGUP_IBSIM_STATE`, else the one
+announced beside the site file (`SitePaths.ibsim_state`); whatever runs the fabric writes it.
 """
 
 from __future__ import annotations
@@ -43,8 +46,7 @@ def sim_attachments(state_path: Path) -> list[Attachment]:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        raise DiscoveryError(f"the simulated fabric (ibsim pid {pid}) is not running: start it with "
-                             "`python -m sim up`") from None
+        raise DiscoveryError(f"the simulated fabric of {state_path} (ibsim pid {pid}) is not running") from None
     except PermissionError:
         pass
     wrapper = shutil.which("ibsim-run") or "ibsim-run"
@@ -53,10 +55,14 @@ def sim_attachments(state_path: Path) -> list[Attachment]:
 
 
 def lab_state_for_site(site: Path) -> Path | None:
-    """Where `python -m sim up` keeps this site's simulated fabric state, if it is running."""
-    from provision.site import resolve_site_path
+    """The ibsim state file announced for this site (`SitePaths.ibsim_state`, beside the site file), if any.
 
-    state = resolve_site_path(site).resolve().parent / "state" / "lab" / "ibfabric" / "ibfabric.json"
+    Whatever runs an ibsim fabric for a site (the project's lab, or an operator rehearsing) writes it there;
+    `$BRINGUP_IBSIM_STATE` names one explicitly.
+    """
+    from provision.site.index import load_index
+
+    state = load_index(site).paths.ibsim_state
     return state if state.is_file() else None
 
 

@@ -41,7 +41,7 @@ WithOpt = Annotated[list[str] | None, typer.Option(
 
 def open_context(site_path: Path | None) -> LabContext:
     site = load_site(site_path or default_site_path())
-    run_dir = site.directory / "state" / "lab"
+    run_dir = site.paths.lab_run_dir
     values = secrets.load_or_create(run_dir)
     secrets.export(values)
     return LabContext(site=site, run_dir=run_dir, secrets=values)

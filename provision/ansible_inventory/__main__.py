@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     action.add_argument("--host", help="one host's variables as JSON")
     action.add_argument("--export", choices=("ini", "yaml"), help="a static inventory file")
     parser.add_argument("--site", type=Path, help="site file (default: $BRINGUP_SITE, else the embedded site)")
-    parser.add_argument("--db", type=Path, help="state database (default: state/<site>.db beside the site)")
+    parser.add_argument("--db", type=Path,
+                        help="state database (default: $BRINGUP_STATE_DB, else state/<site>.db beside the site)")
     parser.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
     args = parser.parse_args(argv)
     try:

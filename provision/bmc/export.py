@@ -112,9 +112,10 @@ _RENDERERS = {"csv": to_csv, "yaml": to_yaml, "dhcpd": to_dhcpd, "dnsmasq": to_d
 
 
 def default_paths(site: Site, state_dir: Path) -> dict[str, Path]:
-    """Where the exports go unless told otherwise: beside the state store, named after the site."""
-    return {"csv": state_dir / f"{site.name}-macs.csv", "yaml": state_dir / f"{site.name}-macs.yaml",
-            "dhcpd": state_dir / f"{site.name}-dhcpd.conf", "dnsmasq": state_dir / f"{site.name}-dnsmasq.conf"}
+    """Where the exports go unless told otherwise: in `state_dir` (the state store's), named after the site."""
+    from provision.site.paths import export_files
+
+    return export_files(state_dir, site.name)
 
 
 def write_exports(site: Site, inventories: Mapping[str, Mapping[str, Any]], paths: Mapping[str, Path]) -> None:

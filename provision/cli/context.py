@@ -24,10 +24,8 @@ def default_site_path() -> Path:
 
 
 def state_path(site: Site | SiteIndex, override: Path | None) -> Path:
-    if override is not None:
-        return override
-    env = os.environ.get("BRINGUP_STATE_DB")
-    return Path(env) if env else site.default_state_path()
+    """`--db` > `$BRINGUP_STATE_DB` > `state/<site>.db` beside the site file."""
+    return site.paths.state_db(override)
 
 
 @dataclass

@@ -10,9 +10,7 @@ host, which the health_agent role arranges).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 ENV_AGENT = "BRINGUP_HEALTH_AGENT"
 DEFAULT_AGENT = "python3 -m tools.health"
@@ -22,16 +20,6 @@ _WRAPPER = (
     'cfg=$(mktemp) && cat >"$cfg" && {{ {agent} --config "$cfg" --level {level} --json; '
     'rc=$?; rm -f "$cfg"; exit $rc; }}'
 )
-_PARSE = re.compile(
-    r'^cfg=\$\(mktemp\) && cat >"\$cfg" && \{ (?P<agent>.+?) --config "\$cfg" --level (?P<level>[a-z]+) --json; '
-    r'rc=\$\?; rm -f "\$cfg"; exit \$rc; \}$'
-)
-
-
-@dataclass(frozen=True)
-class AgentInvocation:
-    agent: str
-    level: str
 
 
 def agent_program(environ: Mapping[str, str] | None = None) -> str:
@@ -43,11 +31,3 @@ def agent_command(level: str, agent: str = DEFAULT_AGENT) -> str:
     if level not in LEVELS:
         raise ValueError(f"unknown health level {level!r} (levels: {', '.join(LEVELS)})")
     return _WRAPPER.format(agent=agent, level=level)
-
-
-def parse_agent_command(command: str) -> AgentInvocation | None:
-    """The agent and level in a command made by `agent_command`; None for any other command."""
-    match = _PARSE.match(command)
-    if match is None:
-        return None
-    return AgentInvocation(match["agent"], match["level"])

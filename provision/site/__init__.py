@@ -10,13 +10,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from provision.site.index import resolve_site_path
     from provision.site.loader import load_site
     from provision.site.model import Host, HostClass, Rack, Role, Site, SiteSpec
+    from provision.site.paths import SitePaths, resolve_site_path
 
 _EXPORTS = {
     "load_site": "provision.site.loader",
-    "resolve_site_path": "provision.site.index",
+    "resolve_site_path": "provision.site.paths",
+    "SitePaths": "provision.site.paths",
     "Host": "provision.site.model",
     "HostClass": "provision.site.model",
     "Rack": "provision.site.model",
@@ -32,4 +33,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'provision.site' has no attribute {name!r}")
 
 
-__all__ = ["Host", "HostClass", "Rack", "Role", "Site", "SiteSpec", "load_site", "resolve_site_path"]
+__all__ = ["Host", "HostClass", "Rack", "Role", "Site", "SitePaths", "SiteSpec", "load_site", "resolve_site_path"]

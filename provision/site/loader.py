@@ -8,8 +8,7 @@ every CLI command) pays for libyaml's parse and pydantic's validation and nothin
 from __future__ import annotations
 
 import json
-import os
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,9 @@ import yaml
 from pydantic import ValidationError
 
 from provision.errors import SiteError
-from provision.site.index import cache_dir, content_key, index_hosts, resolve_site_path, write_index
+from provision.site.cache import PARSED, content_key, index_hosts, read_cached, write_cached, write_index
 from provision.site.model import Site, SiteSpec
+from provision.site.paths import resolve_site_path
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -143,9 +143,9 @@ def _parse(text: str, file: Path) -> Any:
     same data ~5 ms; every CLI command loads the site, so the parsed form is kept beside the state
     store. The key is the content's hash, so an edited file is always parsed again.
     """
-    cache = cache_dir(file) / f"{file.stem}-{content_key(text)}.json"
+    key = content_key(text)
     try:
-        return json.loads(cache.read_text(encoding="utf-8"))
+        return read_cached(file, key, PARSED)
     except (OSError, ValueError):
         pass
     data = yaml.load(text, Loader=_SafeLoader)
@@ -153,15 +153,7 @@ def _parse(text: str, file: Path) -> Any:
         blob = json.dumps(data)
     except (TypeError, ValueError):
         return data  # values JSON cannot hold (dates...): validation will say what is wrong
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        for stale in cache.parent.glob(f"{file.stem}-*.json"):
-            stale.unlink(missing_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(blob, encoding="utf-8")
-        tmp.replace(cache)
-    except OSError:
-        pass  # a read-only checkout still works, only slower
+    write_cached(file, key, PARSED, blob)
     return data
 
 
@@ -205,9 +197,3 @@ def load_site(path: Path | str) -> Site:
         rendered.append(f"{prefix}{render_path(loc)}: {message}")
     raise SiteError(shown, rendered)
 
-
-def hosts_by_rack(site: Site) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = defaultdict(list)
-    for host in site.hosts():
-        out[host.rack].append(host.hostname)
-    return dict(out)

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from provision.site.endpoints import split_host_port
+from provision.site.paths import SitePaths
 
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -347,5 +348,9 @@ class Site(BaseModel):
             return None
         return (self.directory / self.spec.fabric.design).resolve()
 
+    @property
+    def paths(self) -> SitePaths:
+        return SitePaths(self.path, self.name)
+
     def default_state_path(self) -> Path:
-        return self.directory / "state" / f"{self.name}.db"
+        return self.paths.default_state_db

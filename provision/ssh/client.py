@@ -137,7 +137,7 @@ class SshSettings:
         }
         if env.get(ENV_ADDRESS_MAP):
             addresses.update(load_address_map(Path(env[ENV_ADDRESS_MAP]), spec.port))
-        tofu = None if known is not None else site.directory / "state" / f"{site.name}.known_hosts"
+        tofu = None if known is not None else site.paths.known_hosts
         return cls(spec.user, spec.port, spec.connect_timeout_s, key_file, known, tofu, addresses)
 
     def endpoint(self, host: str) -> Endpoint:

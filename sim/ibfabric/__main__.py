@@ -1,7 +1,9 @@
-"""`python -m sim.ibfabric serve --design FILE --run-dir DIR`: keep the simulated fabric up until SIGTERM.
+"""`python -m sim.ibfabric serve --design FILE --run-dir DIR [--state-file F]`: keep the simulated fabric up
+until SIGTERM.
 
-The lab (`python -m sim up`) runs this as the fabric's service; it writes `<run-dir>/ibfabric.json`, the
-state file `fabric validate --live` reads (through $BRINGUP_IBSIM_STATE) to find the simulator.
+The lab (`python -m sim up`) runs this as the fabric's service; it writes the state file (default
+`<run-dir>/ibfabric.json`; the lab names the one beside the site file, `SitePaths.ibsim_state`) that
+`fabric validate --live` reads, there or through $BRINGUP_IBSIM_STATE, to find the simulator.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run the design in ibsim until SIGTERM/SIGINT")
     serve.add_argument("--design", type=Path, required=True)
     serve.add_argument("--run-dir", type=Path, required=True)
+    serve.add_argument("--state-file", type=Path,
+                       help=f"where to announce the fabric (default: <run-dir>/{STATE_NAME})")
     serve.add_argument("--switch-descriptions", choices=("factory", "location"), default="factory")
     args = parser.parse_args(argv)
     stop = threading.Event()
@@ -34,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         design = load_design(args.design)
         args.run_dir.mkdir(parents=True, exist_ok=True)
         fabric = IbFabric(design, switch_descriptions=args.switch_descriptions, workdir=args.run_dir,
-                          state_file=args.run_dir / STATE_NAME)
+                          state_file=args.state_file or args.run_dir / STATE_NAME)
         with fabric:
             sys.stdout.write(f"ibfabric: {len(fabric.asbuilt.nodes)} nodes up, ibsim pid {fabric.pid}, "
                              f"socket {fabric.socket}\n")

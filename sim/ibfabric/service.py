@@ -6,7 +6,6 @@ import json
 import os
 from pathlib import Path
 
-from sim.ibfabric.__main__ import STATE_NAME
 from sim.lab import LabContext, Service, python_module
 
 
@@ -24,10 +23,12 @@ def services(ctx: LabContext) -> list[Service]:
     if design is None:
         return []
     run_dir = ctx.run_dir / "ibfabric"
-    state = run_dir / STATE_NAME
+    # announced where live discovery looks for this site's fabric, and exported for shells (`sim env`)
+    state = ctx.site.paths.ibsim_state
     return [Service(
         name="ibfabric",
-        argv=python_module("sim.ibfabric", "serve", "--design", str(design), "--run-dir", str(run_dir)),
+        argv=python_module("sim.ibfabric", "serve", "--design", str(design), "--run-dir", str(run_dir),
+                           "--state-file", str(state)),
         probe=lambda: _probe(state),
         start_timeout_s=60.0,
         exports={"BRINGUP_IBSIM_STATE": str(state)},

@@ -24,15 +24,14 @@ from typing import Any
 
 import asyncssh
 
-from provision.health.agent_command import parse_agent_command
 from sim.addresses import check_loopback
 from sim.fdlimit import raise_fd_limit
 from sim.sshhosts.addresses import ssh_host_address
+from sim.sshhosts.agent_invocation import AGENT_PROGRAM, agent_level
 from sim.sshhosts.faults import EndpointFault, Faults, HostFaults, OutputFault
 from sim.sshhosts.replay import replay_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-AGENT_PROGRAM = "python3 -m tools.health"
 ENV_HOST = "BRINGUP_SIM_HOST"
 ENV_FAULTS = "BRINGUP_SIM_FAULTS"
 
@@ -220,13 +219,12 @@ class SshHostsServer:
                 return
             if host.faults.delay_s:
                 await asyncio.sleep(host.faults.delay_s)
-            invocation = parse_agent_command(command)
-            if (invocation is not None and invocation.agent == AGENT_PROGRAM
-                    and host.faults.agent_output is OutputFault.flood):
+            level = agent_level(command)
+            if level is not None and host.faults.agent_output is OutputFault.flood:
                 await _flood(process)
                 return
-            if invocation is not None and invocation.agent == AGENT_PROGRAM:
-                rc, out, err = await self._agent(host, invocation.level, stdin)
+            if level is not None:
+                rc, out, err = await self._agent(host, level, stdin)
                 out = _mangle(out, host.faults.agent_output)
             else:
                 rc, out, err = await self._shell(host, command, stdin, process)

@@ -163,6 +163,34 @@ def test_cli_list_follows_the_script_inventory_protocol(site_with_states: tuple[
     assert doc["_meta"]["hostvars"]["ctl-b-01"]["bringup_role"] == "controller"
 
 
+def test_cli_reads_the_state_db_variable_unless_given_db(site_with_states: tuple[Path, Path],
+                                                         tmp_path: Path) -> None:
+    import os
+
+    site, db = site_with_states
+    env = {**os.environ, "BRINGUP_STATE_DB": str(db)}
+    listed = [json.loads(subprocess.run([sys.executable, "-m", "provision.ansible_inventory", "--list", "--site",
+                                         str(site), *extra], capture_output=True, text=True, check=True, cwd=REPO,
+                                        env=env).stdout) for extra in ([], ["--db", str(tmp_path / "other.db")])]
+    assert listed[0]["state_golden"]["hosts"] == ["gpu-a-02"]
+    assert listed[0]["all"]["vars"]["bringup_state_db"] == str(db.resolve())
+    assert listed[1]["state_golden"]["hosts"] == [] and (tmp_path / "other.db").is_file()
+    assert not (tmp_path / "state" / "mini.db").exists(), "the default database beside the site was not used"
+
+
+@pytest.mark.skipif(not (BIN / "ansible-inventory").exists(), reason="ansible is not installed in the venv")
+def test_the_plugin_reads_the_state_db_variable_when_its_config_names_no_db(
+        site_with_states: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site, db = site_with_states
+    config = tmp_path / "mini.bringup_state.yml"
+    config.write_text(f"plugin: bringup_state\nsite: {site.name}\n")
+    monkeypatch.setenv("BRINGUP_STATE_DB", str(db))
+    listing = _ansible_inventory(config)
+    assert listing["state_golden"]["hosts"] == ["gpu-a-02"]  # type: ignore[index]
+    assert listing["_meta"]["hostvars"]["gpu-a-01"]["bringup_state_db"] == str(db.resolve())  # type: ignore[index]
+    assert not (tmp_path / "state" / "mini.db").exists(), "the default database beside the site was not used"
+
+
 @pytest.mark.parametrize(("servers", "pools"), [([], ["pool.ntp.org"]), (["10.0.0.2"], [])])
 def test_the_common_role_uses_the_sites_ntp_servers_else_the_public_pool(
         tmp_path: Path, servers: list[str], pools: list[str]) -> None:

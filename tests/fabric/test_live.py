@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from fabric.cli import main
 from fabric.design import Design
 from fabric.errors import DiscoveryError
 from fabric.live import discover, local_attachments
-from tests.fabric.conftest import SIM_DESIGN
+from tests.fabric.conftest import REPO, SIM_DESIGN
 
 
 def _hca(sys_ib: Path, name: str, guid: str, *ports: tuple[str, str]) -> None:
@@ -96,3 +99,51 @@ def test_validate_live_reports_the_failed_hca_and_validates_the_rest(host: Path,
     assert summary["clean"] is True and summary["warning_count"] == 2
     assert any("ibnetdiscover from mlx5_0 failed" in w for w in summary["warnings"])
     assert err.count("fabric: warning: live discovery:") == 2 and "mlx5_0 failed" in err
+
+
+# The simulated fabric comes in through public inputs only: `$BRINGUP_IBSIM_STATE` (printed by `python -m sim env`)
+# or the state file announced beside the site file (`SitePaths.ibsim_state`); fabric/live.py knows no lab layout.
+
+def test_live_discovery_knows_no_simulator_layout() -> None:
+    source = (REPO / "fabric" / "live.py").read_text(encoding="utf-8")
+    for sim_detail in ('"lab"', "ibfabric", "sim up", "import sim", "from sim"):
+        assert sim_detail not in source
+
+
+def test_the_state_file_announced_beside_the_site_is_found_and_read(tmp_path: Path) -> None:
+    from fabric.live import lab_state_for_site, sim_attachments
+    from provision.site.index import load_index
+    from tests.sites import copy_sim_site
+
+    site = copy_sim_site(tmp_path)
+    assert lab_state_for_site(site) is None
+    announced = load_index(site).paths.ibsim_state
+    announced.parent.mkdir(parents=True, exist_ok=True)
+    announced.write_text(json.dumps({"socket": "sock-1", "pid": os.getpid(),
+                                     "attach": [{"id": "S-1", "guid": "0x1"}]}))
+    assert lab_state_for_site(site) == announced
+    [point] = sim_attachments(announced)
+    assert (point.label, point.env) == ("sim:S-1", {"IBSIM_SOCKNAME": "sock-1", "SIM_HOST": "S-1"})
+
+
+@pytest.mark.skipif(shutil.which("ibsim") is None or shutil.which("ibnetdiscover") is None,
+                    reason="ibsim-utils/infiniband-diags not installed (deps/apt/fabric.txt)")
+def test_the_labs_fabric_is_validated_live_through_the_variable_sim_env_prints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from provision.site import load_site
+    from sim.ibfabric.service import services
+    from sim.lab import Lab, LabContext
+    from tests.fabric.test_cli import _site_with_design
+
+    site = load_site(_site_with_design(tmp_path))
+    printed = subprocess.run([sys.executable, "-m", "sim", "env", "--site", str(site.path)], cwd=REPO,
+                             capture_output=True, text=True, timeout=300, check=True).stdout
+    exported = dict(line.removeprefix("export ").split("=", 1) for line in printed.splitlines())
+    state = exported["BRINGUP_IBSIM_STATE"].strip("'")
+    assert Path(state) == site.paths.ibsim_state
+    [svc] = services(LabContext(site=site, run_dir=site.paths.lab_run_dir, secrets={}))
+    monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
+    with Lab([svc], site.paths.lab_run_dir).running_lab():
+        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
+    assert not Path(state).exists()

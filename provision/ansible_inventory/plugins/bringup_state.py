@@ -4,7 +4,7 @@ A config file named `*.bringup_state.yml` (paths relative to it):
 
     plugin: bringup_state
     site: sim/site.yml
-    db: sim/state/sim.db      # optional; default state/<site>.db beside the site file
+    db: sim/state/sim.db      # optional; default $BRINGUP_STATE_DB, else state/<site>.db beside the site file
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ options:
     required: true
     type: str
   db:
-    description: State database, relative to this config file; default state/<site>.db beside the site.
+    description:
+      - State database, relative to this config file.
+      - Default the environment variable E(BRINGUP_STATE_DB), else state/<site>.db beside the site.
     required: false
     type: str
 """
