@@ -132,9 +132,10 @@ def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: 
 
 
 def load_inventory(site_path: Path, state_db: Path | None = None) -> Inventory:
-    """Read the site and the state store (declaring hosts the store does not know yet) and build."""
+    """Read the site and the state store (declaring hosts the store does not know yet) and build. The store is
+    `state_db` if given, else `$BRINGUP_STATE_DB`, else state/<site>.db beside the site file."""
     site = load_site(site_path)
-    db = state_db if state_db is not None else site.default_state_path()
+    db = site.paths.state_db(state_db)
     with StateStore(db) as store:
         store.sync_site((h.hostname, h.rack) for h in site.hosts())
         records = {r.hostname: r for r in store.hosts()}
