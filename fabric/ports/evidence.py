@@ -1,0 +1,132 @@
+"""Evidence against a port, gathered from every source, and the UFM event pass that yields most of it.
+
+The event pass streams: it keeps every event's time (for burst detection: `burst_events` or more within
+`burst_seconds` is a UFM restart or a mass reboot, not a fabric fault) and only the events whose code
+counts and whose time is in the window. Events from after `now` (beyond the allowed clock skew), events
+of a burst, and 702s with an operator's reason are set apart with the reason, as are lines that were not
+events at all.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from fabric.ports.policy import PORT_UNHEALTHY, PortPolicy
+from fabric.topology import End
+from fabric.ufm.events import Rejected, UfmEvent
+from fabric.ufm.portrefs import event_ports
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    time: datetime | None
+    source: str  # "event.log:123", "perfquery-after.txt", "iblinkinfo"
+    kind: str  # event | counter | counter_reset | degraded | port_down | disabled
+    at: End
+    text: str
+    code: int | None = None
+    condemns: bool = True  # False: reason to watch the link, not to disable it
+
+    def to_dict(self) -> dict[str, object]:
+        return {"time": self.time.isoformat() if self.time else None, "source": self.source, "kind": self.kind,
+                "at": {"guid": f"0x{self.at.guid}", "port": self.at.port}, "code": self.code,
+                "condemns": self.condemns, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    start: datetime
+    end: datetime
+    events: int
+
+    def describe(self) -> str:
+        return f"{self.events} events between {self.start.isoformat()} and {self.end.isoformat()}"
+
+
+@dataclass(frozen=True)
+class EventPass:
+    counted: tuple[UfmEvent, ...]  # in the window, code counts, not in a burst, not from the future
+    set_apart: tuple[Rejected, ...]
+    bursts: tuple[Burst, ...]
+    in_bursts: int  # counted-code events of the window dropped as part of a burst
+    uncounted_codes: dict[int, int] = field(default_factory=dict)  # neither counted nor ignored: code -> n
+    scanned: int = 0
+
+
+def find_bursts(times: array[float], policy: PortPolicy) -> list[tuple[float, float, int]]:
+    """(first, last, count) of every run of events where some `burst_seconds` hold `burst_events` or more."""
+    ordered = times if all(times[i] <= times[i + 1] for i in range(len(times) - 1)) else array("d", sorted(times))
+    need, span = policy.burst_events, policy.burst_seconds
+    runs: list[tuple[float, float, int]] = []
+    lo, marked_to = 0, -1
+    for hi in range(len(ordered)):
+        t = ordered[hi]
+        while t - ordered[lo] >= span:
+            lo += 1
+        if hi - lo + 1 >= need:
+            if runs and lo <= marked_to:  # overlaps the run being marked: extend it
+                first, _last, count = runs[-1]
+                runs[-1] = (first, t, count + hi - marked_to)
+            else:
+                runs.append((ordered[lo], t, hi - lo + 1))
+            marked_to = hi
+    return runs
+
+
+def _in_runs(t: float, starts: list[float], runs: list[tuple[float, float, int]]) -> bool:
+    i = bisect_right(starts, t) - 1
+    return i >= 0 and runs[i][0] <= t <= runs[i][1]
+
+
+def scan_events(items: Iterable[UfmEvent | Rejected], policy: PortPolicy, now: datetime,
+                since: timedelta) -> EventPass:
+    counts, ignore = frozenset(policy.codes), frozenset(policy.ignore)
+    start, latest = now - since, now + timedelta(seconds=policy.clock_skew_seconds)
+    times: array[float] = array("d")
+    kept: list[UfmEvent] = []
+    apart: list[Rejected] = []
+    uncounted: Counter[int] = Counter()
+    seen: set[tuple[object, ...]] = set()
+    for item in items:
+        if isinstance(item, Rejected):
+            apart.append(item)
+            continue
+        times.append(item.time.timestamp())
+        code = item.code
+        if code not in counts:
+            if code not in ignore:
+                uncounted[code] += 1
+            continue
+        if item.time > latest:
+            apart.append(Rejected(item.source, item.line, f"event [{code}] at {item.time.isoformat()} is later than "
+                                  f"now ({now.isoformat()}): clock skew between UFM and this host?"))
+        elif item.time >= start:
+            key = (item.time, code, item.object_path, item.message)  # the same event from two sources
+            if key not in seen:
+                seen.add(key)
+                kept.append(item)
+    return _prune(kept, apart, times, policy, uncounted)
+
+
+def _prune(kept: list[UfmEvent], apart: list[Rejected], times: array[float], policy: PortPolicy,
+           uncounted: Counter[int]) -> EventPass:
+    runs = find_bursts(times, policy)
+    starts = [r[0] for r in runs]
+    counted: list[UfmEvent] = []
+    in_bursts = 0
+    for ev in kept:
+        if runs and _in_runs(ev.time.timestamp(), starts, runs):
+            in_bursts += 1
+        elif ev.code == PORT_UNHEALTHY and (reason := event_ports(ev).reason) in policy.skip_702_reasons:
+            apart.append(Rejected(ev.source, ev.line, f"702 unhealthy due to {reason}: an operator's doing, "
+                                  "not a fault"))
+        else:
+            counted.append(ev)
+    bursts = tuple(Burst(datetime.fromtimestamp(a, UTC), datetime.fromtimestamp(b, UTC), n)
+                   for a, b, n in runs)
+    return EventPass(tuple(counted), tuple(apart), bursts, in_bursts, dict(uncounted), len(times))

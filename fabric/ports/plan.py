@@ -1,0 +1,241 @@
+"""`plan_ports`: every source of evidence merged into one list of links to disable or watch.
+
+Pure: topology, events, counter sweeps, findings, policy and `now` in; a `PortPlan` out. A link is acted
+on as a whole (both ends are disabled: a flapping cable takes its peer port with it). The plan is what
+`fabric ports apply` consumes: `disable` (links, both ends by GUID and port), `needs_force` (the caps),
+and the evidence each action rests on, for the ledger and the ticket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from fabric.design import Design
+from fabric.findings import Finding
+from fabric.ports.counters import CounterRate, CounterSweep, counter_rates, resolve_lids
+from fabric.ports.evidence import Burst, Evidence, scan_events
+from fabric.ports.policy import LINK_WENT_DOWN, PortPolicy
+from fabric.ports.resolve import LinkEnd, Resolver
+from fabric.topology import End, Link, Topology
+from fabric.ufm.events import Rejected, UfmEvent
+from fabric.ufm.portrefs import event_ports
+from fabric.ufm.resources import UfmPort
+
+DISABLE, WATCH = "disable", "watch"
+_WHY = {"counter": "an error counter rising above its threshold", "degraded": "trained below its rate"}
+
+
+@dataclass(frozen=True)
+class PlannedLink:
+    a: LinkEnd
+    b: LinkEnd | None  # None: a down port whose peer nobody knows (no design, not discovered)
+    action: str  # disable | watch | already_disabled
+    reason: str
+    evidence: tuple[Evidence, ...]
+    cable_serial: str | None = None
+
+    def ends(self) -> tuple[LinkEnd, ...]:
+        return (self.a,) if self.b is None else (self.a, self.b)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict() if self.b else None, "action": self.action,
+                "reason": self.reason, "cable_serial": self.cable_serial,
+                "evidence": [e.to_dict() for e in self.evidence]}
+
+
+@dataclass(frozen=True)
+class CapCheck:
+    ports: int
+    max_ports: int
+    over_uplinks: tuple[str, ...]  # "leaf-1: 3 of 8 uplinks (38% > 25%)"
+
+    @property
+    def needs_force(self) -> bool:
+        return self.ports > self.max_ports or bool(self.over_uplinks)
+
+    def reasons(self) -> list[str]:
+        out = [f"{self.ports} ports to disable > the cap of {self.max_ports} per run"] \
+            if self.ports > self.max_ports else []
+        return out + list(self.over_uplinks)
+
+
+@dataclass(frozen=True)
+class PortPlan:
+    now: datetime
+    since: datetime
+    disable: tuple[PlannedLink, ...]
+    watch: tuple[PlannedLink, ...]
+    already_disabled: tuple[PlannedLink, ...]
+    set_apart: tuple[Rejected, ...]
+    bursts: tuple[Burst, ...]
+    cap: CapCheck
+    summary: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def needs_force(self) -> bool:
+        return self.cap.needs_force
+
+
+@dataclass
+class _Acc:
+    """Evidence gathered for one link (or one lone down port)."""
+
+    ends: tuple[End, ...]
+    evidence: list[Evidence] = field(default_factory=list)
+    cable: str | None = None
+
+
+def _key(link: Link) -> tuple[End, ...]:
+    return (link.a, link.b)
+
+
+class _Planner:
+    def __init__(self, topology: Topology, policy: PortPolicy, design: Design | None,
+                 ufm_ports: Mapping[End, UfmPort] | None) -> None:
+        self.r = Resolver(topology, design, ufm_ports)
+        self.policy = policy
+        self.acc: dict[tuple[End, ...], _Acc] = {}
+        self.apart: list[Rejected] = []
+        self.disabled_ends: set[End] = {e for e, p in (ufm_ports or {}).items() if p.disabled}
+        self.unpaired_down = 0
+
+    def add(self, end: End, ev: Evidence, cable: str | None = None) -> bool:
+        link = self.r.link(end)
+        key = _key(link) if link is not None else (end,)
+        acc = self.acc.setdefault(key, _Acc(key))
+        acc.evidence.append(ev)
+        acc.cable = acc.cable or cable
+        return link is not None
+
+    def event(self, ev: UfmEvent) -> None:
+        named = event_ports(ev)
+        ends = [e for e in (self.r.end(ref) for ref in named.ports) if e is not None]
+        linked = [e for e in ends if self.r.link(e) is not None]
+        if not linked:
+            what = ", ".join(ref.describe() for ref in named.ports) or "no port"
+            self.apart.append(Rejected(ev.source, ev.line, f"event [{ev.code}] names {what}: not a cabled port of "
+                                       "the discovered fabric"))
+            return
+        end = linked[0]
+        link = self.r.link(end)
+        host_link = link is not None and not all(self.r.link_end(e).is_switch for e in _key(link))
+        condemns = ev.code != LINK_WENT_DOWN or not host_link or self.policy.host_link_down_condemns
+        self.add(end, Evidence(ev.time, ev.where(), "event", end, f"[{ev.code}] {ev.message}", ev.code, condemns),
+                 named.cable_serial or (self.r.cable(link) if link else None))
+
+    def counter(self, rate: CounterRate, at: datetime | None, source: str) -> None:
+        limit = getattr(self.policy.counter_thresholds, rate.counter, None)
+        if limit is None and not rate.reset:
+            return
+        if rate.reset:
+            ev = Evidence(at, source, "counter_reset", rate.end, rate.describe(), None, False)
+        else:
+            ev = Evidence(at, source, "counter", rate.end, f"{rate.describe()}, threshold {limit}/h",
+                          None, rate.per_hour is not None and limit is not None and rate.per_hour > limit)
+        if not self.add(rate.end, ev):
+            self.acc.pop((rate.end,), None)
+            self.apart.append(Rejected(source, None, f"counters of 0x{rate.end.guid}[{rate.end.port}]: not a "
+                                       "cabled port of the discovered fabric"))
+
+    def finding(self, f: Finding) -> None:
+        ends = [End(e.guid, e.port) for e in (f.a, f.b) if e is not None and e.guid and e.port is not None]
+        if not ends or f.kind not in {"degraded", "port_down"}:
+            return
+        disabled = f.kind == "port_down" and "disabled" in f.seen.lower()
+        if f.kind == "port_down" and f.b is None and not disabled and self.r.link(ends[0]) is None:
+            self.unpaired_down += 1  # an empty port, as far as anyone can tell without a design
+            return
+        kind = "disabled" if disabled else f.kind
+        text = f"{f.kind}: expected {f.expected}; seen {f.seen}"
+        ev = Evidence(None, "findings", kind, ends[0], text, None, f.kind == "degraded")
+        if disabled:
+            self.disabled_ends.update(ends)
+        if self.r.link(ends[0]) is None and len(ends) == 2:
+            key = tuple(ends)
+            self.acc.setdefault(key, _Acc(key)).evidence.append(ev)
+        else:
+            self.add(ends[0], ev)
+
+
+def _rates(sweeps: Sequence[CounterSweep], topology: Topology, apart: list[Rejected]) -> list[CounterRate]:
+    if len(sweeps) < 2:
+        if sweeps:
+            apart.append(Rejected(sweeps[0].source, None, "one counter sweep gives no rate: counters are read "
+                                  "twice, so a port's old errors never condemn it"))
+        return []
+    resolved = []
+    for sweep in sorted(sweeps, key=lambda s: s.taken_at.timestamp() if s.taken_at else 0.0)[-2:]:
+        swept, lost = resolve_lids(sweep, topology)
+        apart.extend(lost + sweep.rejected)
+        resolved.append(swept)
+    return list(counter_rates(resolved[0], resolved[1]))
+
+
+def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counters: Sequence[CounterSweep],
+               findings: Iterable[Finding], policy: PortPolicy, now: datetime, design: Design | None = None,
+               *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None) -> PortPlan:
+    window = since or policy.window
+    p = _Planner(topology, policy, design, ufm_ports)
+    scan = scan_events(events, policy, now, window)
+    p.apart.extend(scan.set_apart)
+    for ev in scan.counted:
+        p.event(ev)
+    rates = _rates(counters, topology, p.apart)
+    after = max(counters, key=lambda s: s.taken_at.timestamp() if s.taken_at else 0.0) if counters else None
+    for rate in rates:
+        p.counter(rate, after.taken_at if after else None, after.source if after else "counters")
+    for f in findings:
+        p.finding(f)
+    return _decide(p, now, now - window, scan.bursts, {
+        "events_scanned": scan.scanned, "events_counted": len(scan.counted), "events_in_bursts": scan.in_bursts,
+        "uncounted_codes": dict(sorted(scan.uncounted_codes.items())), "counter_rates": len(rates),
+        "down_ports_without_peer": p.unpaired_down})
+
+
+def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ...],
+            summary: dict[str, object]) -> PortPlan:
+    out: dict[str, list[PlannedLink]] = {DISABLE: [], WATCH: [], "already_disabled": []}
+    for key, acc in p.acc.items():
+        evidence = tuple(sorted(acc.evidence, key=lambda e: (e.time is None, e.time or now, e.source)))
+        condemning = [e for e in evidence if e.condemns]
+        events = sum(1 for e in condemning if e.kind == "event")
+        other = [e for e in condemning if e.kind != "event"]
+        if any(e in p.disabled_ends for e in key):
+            action, reason = "already_disabled", "a port of this link is already disabled"
+        elif events >= p.policy.condemn_events or other:
+            action = DISABLE
+            reason = "; ".join([f"{events} counted event(s) in the window"] * bool(events)
+                               + sorted({_WHY[e.kind] for e in other}))
+        else:
+            action, reason = WATCH, "evidence below the policy's thresholds"
+        ends = [p.r.link_end(e) for e in key]
+        out[action].append(PlannedLink(ends[0], ends[1] if len(ends) > 1 else None, action, reason, evidence,
+                                       acc.cable))
+    for items in out.values():
+        items.sort(key=lambda pl: (pl.a.name, pl.a.port))
+    cap = _cap(p, out[DISABLE])
+    summary.update({"disable": len(out[DISABLE]), "watch": len(out[WATCH]),
+                    "already_disabled": len(out["already_disabled"]), "set_apart": len(p.apart),
+                    "bursts": len(bursts), "needs_force": cap.needs_force, "cap": cap.reasons()})
+    return PortPlan(now, since, tuple(out[DISABLE]), tuple(out[WATCH]), tuple(out["already_disabled"]),
+                    tuple(p.apart), bursts, cap, summary)
+
+
+def _cap(p: _Planner, disable: list[PlannedLink]) -> CapCheck:
+    per_switch: dict[str, int] = {}
+    for pl in disable:
+        link = p.r.link(End(pl.a.guid, pl.a.port))
+        owner = p.r.uplink_owner(link) if link is not None else None
+        if owner is not None:
+            per_switch[owner] = per_switch.get(owner, 0) + 1
+    over = []
+    for guid, n in sorted(per_switch.items()):
+        total = p.r.uplinks[guid]
+        share = 100.0 * n / total
+        if share > p.policy.max_uplink_percent:
+            over.append(f"{p.r.name(guid)}: {n} of its {total} uplinks ({share:.0f}% > "
+                        f"{p.policy.max_uplink_percent:g}%)")
+    ports = sum(len(pl.ends()) for pl in disable)
+    return CapCheck(ports, p.policy.max_ports, tuple(over))

@@ -1,0 +1,1 @@
+"""Readers of what NVIDIA UFM reports: its event log, REST events, ports and links."""
