@@ -1,0 +1,1 @@
+"""InfiniBand burn-in: stages planned from the fabric's real forwarding tables."""

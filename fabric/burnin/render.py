@@ -1,0 +1,73 @@
+"""A burn-in plan as JSON (what the runner reads) and as text.
+
+The JSON states the proof: each routed directed link's load in every stage (recomputed from the
+tables by `plan_loads`, at most 1), the lower bound and why, links no route crosses (`not_routed`, with
+what to do), down ports, HCAs that cannot take part, and flows whose route is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabric.burnin.plan import Flow, Plan, plan_loads
+from fabric.burnin.routes import Routing
+
+NOT_ROUTED_FIX = ("no HCA-to-HCA route crosses this link under these forwarding tables, so it carries no data "
+                  "traffic and no burn-in can load it: route it (another engine, e.g. `opensm -R updn`, or ftree "
+                  "with the right root GUIDs) and plan again, or burn it from a switch-side test")
+
+
+def _flow(routing: Routing, flow: Flow) -> dict[str, Any]:
+    src_host, src_hca = flow.src.name.split("/", 1)
+    dst_host, dst_hca = flow.dst.name.split("/", 1)
+    return {
+        "src": f"0x{flow.src.port_guid}", "dst": f"0x{flow.dst.port_guid}",
+        "src_name": flow.src.name, "dst_name": flow.dst.name,
+        "src_host": src_host, "src_hca": src_hca, "src_port": flow.src.end.port, "src_lid": flow.src.lid,
+        "dst_host": dst_host, "dst_hca": dst_hca, "dst_port": flow.dst.end.port, "dst_lid": flow.dst.lid,
+        "links": [str(routing.links[i]) for i in flow.links],
+    }
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    routing = plan.routing
+    loads = plan_loads(plan)
+    top = routing.topology
+    return {
+        "stages": [[_flow(routing, f) for f in stage] for stage in plan.stages],
+        "lower_bound": plan.lower_bound,
+        "lower_bound_reason": plan.bound_reason,
+        "stages_needed": len(plan.stages),
+        "hcas": len(routing.hcas),
+        "links": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
+                   "kind": routing.links[i].kind, "load": load} for i, load in sorted(loads.items())],
+        "not_routed": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
+                        "kind": routing.links[i].kind, "fix": NOT_ROUTED_FIX} for i in plan.not_routed],
+        "uncovered": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
+                       "reason": "routed, but only by flows whose route is unknown or that no stage could fit"}
+                      for i in plan.uncovered],
+        "down": [{"port": str(d.end), "name": routing.end_name(d.end),
+                  "reason": f"port is {d.state} in the discovered fabric: no flow can cross it"}
+                 for d in top.down_ports],
+        "excluded": [{"what": e.what, "reason": e.reason} for e in routing.excluded],
+        "unknown": [{"reason": reason, "flows": n} for reason, n in plan.unknown],
+        "warnings": list(routing.warnings),
+    }
+
+
+def plan_text(plan: Plan) -> str:
+    routing = plan.routing
+    lines = [f"{len(plan.stages)} stages for {len(plan.routed)} routed directed links "
+             f"({len(routing.hcas)} HCAs); lower bound {plan.lower_bound}: {plan.bound_reason}"]
+    for n, stage in enumerate(plan.stages, start=1):
+        lines.append(f"stage {n}: {len(stage)} flows")
+        lines += [f"  {f.src.name} -> {f.dst.name} ({len(f.links)} links)" for f in stage]
+    if plan.not_routed:
+        lines.append(f"not routed ({len(plan.not_routed)}): {NOT_ROUTED_FIX}")
+        lines += [f"  {routing.link_name(routing.links[i])}" for i in plan.not_routed]
+    lines += [f"not burned: {routing.link_name(routing.links[i])}: only unknown routes cross it"
+              for i in plan.uncovered]
+    lines += [f"down: {routing.end_name(d.end)}: {d.state}" for d in routing.topology.down_ports]
+    lines += [f"excluded: {e.what}: {e.reason}" for e in routing.excluded]
+    lines += [f"unknown: {n} flows: {reason}" for reason, n in plan.unknown]
+    return "\n".join(lines) + "\n"

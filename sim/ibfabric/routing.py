@@ -1,0 +1,50 @@
+"""Program the simulated fabric's forwarding tables with the real `opensm`, and read them back.
+
+`route(fabric, engine)` runs `opensm -o -R <engine>` (run once, then exit) through `ibsim-run` against a
+running `IbFabric`; `dump_lfts`, `ibroute` and `ibtracert` then read what it programmed into the
+simulated switches, with the same tools one runs on a real fabric.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from fabric.toolrun import run_tool
+from sim.ibfabric.harness import IbFabric, IbsimError
+
+ENGINES = ("ftree", "updn", "minhop")
+
+
+def route(fabric: IbFabric, engine: str = "ftree", timeout_s: float = 120.0) -> str:
+    """Run the real OpenSM once with routing engine `engine`; returns its output."""
+    if engine not in ENGINES:
+        raise IbsimError(f"routing engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    argv = ["ibsim-run", "opensm", "-o", "-R", engine, "-f", str(fabric.workdir / "opensm.log")]
+    try:
+        proc = run_tool(argv, fabric.env(), timeout_s)
+    except subprocess.TimeoutExpired:
+        raise IbsimError(f"opensm -R {engine} did not finish within {timeout_s:g} s") from None
+    if proc.returncode != 0 or "Exiting SM" not in proc.stdout:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise IbsimError(f"opensm -R {engine} failed (rc {proc.returncode}): {tail[0]}")
+    return proc.stdout
+
+
+def dump_lfts(fabric: IbFabric, timeout_s: float = 120.0) -> str:
+    """Every switch's unicast LFT (Debian's `dump_lfts`, dump_lfts.sh upstream)."""
+    try:
+        proc = run_tool(["ibsim-run", "dump_lfts"], fabric.env(), timeout_s)
+    except subprocess.TimeoutExpired:
+        raise IbsimError(f"dump_lfts did not finish within {timeout_s:g} s") from None
+    if proc.returncode != 0:
+        raise IbsimError(f"dump_lfts failed (rc {proc.returncode})")
+    return proc.stdout
+
+
+def ibroute(fabric: IbFabric, lids: list[int]) -> str:
+    """`ibroute <lid>` of each switch LID, concatenated (the other form `--routing` accepts)."""
+    return "".join(fabric.tool(["ibroute", str(lid)]) for lid in lids)
+
+
+def ibtracert(fabric: IbFabric, src_lid: int, dst_lid: int) -> str:
+    return fabric.tool(["ibtracert", str(src_lid), str(dst_lid)])
