@@ -221,7 +221,7 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
     )
 
 
-def check(inventory: HostInventory, host_class: HostClass) -> None:
+def check_inventory(inventory: HostInventory, host_class: HostClass) -> None:
     """Raise HostProblem when the inventory stops the bring-up: no usable PXE NIC, or hardware other
     than the host class expects. Counts the BMC does not expose are not judged."""
     evidence = {"inventory": inventory.summary(), "raw": inventory.raw}

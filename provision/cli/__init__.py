@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "power": "bmc_cmds",
     "health": "health_cmds",
     "bisect": "health_cmds",
+    "steps": "lifecycle_cmds",
 }
 
 

@@ -24,3 +24,8 @@ DbOpt = Annotated[
     typer.Option("--db", help="State database (default: state/<site>.db next to the site file)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME or @HOSTFILE, comma-separated "
+                 "(default: every host the command applies to)."),
+]

@@ -10,24 +10,17 @@ import typer
 from provision.bisect.planner import PlanError
 from provision.bisect.runner import BisectReport, JobRun, make_planner
 from provision.bisect.runner import bisect as run_bisect
-from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
+from provision.cli.app import DbOpt, HostsOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, err_console, esc
 from provision.health.errors import HealthError
 from provision.health.run import run_health
 from provision.health.summary import summarize
-from provision.health.verdict import HostHealth, Verdict
+from provision.health.verdict import Verdict
 from provision.site.select import select_hosts
 from provision.ssh import SshSettings
 from provision.state.redact import redact
-
-HostsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--hosts",
-        help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME or @HOSTFILE, comma-separated (default: GPU hosts).",
-    ),
-]
+from provision.steps.runner import HostResult
 
 _STYLE = {"healthy": "green", "unhealthy": "yellow", "critical": "red", "unknown": "magenta"}
 
@@ -96,7 +89,7 @@ def health(
     with Progress(console=err_console, transient=True, disable=json_out or not sys.stderr.isatty()) as bar:
         task = bar.add_task(f"health {level}", total=None)
 
-        def progress(result: HostHealth) -> None:
+        def progress(result: HostResult) -> None:
             bar.advance(task)
 
         report = run_health(

@@ -15,9 +15,11 @@ from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import IndexContext
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
-from provision.golden import HostfileFormat, golden_hosts, render_hostfile
+from provision.hostfiles import HostfileFormat, golden_hosts, render_hostfile
 from provision.state import HostRecord, State, parse_state
 from provision.state.lifecycle import FLOW
+from provision.steps.pipeline import PIPELINE, POWER
+from provision.steps.spec import StepSpec
 
 
 def _ts(ts: float) -> str:
@@ -219,3 +221,32 @@ def golden(
 
 
 __all__ = ["FLOW", "status_payload"]
+
+
+def spec_json(spec: StepSpec) -> dict[str, Any]:
+    return {"step": spec.name, "run_by": spec.run_by, "summary": spec.summary,
+            "takes": [s.value for s in spec.takes], "moves_to": [s.value for s in spec.moves_to],
+            "reads": list(spec.reads), "writes": list(spec.writes), "reasons": dict(spec.reasons),
+            "concurrency": spec.concurrency, "host_timeout_s": spec.host_timeout_s}
+
+
+@app.command()
+def steps(json_out: JsonOpt = False) -> None:
+    """Every lifecycle step in order: the states it takes and moves hosts to, the facts it reads and writes,
+    and its failure reasons with what to do about each."""
+    rows = [spec_json(s) for s in (*PIPELINE, POWER)]
+    if json_out:
+        emit_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title="the bring-up, step by step", title_justify="left")
+    for col in ("step", "takes", "moves to", "reads", "writes", "failure reasons"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(f"[bold]{esc(r['step'])}[/]\n[dim]{esc(r['run_by'])}[/]", ", ".join(r["takes"]) or "-",
+                      " → ".join(r["moves_to"]) or "(no move)", ", ".join(r["reads"]) or "-",
+                      ", ".join(r["writes"]) or "-", ", ".join(esc(k) for k in r["reasons"]) or "-")
+    console.print(table)
+    console.print("any step ─► failed(reason, evidence) ─► (repaired) ─► back into the flow where it stopped",
+                  style="dim")

@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
+from provision.cli.app import DbOpt, HostsOpt, JsonOpt, SiteOpt, app
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json, esc, get_console
+from provision.cli.output import console, emit_json, esc
+from provision.cli.step_view import with_progress
 from provision.errors import BringupError
 from provision.site.model import Maas
 from provision.site.select import select_hosts
@@ -18,12 +19,6 @@ from provision.state import State
 
 maas_app = typer.Typer(help="MAAS: enlist with harvested MACs, commission, deploy.", no_args_is_help=True)
 app.add_typer(maas_app, name="maas")
-
-HostsOpt = Annotated[
-    str | None,
-    typer.Option("--hosts", help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME, @hostfile; comma-separated."),
-]
-
 
 def _client(ctx: Context) -> object:
     from provision.maas.client import MaasClient
@@ -68,7 +63,7 @@ def deploy(
 ) -> None:
     """Enlist every PXE-armed host in MAAS, wait for commissioning, deploy the OS, record each step."""
     from provision.maas.client import MaasClient
-    from provision.maas.flow import DeployOptions, HostOutcome, MaasDeployer
+    from provision.maas.flow import DeployOptions, deploy_hosts
 
     ctx = Context.open(site, db)
     selected = select_hosts(ctx.site, hosts, everyone=True)
@@ -77,49 +72,27 @@ def deploy(
     assert isinstance(client, MaasClient)
     options = DeployOptions(distro_series=distro or maas.distro_series, architecture=maas.architecture,
                             concurrency=concurrency, host_timeout_s=timeout, poll_s=poll)
-
-    async def run() -> list[HostOutcome]:
-        async with client:
-            deployer = MaasDeployer(ctx.site, ctx.store, client, options)
-            work, _ = deployer.todo(selected)
-            if json_out or not work:
-                return await deployer.run(selected)
-            from rich.progress import Progress
-
-            with Progress(console=get_console(), transient=True) as bar:
-                task = bar.add_task("MAAS: enlist, commission, deploy", total=len(work))
-                deployer.progress = lambda _outcome: bar.advance(task)
-                return await deployer.run(selected)
-
-    outcomes = asyncio.run(run())
-    failed = [o for o in outcomes if o.state is State.failed]
+    results = with_progress(lambda progress: deploy_hosts(ctx.site, ctx.store, client, options, selected, progress),
+                            len(selected), "MAAS: enlist, commission, deploy", json_out)
+    failed = [r for r in results if r.state is State.failed]
     if json_out:
-        emit_json(
-            [
-                {
-                    "host": o.host,
-                    "state": o.state.value,
-                    "reason": o.reason,
-                    "detail": o.detail,
-                    "remediation": o.remediation,
-                    "system_id": o.system_id,
-                }
-                for o in outcomes
-            ]
-        )
+        emit_json([{"host": r.host, "state": r.state.value if r.state else None, "reason": r.reason,
+                    "detail": r.detail, "remediation": r.remediation, "system_id": r.data.get("system_id")}
+                   for r in results])
     else:
         from rich.table import Table
 
         table = Table(title="MAAS deployment", title_justify="left")
         for col in ("host", "state", "reason", "detail", "what to do"):
             table.add_column(col, overflow="fold")
-        for o in sorted(outcomes, key=lambda o: o.host):
-            style = "red" if o.state is State.failed else ("green" if o.state is State.deployed else "dim")
-            table.add_row(esc(o.host), f"[{style}]{o.state.value}[/]", esc(o.reason or ""), esc(o.detail),
-                          esc(o.remediation))
+        for r in sorted(results, key=lambda r: r.host):
+            state = r.state.value if r.state else "?"
+            style = "red" if r.state is State.failed else ("green" if r.state is State.deployed else "dim")
+            table.add_row(esc(r.host), f"[{style}]{state}[/]", esc(r.reason or ""), esc(r.detail),
+                          esc(r.remediation))
         console.print(table)
-        deployed = sum(o.state is State.deployed for o in outcomes)
-        console.print(f"{deployed} deployed, {len(failed)} failed, {len(outcomes) - deployed - len(failed)} skipped")
+        deployed = sum(r.state is State.deployed for r in results)
+        console.print(f"{deployed} deployed, {len(failed)} failed, {len(results) - deployed - len(failed)} skipped")
     if failed:
         raise typer.Exit(1)
 

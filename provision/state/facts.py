@@ -17,10 +17,12 @@ from typing import Any
 
 from provision.errors import StateError
 
-TEXT_FACTS = ("pxe_nic", "serial", "service_tag", "bios_version", "bmc_firmware", "maas_system_id")
+TEXT_FACTS = ("pxe_nic", "serial", "service_tag", "model", "redfish_system_id", "bios_version", "bmc_firmware",
+              "maas_system_id")
 MAC_FACTS = ("pxe_mac", "bmc_mac")
 FACT_NAMES: tuple[str, ...] = (
-    "pxe_nic", "pxe_mac", "macs", "serial", "service_tag", "bios_version", "bmc_firmware", "bmc_mac",
+    "pxe_nic", "pxe_mac", "macs", "serial", "service_tag", "model", "redfish_system_id", "bios_version",
+    "bmc_firmware", "bmc_mac",
     "maas_system_id", "os_address", "hca_guids",
 )
 _MAC_SEPARATORS = re.compile(r"[:.\-]")
@@ -39,6 +41,8 @@ class HostFacts:
     macs: Mapping[str, str] | None = None  # NIC name (Redfish id, e.g. NIC.Integrated.1-1-1) → MAC
     serial: str | None = None
     service_tag: str | None = None
+    model: str | None = None
+    redfish_system_id: str | None = None  # the BMC's ComputerSystem id (System.Embedded.1): MAAS's power node_id
     bios_version: str | None = None
     bmc_firmware: str | None = None
     bmc_mac: str | None = None
@@ -147,11 +151,13 @@ def facts_from_inventory(summary: Mapping[str, Any]) -> dict[str, Any]:
 
     Only what the harvest saw: a fact it did not see (None) is left out, so it does not clear one
     learnt before; NICs without a MAC are left out of `macs`. The summary's `system_id` is the Redfish
-    ComputerSystem's id (`System.Embedded.1`), not MAAS's: it is no fact. The harvest does not read the
+    ComputerSystem's id (`System.Embedded.1`), not MAAS's: it is `redfish_system_id`. The harvest does not read the
     BMC's own MAC or the HCAs' GUIDs.
     """
-    out = {name: summary[name] for name in ("pxe_nic", "pxe_mac", "serial", "service_tag", "bios_version",
-                                             "bmc_firmware") if summary.get(name) is not None}
+    out = {name: summary[name] for name in ("pxe_nic", "pxe_mac", "serial", "service_tag", "model",
+                                             "bios_version", "bmc_firmware") if summary.get(name) is not None}
+    if summary.get("system_id") is not None:
+        out["redfish_system_id"] = summary["system_id"]
     macs = summary.get("macs")
     if isinstance(macs, Mapping):
         out["macs"] = {nic: mac for nic, mac in macs.items() if mac is not None}

@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS host_facts (
     macs           TEXT,
     serial         TEXT,
     service_tag    TEXT,
+    model          TEXT,
+    redfish_system_id TEXT,
     bios_version   TEXT,
     bmc_firmware   TEXT,
     bmc_mac        TEXT,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main
-from provision.golden import GoldenHost, HostfileError, HostfileFormat, compress_hostlist, render_hostfile
+from provision.hostfiles import GoldenHost, HostfileError, HostfileFormat, compress_hostlist, render_hostfile
 from provision.state import State, StateStore
 from tests.sites import copy_sim_site
 

@@ -109,8 +109,8 @@ def test_reporting_an_error_never_raises_even_when_rich_cannot_print(
 def test_a_failed_hosts_table_prints_the_bmc_detail_and_remediation_verbatim(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from provision.bmc import HostResult
-    from provision.cli.bmc_cmds import _render_failures
+    from provision.cli.step_view import render_failures as _render_failures
+    from provision.steps.runner import HostResult
 
     remediation = f"check {IPV6} [red]by hand[/]"
     _render_failures([HostResult("gpu-[r1]-01", ok=False, reason="bmc_http", detail=BMC_TEXT, remediation=remediation)])

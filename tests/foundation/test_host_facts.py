@@ -80,6 +80,7 @@ def test_facts_from_inventory_maps_what_the_harvest_saw() -> None:
     assert facts_from_inventory(SUMMARY) == {
         "pxe_nic": "NIC.Integrated.1-1-1", "pxe_mac": "02:ba:cc:49:c6:6c", "serial": "CNFPV99JCXW5Z0",
         "service_tag": "G4M5RFH", "bios_version": "1.14.1", "bmc_firmware": "7.10.30.00",
+        "model": "PowerEdge XE9680", "redfish_system_id": "System.Embedded.1",
         "macs": {"NIC.Embedded.1-1-1": "02:7a:57:26:f3:cc", "NIC.Integrated.1-1-1": "02:ba:cc:49:c6:6c"},
     }
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from provision.bmc import Fanout, PowerPolicy, RunOptions
+from provision.bmc import PowerPolicy, PxeStep, RunOptions
 from provision.errors import SiteError
 from provision.site import load_site
 from provision.state import StateStore
@@ -53,4 +53,4 @@ def test_pxe_boot_takes_the_site_policy_unless_the_run_overrides_it(
     tmp_path: Path, policy: dict[str, Any], options: RunOptions, expected: tuple[str | None, PowerPolicy]
 ) -> None:
     site = load_site(_site(tmp_path, policy))
-    assert Fanout(site, StateStore(tmp_path / "s.db"), options).pxe_settings() == expected
+    assert PxeStep(site, StateStore(tmp_path / "s.db"), options).pxe_settings() == expected

@@ -11,11 +11,12 @@ import pytest
 from provision.cli import main
 from provision.maas import flow
 from provision.maas.client import MaasClient
-from provision.maas.flow import DeployOptions, HostOutcome, MaasDeployer
+from provision.maas.flow import DeployOptions, MaasDeployStep
 from provision.site.credentials import Login, Secret
 from provision.site.loader import load_site
 from provision.site.model import Site
 from provision.state import State, StateStore
+from provision.steps.runner import HostResult
 from sim.maas.machines import NodeStatus
 from tests.maas.conftest import API_KEY, LostAnswers, RunningMaas
 from tests.sites import copy_sim_site
@@ -39,7 +40,8 @@ def site(tmp_path: Path, maas: RunningMaas, monkeypatch: pytest.MonkeyPatch) -> 
                                                                    "NIC.Integrated.1-2-1": f"b8:ce:f6:00:02:0{i}"}}
         if host == "gpu-r1-06":
             inventory = {"pxe_mac": None, "macs": {}}
-        store.transition(host, State.macs_harvested, command="test", evidence={"inventory": inventory})
+        store.transition(host, State.macs_harvested, command="test", evidence={"inventory": inventory},
+                         facts={k: v for k, v in inventory.items() if v})
         store.transition(host, State.pxe_armed, command="test")
     store.close()
     return target / "site.yml"
@@ -140,10 +142,10 @@ def test_an_enlistment_whose_answer_was_lost_is_recognised_not_rejected(
     store = StateStore(site.parent / "state" / "sim.db")
     hosts = [h for h in loaded.hosts() if h.hostname == "gpu-r1-01"]
 
-    async def run() -> list[HostOutcome]:
+    async def run() -> list[HostResult]:
         async with MaasClient(maas.url, Secret(API_KEY), timeout_s=0.3) as client:
             try:
-                return await MaasDeployer(loaded, store, client, DeployOptions(poll_s=0.02, host_timeout_s=20)).run(hosts)
+                return await MaasDeployStep(loaded, store, client, DeployOptions(poll_s=0.02, host_timeout_s=20)).run(hosts)
             finally:
                 lost.release()
 

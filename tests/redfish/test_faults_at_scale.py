@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.bmc import Fanout, RunOptions
+from provision.bmc import HarvestStep, RunOptions
 from provision.redfish import ClientOptions
 from provision.site import load_site
 from provision.state import State, StateStore
@@ -49,7 +49,7 @@ def test_512_bmcs_with_10_percent_faulty(tmp_path: Path, monkeypatch: pytest.Mon
                          client=ClientOptions(timeout_s=12.0, retries=1, backoff_s=0.05, backoff_max_s=0.1))
 
     with SimProcess(site_path, password, tmp_path / "run", slow_ms=200, faults=faults_file) as sim:
-        first = asyncio.run(Fanout(site, store, options).harvest_macs(site.hosts()))
+        first = asyncio.run(HarvestStep(site, store, options).run(site.hosts()))
         by_host = {r.host: r for r in first}
         for host in names:
             rec = store.get(host)
@@ -65,7 +65,7 @@ def test_512_bmcs_with_10_percent_faulty(tmp_path: Path, monkeypatch: pytest.Mon
         assert all(s["sessions"] == 0 for s in sim.hosts().values())
 
         sim.repair()
-        second = asyncio.run(Fanout(site, store, options).harvest_macs(site.hosts()))
+        second = asyncio.run(HarvestStep(site, store, options).run(site.hosts()))
         done = sorted(r.host for r in second if r.ok and not r.skipped)
         assert done == sorted(faulty)
         assert all(store.get(h).state is State.macs_harvested for h in names)

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from provision.bmc.harvest import HostInventory, check, find_system, harvest
+from provision.bmc.harvest import HostInventory, check_inventory, find_system, harvest
 from provision.bmc.inventory import (
     Nic,
     PxeDevice,
@@ -215,9 +215,9 @@ def test_gpu_count_below_the_host_class_is_unexpected_hardware() -> None:
         pxe_devices=(), pxe=PxeChoice(NICS[1], "site:x", None, ""), bmc_firmware=None, gpus=7, ib_functions=None,
         cross_check={}, notes=(), raw={})
     with pytest.raises(HostProblem) as info:
-        check(inv, HostClass(gpu=GpuSpec(model="H100", count=8)))
+        check_inventory(inv, HostClass(gpu=GpuSpec(model="H100", count=8)))
     assert info.value.reason == "unexpected_hardware" and "7 GPUs" in info.value.detail
-    check(inv, HostClass(gpu=GpuSpec(model="H100", count=7)))
+    check_inventory(inv, HostClass(gpu=GpuSpec(model="H100", count=7)))
 
 
 def test_missing_fields_are_clear_errors_or_unknowns_not_crashes() -> None:

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from provision.bmc import Fanout, HostResult
+from provision.bmc import HarvestStep
 from provision.cli import main
 from provision.site import load_site
 from provision.state import State, StateStore
+from provision.steps.runner import HostResult
 from tests.redfish.simlab import PASSWORD_VAR, SimProcess, free_port, new_password, write_site
 
 
@@ -159,10 +160,8 @@ def test_the_fan_out_reports_every_host_to_its_progress_callback_once(lab: tuple
     store = StateStore(db)
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
     for round_ in ("first run", "rerun: every host skipped"):
-        fanout = Fanout(site, store)
         seen: list[HostResult] = []
-        fanout.progress = seen.append
-        results = asyncio.run(fanout.harvest_macs(site.hosts()))
+        results = asyncio.run(HarvestStep(site, store).run(site.hosts(), seen.append))
         assert sorted(r.host for r in seen) == sorted(h.hostname for h in site.hosts()), round_
         assert sorted(seen, key=lambda r: r.host) == sorted(results, key=lambda r: r.host), round_
     assert [r.host for r in seen if not r.ok] == ["h005"]  # pxe_link_down, failed in the first run

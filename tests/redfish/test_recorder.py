@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from provision.bmc import Fanout, RunOptions
-from provision.bmc.recorder import Recorder
+from provision.bmc import HarvestStep, RunOptions
 from provision.errors import IllegalTransition
 from provision.redfish import ClientOptions
 from provision.site import load_site
 from provision.state import Change, Outcome, State, StateStore
+from provision.steps.recorder import Recorder
 from tests.redfish.simlab import PASSWORD_VAR, free_port, write_site
 
 
@@ -123,6 +123,6 @@ def test_a_store_that_fails_while_hosts_fail_is_reported_per_host_and_escapes_no
     store = _BrokenDisk(tmp_path / "s.db")
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
     options = RunOptions(client=ClientOptions(timeout_s=2, retries=0))
-    results = asyncio.run(asyncio.wait_for(Fanout(site, store, options).harvest_macs(site.hosts()), 60))
+    results = asyncio.run(asyncio.wait_for(HarvestStep(site, store, options).run(site.hosts()), 60))
     assert [r.reason for r in results] == ["bmc_unreachable"] * 3
     assert all("NOT recorded in the state store: OperationalError: disk I/O error" in r.detail for r in results)

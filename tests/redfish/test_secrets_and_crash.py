@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.bmc import Fanout, RunOptions
+from provision.bmc import HarvestStep, RunOptions
 from provision.errors import CredentialError
 from provision.redfish import ClientOptions
 from provision.site import load_site
@@ -67,7 +67,7 @@ def test_credentials_appear_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         store = StateStore(tmp_path / "inproc.db")
         loaded = load_site(site)
         store.sync_site((h.hostname, h.rack) for h in loaded.hosts())
-        results = asyncio.run(Fanout(loaded, store, RunOptions(client=ClientOptions(retries=0))).harvest_macs(
+        results = asyncio.run(HarvestStep(loaded, store, RunOptions(client=ClientOptions(retries=0))).run(
             loaded.hosts()))
         sim_log = sim.log.read_bytes()
 
@@ -113,7 +113,7 @@ def test_kill_9_mid_harvest_loses_nothing_recorded(tmp_path: Path, monkeypatch: 
         requests_before = {h: s["requests"] for h, s in sim.hosts().items()}
 
         loaded = load_site(site)
-        results = asyncio.run(Fanout(loaded, store, RunOptions(concurrency=64)).harvest_macs(loaded.hosts()))
+        results = asyncio.run(HarvestStep(loaded, store, RunOptions(concurrency=64)).run(loaded.hosts()))
         assert all(r.ok for r in results)
         assert len(store.in_state(State.macs_harvested)) == 40
         assert {h: len(store.history(h)) for h in done_before} == history_before
@@ -130,6 +130,6 @@ def test_a_credential_that_does_not_resolve_stops_the_run_before_any_host_is_tou
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
     events = store.event_count()
     with pytest.raises(CredentialError, match=f"environment variable {PASSWORD_VAR} is not set"):
-        asyncio.run(Fanout(site, store).harvest_macs(site.hosts()))
+        asyncio.run(HarvestStep(site, store).run(site.hosts()))
     assert store.event_count() == events
     assert all(store.get(h.hostname).state is State.declared for h in site.hosts())

@@ -11,7 +11,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from provision.bmc import Fanout, RunOptions
+from provision.bmc import HarvestStep, RunOptions
 from provision.redfish import ClientOptions
 from provision.site import load_site
 from provision.state import State, StateStore
@@ -23,7 +23,7 @@ def harvest(site_path: Path, db: Path, *, lean_transport: bool = True) -> StateS
     store = StateStore(db)
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
     options = RunOptions(client=ClientOptions(lean_transport=lean_transport))
-    asyncio.run(Fanout(site, store, options).harvest_macs(site.hosts()))
+    asyncio.run(HarvestStep(site, store, options).run(site.hosts()))
     return store
 
 

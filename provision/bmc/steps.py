@@ -1,0 +1,216 @@
+"""The BMC steps of the step table: harvest-macs, pxe-boot and power, run by the one step runner.
+
+Each opens a Redfish session per host (bounded: `open_concurrency` handshakes at once, since 500
+simultaneous TLS handshakes finish together, late, and the first ones time out), does its work and
+records what it saw; the runner owns concurrency, deadlines, recording and progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.bmc.harvest import check_inventory, find_system, harvest
+from provision.bmc.power import (
+    PowerAction,
+    PowerPolicy,
+    arm_pxe_once,
+    confirm_armed,
+    power,
+    power_state,
+    reset,
+    wait_power,
+)
+from provision.bmc.triage import triage
+from provision.redfish import ClientOptions, RedfishClient, tls_context
+from provision.site import Host, Site
+from provision.site.credentials import Login, login
+from provision.site.endpoints import join_host_port
+from provision.state import HostRecord, State, StateStore
+from provision.state.facts import HostFacts, facts_from_inventory
+from provision.steps.pipeline import HARVEST, POWER, PXE
+from provision.steps.runner import HostFailure, HostResult, Progress, Recording, RunLimits, Step, run_step
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    concurrency: int = 128
+    host_timeout_s: float = 120.0
+    client: ClientOptions = field(default_factory=ClientOptions)
+    power_timeout_s: float = 60.0
+    poll_s: float = 1.0
+    # pxe-boot's override mode (UEFI, Legacy, or keep) and what it does to servers already on; None:
+    # the site's policy (`policy.pxe_boot_mode`, `policy.pxe_power_policy`).
+    boot_mode: str | None = None
+    power_policy: PowerPolicy | None = None
+    open_concurrency: int = 64
+
+
+def base_url(host: Host) -> str:
+    return f"https://{join_host_port(host.bmc.address, host.bmc.port)}"
+
+
+def inventory_view(facts: HostFacts) -> dict[str, Any]:
+    """What a host's harvest learnt, shaped as the harvest's own summary (tables, exports)."""
+    known = facts.known()
+    view = {name: known[name] for name in HARVEST.writes if name in known and name != "redfish_system_id"}
+    if "redfish_system_id" in known:
+        view["system_id"] = known["redfish_system_id"]  # as the harvest's summary names it
+    return view
+
+
+class BmcStep(Step):
+    """Shared by the BMC steps: credentials resolved once, TLS per the site, bounded session opening."""
+
+    store: StateStore
+
+    def __init__(self, site: Site, store: StateStore, options: RunOptions | None = None) -> None:
+        self.site = site
+        self.store = store
+        self.options = options or RunOptions()
+        tls = site.spec.bmc_tls
+        bundle = str((site.directory / tls.ca_bundle).resolve()) if tls.ca_bundle else None
+        self._tls = tls_context(tls.verify, bundle)
+        self._logins: dict[str, Login] = {}
+        self._opening = asyncio.Semaphore(self.options.open_concurrency)
+
+    def limits(self) -> RunLimits:
+        return RunLimits(self.options.concurrency, self.options.host_timeout_s)
+
+    def _login(self, host: Host) -> Login:
+        name = host.bmc.credential
+        if name not in self._logins:
+            self._logins[name] = login(self.site, name)
+        return self._logins[name]
+
+    def resolve_logins(self, hosts: Iterable[Host]) -> None:
+        """Every credential these hosts use, once, before any host is touched: one that does not resolve
+        (unset variable, wrong vault password) is the run's error, not a failure of every host."""
+        for host in hosts:
+            self._login(host)
+
+    async def prepare(self, hosts: Sequence[Host]) -> None:
+        # ansible-vault runs in a thread: the event loop may already serve other work.
+        await asyncio.to_thread(self.resolve_logins, hosts)
+
+    def client(self, host: Host) -> RedfishClient:
+        return RedfishClient(base_url(host), self._login(host), tls=self._tls, options=self.options.client)
+
+    @contextlib.asynccontextmanager
+    async def session(self, host: Host) -> AsyncIterator[RedfishClient]:
+        """An open client (connected, logged in), closed (session deleted) on the way out."""
+        bmc = self.client(host)
+        try:
+            async with self._opening:
+                await bmc.open()
+            yield bmc
+        finally:
+            await bmc.close()
+
+    def triage(self, exc: BaseException, host_timeout_s: float) -> HostFailure:
+        return triage(exc, timeout_s=host_timeout_s)
+
+    def failure_evidence(self, host: Host, failure: HostFailure) -> dict[str, Any]:
+        return {**failure.evidence, "bmc": base_url(host), "detail": failure.detail}
+
+    def skipped_data(self, host: Host, record: HostRecord) -> dict[str, Any]:
+        return inventory_view(self.store.facts(host.hostname))
+
+
+class HarvestStep(BmcStep):
+    spec = HARVEST
+
+    async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        cls = self.site.host_class(host)
+        async with self.session(host) as bmc:
+            system = await find_system(bmc)
+            await rec.move(host.hostname, State.bmc_reachable, {"bmc": base_url(host), "system": system.path})
+            inventory = await harvest(bmc, cls, system)
+        check_inventory(inventory, cls)
+        summary = inventory.summary()
+        evidence = {"bmc": base_url(host), "inventory": summary,
+                    "pxe": {"source": inventory.pxe.source, "detail": inventory.pxe.detail},
+                    "cross_check": inventory.cross_check, "notes": list(inventory.notes), "raw": inventory.raw}
+        await rec.move(host.hostname, State.macs_harvested, evidence, facts=facts_from_inventory(summary))
+        return summary
+
+
+class PxeStep(BmcStep):
+    spec = PXE
+
+    def pxe_settings(self) -> tuple[str | None, PowerPolicy]:
+        """The override mode to set (None: keep the BMC's) and the power policy: the run's options
+        where given, else the site's policy."""
+        policy = self.site.spec.policy
+        mode = self.options.boot_mode or policy.pxe_boot_mode
+        return (None if mode == "keep" else mode), self.options.power_policy or PowerPolicy(policy.pxe_power_policy)
+
+    async def prepare(self, hosts: Sequence[Host]) -> None:
+        await super().prepare(hosts)
+        # One query, in a thread: in the host tasks it would hold the loop 500 BMC conversations need.
+        self._facts = await asyncio.to_thread(self.store.facts_many, [h.hostname for h in hosts])
+
+    async def _power_cycle(self, bmc: RedfishClient, system: Any, armed: dict[str, Any], on: bool,
+                           policy: PowerPolicy) -> tuple[dict[str, Any], list[str]]:
+        opts = self.options
+        resets: list[str] = []
+        if on and policy is PowerPolicy.restart:
+            await reset(bmc, system, "ForceRestart")
+            resets.append("ForceRestart")
+        elif on:
+            await reset(bmc, system, "ForceOff")
+            resets.append("ForceOff")
+            off = await wait_power(bmc, system.path, "Off", opts.power_timeout_s, opts.poll_s, "ForceOff")
+            if "boot_armed" not in armed:
+                armed = confirm_armed(armed, off)
+            await reset(bmc, system, "On")
+            resets.append("On")
+        else:
+            await reset(bmc, system, "On")
+            resets.append("On")
+        return armed, resets
+
+    async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        boot_mode, policy = self.pxe_settings()
+        opts = self.options
+        async with self.session(host) as bmc:
+            system = await find_system(bmc)
+            state = power_state(system)
+            on = state in ("On", "PoweringOn")
+            # Off first: the reads waiting for Off show the override before any boot, so they double as
+            # its check; otherwise the check is a read of its own before the reset.
+            off_first = on and policy is PowerPolicy.off_on
+            armed = await arm_pxe_once(bmc, system, boot_mode, verify=not off_first)
+            armed, resets = await self._power_cycle(bmc, system, armed, on, policy)
+            after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
+        boot_after = after.data.get("Boot") or {}
+        facts = self._facts.get(host.hostname) or HostFacts()
+        armed.pop("boot_sent", None)
+        evidence = {"bmc": base_url(host), **armed, "power_before": state, "resets": resets,
+                    "power_state": power_state(after), "pxe_mac": facts.pxe_mac, "pxe_nic": facts.pxe_nic,
+                    "boot_after_power_on": {k: boot_after.get(k) for k in
+                                            ("BootSourceOverrideTarget", "BootSourceOverrideEnabled")}}
+        await rec.move(host.hostname, State.pxe_armed, evidence)
+        return evidence
+
+
+class PowerStep(BmcStep):
+    spec = POWER
+
+    def __init__(self, site: Site, store: StateStore, action: PowerAction, options: RunOptions | None = None) -> None:
+        super().__init__(site, store, options)
+        self.action = action
+
+    async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        opts = self.options
+        async with self.session(host) as bmc:
+            system = await find_system(bmc)
+            return await power(bmc, system, self.action, timeout_s=opts.power_timeout_s, poll_s=opts.poll_s)
+
+    async def run(self, hosts: Sequence[Host], progress: Progress | None = None) -> list[HostResult]:
+        """Every given host, whatever its state; nothing is recorded (power is no lifecycle move)."""
+        return await run_step(self, self.store, hosts, self.limits(), record_failures=False, progress=progress,
+                              select=False)

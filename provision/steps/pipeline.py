@@ -1,0 +1,148 @@
+"""The bring-up as one table: every step from `declared` to `golden`, what it takes and where it moves
+hosts, the host facts it reads and writes, and each failure reason with what to do about it.
+
+`provision steps` prints this table. Each step's code (provision/bmc/steps.py, provision/maas/step.py,
+provision/health/steps.py, provision/lifecycle_steps.py) names its spec from here, and the one runner
+(provision/steps/runner.py) runs every one of them the same way.
+"""
+
+from __future__ import annotations
+
+from provision.state.lifecycle import State
+from provision.steps.spec import StepSpec
+
+_BMC_REASONS = {
+    "bmc_unreachable": "check the BMC's cabling, address and that it is powered (AC on)",
+    "bmc_tls": "check bmc_tls in the site file (ca_bundle, or verify: false for self-signed iDRACs)",
+    "bmc_auth": "check the credential the site file names for this BMC (account, password, lockout)",
+    "bmc_timeout": "the BMC accepted the connection but did not answer: reset the iDRAC (racreset)",
+    "bmc_error_5xx": "the BMC kept answering server errors: retry later or reset the iDRAC",
+}
+
+HARVEST = StepSpec(
+    name="harvest-macs",
+    run_by="provision harvest-macs",
+    summary="ask every BMC for its NICs, serials and firmware; pick the PXE NIC",
+    takes=(State.declared, State.bmc_reachable),
+    moves_to=(State.bmc_reachable, State.macs_harvested),
+    writes=("pxe_nic", "pxe_mac", "macs", "serial", "service_tag", "model", "redfish_system_id", "bios_version",
+            "bmc_firmware"),
+    reasons={
+        **_BMC_REASONS,
+        "no_pxe_nic": "enable a PXE device in the BIOS (PxeDev1) or fix the host class's pxe_nic",
+        "pxe_nic_link_down": "check the PXE NIC's cable and switch port",
+        "unexpected_hardware": "reseat or replace the missing part, or fix the host class's expectations",
+    },
+)
+
+PXE = StepSpec(
+    name="pxe-boot",
+    run_by="provision pxe-boot",
+    summary="arm a one-time PXE boot (If-Match ETag), power on (off first if on), verify the override",
+    takes=(State.macs_harvested,),
+    moves_to=(State.pxe_armed,),
+    reads=("pxe_nic", "pxe_mac"),
+    reasons={
+        **_BMC_REASONS,
+        "power_fault": "the server did not change power state: check PSUs and the iDRAC's lifecycle log",
+        "pxe_not_armed": "the BMC did not keep the boot override: check the iDRAC's job queue",
+    },
+    host_timeout_s=300.0,
+)
+
+POWER = StepSpec(
+    name="power",
+    run_by="provision power on|off|cycle|status",
+    summary="power hosts through their BMCs (no lifecycle change)",
+    takes=tuple(State),
+    moves_to=(),
+    reasons={
+        **_BMC_REASONS,
+        "power_fault": "the server did not change power state: check PSUs and the iDRAC's lifecycle log",
+    },
+    host_timeout_s=300.0,
+)
+
+MAAS_DEPLOY = StepSpec(
+    name="maas-deploy",
+    run_by="provision maas deploy",
+    summary="enlist PXE-armed hosts in MAAS with their MACs and BMC, commission, deploy the OS",
+    takes=(State.pxe_armed, State.enlisted, State.commissioned),
+    moves_to=(State.enlisted, State.commissioned, State.deployed),
+    reads=("pxe_mac", "macs"),
+    writes=("maas_system_id", "os_address"),
+    reasons={
+        "no_harvested_mac": "run `provision harvest-macs` for the host, then deploy again",
+        "credential_unresolved": "fix the BMC credential the site file names for the host (env variable or vault "
+        "entry)",
+        "maas_enlist_rejected": "read MAAS's field errors: a MAC or hostname already in MAAS under another machine "
+        "must be deleted there or fixed in the site file",
+        "maas_commissioning_failed": "read the commissioning/testing script results in MAAS (machine > "
+        "Commissioning), fix the hardware, then deploy again",
+        "maas_deploy_failed": "read the installation log in MAAS (machine > Logs), then deploy again: the host is "
+        "released and redeployed",
+        "maas_release_failed": "MAAS could not release the machine after a failed deployment (power off or disk "
+        "erasure failed): read its events in MAAS, mark it fixed there, then deploy again",
+        "maas_power_error": "MAAS could not power the machine through its BMC: check the power parameters MAAS "
+        "holds and that MAAS's rack controller reaches the BMC",
+        "maas_state_conflict": "the machine's MAAS status does not allow this step: bring it to Ready in MAAS "
+        "(mark fixed, exit rescue mode, wait for erasing, or commission it), then deploy again",
+        "maas_timeout": "MAAS did not finish within the host deadline: look at the machine's events in MAAS, then "
+        "deploy again with a longer --timeout if it was only slow",
+        "maas_unreachable": "check that the MAAS region answers (URL, network, TLS); a request whose answer was "
+        "lost may have taken effect: deploy again, it picks the host up where MAAS has it",
+        "maas_error": "read the detail: MAAS refused or garbled the answer",
+    },
+    concurrency=32,
+    host_timeout_s=1800.0,
+)
+
+CONFIGURE = StepSpec(
+    name="site.yml",
+    run_by="ansible-playbook playbooks/site.yml, recorded by `provision record HOST configured`",
+    summary="the GPU-host roles: driver, fabric manager, container runtime, DCGM, ZFS, OFED, GPUDirect RDMA",
+    takes=(State.deployed,),
+    moves_to=(State.configured,),
+    reads=("os_address",),
+)
+
+HEALTH = StepSpec(
+    name="health",
+    run_by="provision health --level fast|long",
+    summary="the node agent over SSH on every host; a verdict per host (unknown is never healthy)",
+    takes=(State.configured, State.healthy, State.burned_in, State.golden),
+    moves_to=(State.healthy,),
+    reads=("os_address",),
+    reasons={
+        "ssh_refused": "start sshd on the host or fix its address in the site file",
+        "ssh_connect_timeout": "the host does not answer on SSH: check that it booted and its network",
+        "ssh_host_key_mismatch": "the host's SSH key changed: if it was reinstalled, remove its old key from the "
+        "site's known_hosts; otherwise investigate",
+        "ssh_auth_failed": "install the controller's SSH key on the host (the site's ssh settings)",
+        "ssh_disconnected": "the session dropped mid-check: run the health check again",
+        "health_timeout": "the agent did not finish in time: look for a hung GPU or disk, or raise the timeout",
+        "controller_error": "a bug in the controller: run again with BRINGUP_DEBUG=1 and report it",
+    },
+    concurrency=64,
+    host_timeout_s=300.0,
+)
+
+GOLDEN = StepSpec(
+    name="golden",
+    run_by="provision health (promotes), provision golden (writes the hostfile)",
+    summary="healthy and burned in (or healthy alone where the site does not require burn-in)",
+    takes=(State.healthy, State.burned_in),
+    moves_to=(State.golden,),
+)
+
+# The lifecycle in the order a host goes through it (power is a tool, not a stage).
+PIPELINE: tuple[StepSpec, ...] = (HARVEST, PXE, MAAS_DEPLOY, CONFIGURE, HEALTH, GOLDEN)
+ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER)
+
+
+def remediation_for(reason: str | None) -> str:
+    """What to do about a failure reason, from whichever step declares it."""
+    for spec in ALL_STEPS:
+        if reason and reason in spec.reasons:
+            return spec.reasons[reason]
+    return ""
