@@ -1,0 +1,72 @@
+"""`fabric ports plan` with no site, through typer's CliRunner, on real and ibsim captures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fabric.ports.cli import ports_app
+from tests.fabric.ports.helpers import FIXTURES, IBSIM, LEAF, SPINE
+
+NDR = FIXTURES / "ibnetdiscover__NVIDIA-topograph__tests_output_ibnetdiscover_example.out"
+NOW = ["--now", "2026-12-01T19:00:00Z"]
+
+
+def _plan(*args: str) -> dict[str, object]:
+    result = CliRunner().invoke(ports_app, ["plan", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_json_names_both_ends_by_guid_and_port_with_action_and_evidence() -> None:
+    out = _plan("--discovered", str(IBSIM / "ibnetdiscover.txt"), "--events", str(IBSIM / "event.log"),
+                "--counters", str(IBSIM / "perfquery-before.txt"), "--counters", str(IBSIM / "perfquery-after.txt"),
+                *NOW)
+    links = {(link["a"]["guid"], link["a"]["port"]): link for link in out["links"]}  # type: ignore[attr-defined]
+    up = links[(f"0x{LEAF}", 25)]
+    assert (up["b"]["guid"], up["b"]["port"], up["action"]) == (f"0x{SPINE}", 2, "disable")
+    assert up["evidence"][0]["code"] == 329 and up["evidence"][0]["time"].startswith("2026-12-01T08:15:02")
+    assert links[(f"0x{LEAF}", 8)]["action"] == "watch"
+    assert out["needs_force"] is False and out["bursts"][0]["events"] == 60  # type: ignore[index]
+
+
+def test_imbue_style_events_on_a_real_ndr_fabric_resolve_by_switch_name_and_port_label(tmp_path: Path) -> None:
+    log = tmp_path / "event.log"
+    log.write_text(
+        "2026-12-01 10:02:44.900 [77] [702] WARNING [Fabric_Notification] IBPort "
+        "[default / Switch: A09-P1-IBLEAF-04-04 / 1/18/1]: Peer Port A10-P1-IBSPINE-02:1/16/2 is considered by "
+        "SM as unhealthy due to FLAPPING.\n"
+        "2026-12-01 10:05:00.000 [78] [329] WARNING [Fabric_Topology] Link [x]: Link went down: "
+        "(Switch:A09-P1-IBLEAF-04-04:1/18/2)2c5eab0300b87b40:36 - (Switch:A10-P1-IBSPINE-02:1/16/1)"
+        "2c5eab0300c26280:31, cable S/N: MT2330FT09118\n")
+    out = _plan("--discovered", str(NDR), "--events", str(log), *NOW)
+    got = {(link["a"]["name"], link["a"]["port"], link["b"]["name"], link["b"]["port"], link["cable_serial"])
+           for link in out["links"]}  # type: ignore[attr-defined]
+    assert got == {("A09-P1-IBLEAF-04-04", 35, "A10-P1-IBSPINE-02", 32, None),
+                   ("A09-P1-IBLEAF-04-04", 36, "A10-P1-IBSPINE-02", 31, "MT2330FT09118")}
+
+
+def test_text_output_says_what_it_would_do_and_what_it_set_apart() -> None:
+    result = CliRunner().invoke(ports_app, ["plan", "--discovered", str(IBSIM / "ibnetdiscover.txt"),
+                                            "--events", str(IBSIM / "event.log"), "--since", "24h", *NOW])
+    assert result.exit_code == 0
+    assert "4 link(s) to disable, 1 to watch" in result.stdout  # no counters: the host link-down is watched
+    assert "burst (UFM restart or mass reboot, not counted): 60 events" in result.stdout
+    assert "set apart:" in result.stdout and "1234 (1x)" in result.stdout
+
+
+def test_errors_are_one_readable_line_and_exit_1(tmp_path: Path) -> None:
+    cases = [["--discovered", str(tmp_path / "missing.txt")],
+             ["--discovered", str(IBSIM / "ibnetdiscover.txt"), "--since", "yesterday"],
+             ["--discovered", str(IBSIM / "ibnetdiscover.txt"), "--now", "soon"],
+             ["--discovered", str(IBSIM / "ibnetdiscover.txt"), "--events-tz", "Mars/Olympus"]]
+    bad_json = tmp_path / "events.json"
+    bad_json.write_text("[{\"event_type\": 329,")
+    cases.append(["--discovered", str(IBSIM / "ibnetdiscover.txt"), "--events", str(bad_json)])
+    for args in cases:
+        result = CliRunner().invoke(ports_app, ["plan", *args])
+        assert result.exit_code == 1, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
