@@ -33,6 +33,10 @@ RULES: tuple[Rule, ...] = (
          "the state store and the site model are libraries: the command line uses them, never the reverse"),
     Rule(("fabric",), ("provision.redfish", "provision.maas", "provision.bmc"),
          "the fabric tooling reads captures, designs and the site; it never drives BMCs or MAAS"),
+    Rule(("provision.steps",), ("provision.bmc", "provision.maas", "provision.health", "provision.cli", "typer",
+                                "rich"),
+         "the step runner and table know a step only by its spec and its per-host work: each system's package "
+         "plugs its steps into the runner, never the reverse"),
 )
 TOOLS_RULE = "tools imports only the standard library (and tools): checked by " + str(STDLIB_TEST.relative_to(REPO))
 
