@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from fabric.burnin.lft import parse_lfts
@@ -31,7 +33,7 @@ def test_path_runs_uplink_then_switches_then_the_receivers_link() -> None:
     assert not isinstance(path, Unknown)
     assert path[0].kind == "hca-leaf" and path[-1].kind == "leaf-hca"
     assert path[0].tail == by["gpu-r1-01/mlx5_0"].end and path[-1].head == by["gpu-r2-08/mlx5_7"].end
-    assert all(a.head.guid == b.tail.guid for a, b in zip(path, path[1:], strict=False))
+    assert all(a.head.guid == b.tail.guid for a, b in itertools.pairwise(path))
 
 
 def test_truncated_dump_makes_flows_unknown_never_wrong() -> None:
