@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from fabric import render
+from fabric.burnin.cli import burnin_app
 from fabric.options import (
     CaptureFormat,
     Captures,
@@ -26,6 +27,7 @@ from fabric.options import (
     NodeNameMapOut,
     SiteFile,
 )
+from fabric.ports.cli import ports_app
 from provision.cli.runner import ErrorExit, run_app
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -34,8 +36,10 @@ FABRIC_ERRORS = ErrorExit(code=EXIT_ERROR, report=render.error_line)
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 design_app = typer.Typer(no_args_is_help=True, help="Cabling design files: generate, import, check.")
 
-# The sub-apps, one line each (`fabric ports` and `fabric burnin` are registered here too).
+# The sub-apps, one line each.
 app.add_typer(design_app, name="design")
+app.add_typer(ports_app, name="ports")
+app.add_typer(burnin_app, name="burnin")
 
 
 def _exit_with_findings(found: bool) -> typer.Exit:
