@@ -1,6 +1,6 @@
 """Redfish: an async client for one BMC, typed errors, and resource discovery by `@odata.id` links."""
 
-from provision.redfish.client import ClientOptions, RedfishClient, Resource, odata_id, tls_context
+from provision.redfish.client import ClientOptions, RedfishClient
 from provision.redfish.errors import (
     RedfishAuthError,
     RedfishError,
@@ -13,6 +13,8 @@ from provision.redfish.errors import (
     RedfishUnreachable,
     RedfishUnsupported,
 )
+from provision.redfish.resource import Resource, odata_id
+from provision.redfish.tls import tls_context
 
 __all__ = [
     "ClientOptions",

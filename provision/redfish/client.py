@@ -11,37 +11,34 @@ URL, an error message or a log line.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import ssl
-import zlib
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
 from provision.aio import gather_or_cancel
+from provision.redfish.answer import Answer, AnswerReader
+from provision.redfish.auth import AuthMode, BmcAuth
 from provision.redfish.errors import (
     RedfishAuthError,
     RedfishError,
     RedfishNotFound,
     RedfishProtocolError,
     RedfishRequestRejected,
-    RedfishServerError,
     RedfishTimeout,
     RedfishTlsError,
     RedfishUnreachable,
     RedfishUnsupported,
-    error_for_status,
-    extended_info,
 )
+from provision.redfish.resource import ROOT, Resource, is_expanded, odata_id, sessions_path
+from provision.redfish.tls import ssl_cause, tls_context
 from provision.redfish.transport import BmcTransport
 from provision.site.credentials import Login
 
-ROOT = "/redfish/v1/"
-AuthMode = Literal["session", "basic"]
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 
 
@@ -76,86 +73,6 @@ class ClientOptions:
     lean_transport: bool = True
 
 
-@dataclass(frozen=True)
-class Answer:
-    """A BMC's answer with its body read (bounded) and the connection released."""
-
-    status_code: int
-    headers: httpx.Headers
-    content: bytes
-    reason_phrase: str
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One Redfish resource as the BMC sent it, with its ETag when the BMC offered one."""
-
-    path: str
-    data: Mapping[str, Any]
-    etag: str | None = None
-    status: int = 200
-
-    def link(self, key: str) -> str | None:
-        """The `@odata.id` of a navigation property, or None when the resource has no such link."""
-        return odata_id(self.data.get(key))
-
-    def require_link(self, key: str) -> str:
-        found = self.link(key)
-        if found is None:
-            raise RedfishProtocolError(f"{self.path} has no {key} link", path=self.path)
-        return found
-
-
-def odata_id(value: Any) -> str | None:
-    if isinstance(value, Mapping):
-        target = value.get("@odata.id")
-        if isinstance(target, str) and target.startswith("/"):
-            return target
-    return None
-
-
-def _is_expanded(value: Any) -> bool:
-    return isinstance(value, Mapping) and odata_id(value) is not None and len(value) > 1
-
-
-_CONTEXTS: dict[bool, ssl.SSLContext] = {}
-
-
-def tls_context(verify: bool, ca_bundle: str | None = None) -> ssl.SSLContext:
-    """One context for every BMC of a site (building one costs milliseconds; loading the system
-    trust store, tens of them).
-
-    Verification is on unless the site opts out; `ca_bundle` replaces the system trust store, which is
-    how a site trusts its iDRACs' own CA. Without verification no trust store is loaded at all: OpenSSL
-    still looks every presented certificate up in it, about half a millisecond of each handshake.
-    """
-    if ca_bundle and verify:
-        try:
-            return ssl.create_default_context(cafile=ca_bundle)
-        except (OSError, ssl.SSLError) as exc:
-            raise RedfishTlsError(f"cannot load the BMC CA bundle {ca_bundle}: {exc}") from None
-    if verify not in _CONTEXTS:
-        if verify:
-            ctx = ssl.create_default_context()
-        else:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        _CONTEXTS[verify] = ctx
-    return _CONTEXTS[verify]
-
-
-def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
 def _short(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) <= 300 else text[:300] + "..."
@@ -175,8 +92,8 @@ class RedfishClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.endpoint = self.base_url.split("://", 1)[-1]
-        self._login = login
         self.options = options or ClientOptions()
+        self._answers = AnswerReader(self.endpoint, self.options.max_body_bytes, self.options.retries + 1)
         # Requests go straight to an httpx transport holding one keep-alive connection (iDRACs serve
         # few connections and each new one costs a TLS handshake): the client layer above it (URL
         # merging, cookies, auth flows, redirects) costs a third of the CPU per request and none of it
@@ -193,35 +110,11 @@ class RedfishClient:
         self._host = base.netloc
         self._prefix = base.raw_path.rstrip(b"/")
         self._headers = {"Accept": "application/json", "OData-Version": "4.0", "User-Agent": "bringup-redfish"}
-        self._authed_headers: dict[str, str] | None = None  # _headers plus the credential, built once
+        self._auth = BmcAuth(login, self.options.auth, self._headers)
         self._slots = asyncio.Semaphore(1)  # one connection: requests to one BMC queue for it
-        self.__token: str | None = None
-        self._session_path: str | None = None
-        self.__basic = False
         self._root: Resource | None = None
         self._expand_refused = False
         self.requests = 0
-
-    # The credential header of every request is built when the way of authenticating changes, not
-    # per request (Basic means a base64 of the password each time otherwise).
-
-    @property
-    def _token(self) -> str | None:
-        return self.__token
-
-    @_token.setter
-    def _token(self, value: str | None) -> None:
-        self.__token = value
-        self._authed_headers = None
-
-    @property
-    def _basic(self) -> bool:
-        return self.__basic
-
-    @_basic.setter
-    def _basic(self, value: bool) -> None:
-        self.__basic = value
-        self._authed_headers = None
 
     # lifecycle -----------------------------------------------------------------------------------
 
@@ -239,72 +132,53 @@ class RedfishClient:
     async def open(self) -> Resource:
         """Read the service root and authenticate (a session when the BMC offers one, else Basic)."""
         root = await self.root()
-        if self._login is None:
+        if self._auth.login is None:
             return root
         if self.options.auth == "basic":
-            self._basic = True
+            self._auth.basic = True
             return root
-        sessions = self._sessions_path(root)
+        sessions = sessions_path(root)
         if sessions is None:
-            self._basic = True
+            self._auth.basic = True
             return root
         await self._create_session(sessions)
         return root
 
-    def _sessions_path(self, root: Resource) -> str | None:
-        links = root.data.get("Links")
-        if isinstance(links, Mapping):
-            found = odata_id(links.get("Sessions"))
-            if found:
-                return found
-        service = root.link("SessionService")
-        return f"{service.rstrip('/')}/Sessions" if service else None
-
     async def _create_session(self, sessions: str) -> None:
-        assert self._login is not None
-        body = {"UserName": self._login.username, "Password": self._login.password.reveal()}
         try:
-            resp = await self._send("POST", sessions, body=body, auth=False, retry_5xx=False)
+            resp = await self._send("POST", sessions, body=self._auth.session_body(), auth=False, retry_5xx=False)
         except (RedfishNotFound, RedfishUnsupported):
-            self._basic = True  # a BMC without sessions: fall back to Basic on every request
+            self._auth.basic = True  # a BMC without sessions: fall back to Basic on every request
             return
         token = resp.headers.get("X-Auth-Token")
         if not token:
             raise RedfishProtocolError(
                 "session created without an X-Auth-Token header", endpoint=self.endpoint, method="POST", path=sessions
             )
-        self._token = token
+        self._auth.token = token
         location = resp.headers.get("Location")
         if location:
-            self._session_path = httpx.URL(location).path
+            self._auth.session_path = httpx.URL(location).path
         else:
-            data = self._json(resp, "POST", sessions)
-            self._session_path = odata_id(data)
+            data = self._answers.json(resp, "POST", sessions)
+            self._auth.session_path = odata_id(data)
 
     async def close(self) -> None:
         """Delete the session (BMCs allow few at a time) and close the connections."""
         try:
-            if self._token and self._session_path:
-                path = self._session_path
-                self._session_path = None
+            if self._auth.token and self._auth.session_path:
+                path = self._auth.session_path
+                self._auth.session_path = None
                 try:
                     async with asyncio.timeout(min(self.options.timeout_s, 5.0)):
                         await self._send("DELETE", path, retry_5xx=False)
                 except (RedfishError, TimeoutError):
                     pass  # the BMC expires it on its own; nothing else to do
-            self._token = None
+            self._auth.token = None
         finally:
             await self._transport.aclose()
 
     # requests ------------------------------------------------------------------------------------
-
-    def _auth_headers(self) -> dict[str, str]:
-        if self._token:
-            return {"X-Auth-Token": self._token}
-        if self._login is not None and (self._basic or self.options.auth == "basic"):
-            raw = f"{self._login.username}:{self._login.password.reveal()}".encode()
-            return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
-        return {}
 
     async def _send(
         self,
@@ -344,15 +218,15 @@ class RedfishClient:
                 await asyncio.sleep(self._retry_delay(resp, attempt))
                 attempt += 1
                 continue
-            if status == 401 and auth and self._token and not reauthed and self._root is not None:
+            if status == 401 and auth and self._auth.token and not reauthed and self._root is not None:
                 # The session expired (or the BMC restarted): log in once more, then give up.
                 reauthed = True
-                self._token = None
-                sessions = self._sessions_path(self._root)
+                self._auth.token = None
+                sessions = sessions_path(self._root)
                 if sessions:
                     await self._create_session(sessions)
                     continue
-            raise self._error(resp, method, path)
+            raise self._answers.error(resp, method, path)
 
     def _retry_delay(self, resp: Answer, attempt: int) -> float:
         delay = self.options.backoff_s * 2.0**attempt
@@ -366,9 +240,7 @@ class RedfishClient:
     ) -> Answer:
         all_headers = self._headers
         if auth:
-            if self._authed_headers is None:
-                self._authed_headers = {**self._headers, **self._auth_headers()}
-            all_headers = self._authed_headers
+            all_headers = self._auth.headers()
         content: bytes | None = None
         if body is not None:
             content = json.dumps(body).encode()
@@ -383,121 +255,43 @@ class RedfishClient:
             # requests is not the BMC being slow.
             async with self._slots, asyncio.timeout(self.options.timeout_s):
                 if self._lean is not None:
-                    head = [(b"Host", self._host), *((k.encode(), v.encode()) for k, v in all_headers.items())]
-                    if content is not None:
-                        head.append((b"Content-Length", str(len(content)).encode()))
-                    raw = await self._lean.exchange(method.encode(), self._origin, self._prefix + _raw_path(path),
-                                                    head, content or b"")
-                    status, resp_headers, reason = raw.status, httpx.Headers(raw.headers), raw.reason.decode("latin-1")
-                    try:
-                        content = await self._read_capped(status, resp_headers, raw.body, method, path)
-                    finally:
-                        await raw.body.aclose()
-                else:
-                    request = httpx.Request(method, self.base_url + path, content=content, headers=all_headers)
-                    resp = await self._transport.handle_async_request(request)
-                    status, resp_headers, reason = resp.status_code, resp.headers, resp.reason_phrase
-                    try:
-                        content = await self._read_response(resp, method, path)
-                    finally:
-                        await resp.aclose()
+                    return await self._exchange_lean(self._lean, method, path, all_headers, content)
+                return await self._exchange_httpx(method, path, all_headers, content)
         except (TimeoutError, httpx.TimeoutException):
             describe = getattr(self._transport, "describe", None)
             where = f" ({describe()})" if callable(describe) else ""
             raise RedfishTimeout(f"no answer within {self.options.timeout_s:g} s{where}", **err) from None
         except httpx.TransportError as exc:
-            cause = _ssl_cause(exc)
+            cause = ssl_cause(exc)
             if cause is not None:
                 raise RedfishTlsError(f"TLS handshake failed: {_short(cause)}", **err) from None
             error = RedfishUnreachable(f"connection failed: {_short(exc)}", **err)
             if isinstance(exc, httpx.ConnectError):  # nothing was sent
                 raise error from None
             raise _MaybeDelivered(error) from None
-        return Answer(status, resp_headers, content, reason)
 
-    async def _read_response(self, resp: httpx.Response, method: str, path: str) -> bytes:
-        if resp.is_stream_consumed:  # a transport that buffers (httpx's MockTransport) already decoded it
-            if len(resp.content) > self.options.max_body_bytes:
-                raise self._too_large(resp.status_code, method, path)
-            return resp.content
-        # Straight from the transport's stream when it is one (httpx's raw iterator re-chunks it).
-        stream = resp.stream if isinstance(resp.stream, httpx.AsyncByteStream) else resp.aiter_raw()
-        return await self._read_capped(resp.status_code, resp.headers, stream, method, path)
-
-    def _too_large(self, status: int, method: str, path: str, size: str = "") -> RedfishProtocolError:
-        return RedfishProtocolError(f"response{size} is over the {self.options.max_body_bytes}-byte limit",
-                                    endpoint=self.endpoint, method=method, path=path, status=status)
-
-    async def _read_capped(self, status: int, headers: httpx.Headers, stream: AsyncIterable[bytes], method: str,
-                           path: str) -> bytes:
-        cap = self.options.max_body_bytes
-        declared = headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > cap:
-            raise self._too_large(status, method, path, f" of {declared} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in stream:
-            size += len(chunk)
-            if size > cap:
-                raise self._too_large(status, method, path)
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-        encoding = headers.get("Content-Encoding", "").lower()
-        if encoding in ("gzip", "deflate"):
-            try:
-                raw = zlib.decompress(raw, 47 if encoding == "gzip" else 15)
-            except zlib.error as exc:
-                raise RedfishProtocolError(
-                    f"cannot decode {encoding} body: {exc}", endpoint=self.endpoint, method=method, path=path
-                ) from None
-            if len(raw) > cap:
-                raise self._too_large(status, method, path)
-        return raw
-
-    def _json(self, resp: Answer, method: str, path: str) -> Mapping[str, Any]:
-        raw = resp.content
-        if not raw.strip():
-            return {}
+    async def _exchange_lean(self, lean: BmcTransport, method: str, path: str, headers: Mapping[str, str],
+                             content: bytes | None) -> Answer:
+        head = [(b"Host", self._host), *((k.encode(), v.encode()) for k, v in headers.items())]
+        if content is not None:
+            head.append((b"Content-Length", str(len(content)).encode()))
+        raw = await lean.exchange(method.encode(), self._origin, self._prefix + _raw_path(path), head, content or b"")
+        resp_headers = httpx.Headers(raw.headers)
         try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            kind = resp.headers.get("Content-Type", "no content type")
-            raise RedfishProtocolError(
-                f"answer is not JSON ({kind}, {len(raw)} bytes: {exc})",
-                endpoint=self.endpoint,
-                method=method,
-                path=path,
-                status=resp.status_code,
-            ) from None
-        if not isinstance(data, dict):
-            raise RedfishProtocolError(
-                f"answer is JSON but not an object ({type(data).__name__})",
-                endpoint=self.endpoint,
-                method=method,
-                path=path,
-                status=resp.status_code,
-            )
-        return data
+            body = await self._answers.read_capped(raw.status, resp_headers, raw.body, method, path)
+        finally:
+            await raw.body.aclose()
+        return Answer(raw.status, resp_headers, body, raw.reason.decode("latin-1"))
 
-    def _error(self, resp: Answer, method: str, path: str) -> RedfishError:
-        status = resp.status_code
-        cls = error_for_status(status)
+    async def _exchange_httpx(self, method: str, path: str, headers: Mapping[str, str],
+                              content: bytes | None) -> Answer:
+        request = httpx.Request(method, self.base_url + path, content=content, headers=headers)
+        resp = await self._transport.handle_async_request(request)
         try:
-            body: Any = json.loads(resp.content) if resp.content.strip() else None
-        except (ValueError, UnicodeDecodeError):
-            body = None
-        messages, ids = extended_info(body)
-        if 300 <= status < 400:
-            target = resp.headers.get("Location", "nowhere")
-            detail = f"redirected to {target}; point the site file at the final address (redirects are not followed)"
-        elif cls is RedfishAuthError:
-            detail = "authentication refused"
-        elif cls is RedfishServerError:
-            detail = f"BMC error after {self.options.retries + 1} attempts"
-        else:
-            detail = resp.reason_phrase or "request failed"
-        return cls(detail, endpoint=self.endpoint, method=method, path=path, status=status, messages=messages,
-                   message_ids=ids)
+            body = await self._answers.read_response(resp, method, path)
+        finally:
+            await resp.aclose()
+        return Answer(resp.status_code, resp.headers, body, resp.reason_phrase)
 
     # public API ----------------------------------------------------------------------------------
 
@@ -507,26 +301,29 @@ class RedfishClient:
             try:
                 resp = await self._send("GET", ROOT, auth=False)
             except RedfishAuthError:
-                if self._login is None:
+                if self._auth.login is None:
                     raise
-                self._basic = True  # some BMCs want credentials even for the root
+                self._auth.basic = True  # some BMCs want credentials even for the root
                 resp = await self._send("GET", ROOT)
-            self._root = Resource(ROOT, self._json(resp, "GET", ROOT), resp.headers.get("ETag"), resp.status_code)
+            self._root = self._resource(resp, "GET", ROOT)
         return self._root
+
+    def _resource(self, resp: Answer, method: str, path: str) -> Resource:
+        return Resource(path, self._answers.json(resp, method, path), resp.headers.get("ETag"), resp.status_code)
 
     async def get(self, path: str) -> Resource:
         resp = await self._send("GET", path)
-        return Resource(path, self._json(resp, "GET", path), resp.headers.get("ETag"), resp.status_code)
+        return self._resource(resp, "GET", path)
 
     async def patch(self, path: str, body: Mapping[str, Any], *, etag: str | None = None) -> Resource:
         headers = {"If-Match": etag} if etag else None
         resp = await self._send("PATCH", path, body=dict(body), headers=headers)
-        return Resource(path, self._json(resp, "PATCH", path), resp.headers.get("ETag"), resp.status_code)
+        return self._resource(resp, "PATCH", path)
 
     async def post(self, path: str, body: Mapping[str, Any]) -> Resource:
         # A 5xx to an action may or may not have run it: only a 503 ("not now") is safe to repeat.
         resp = await self._send("POST", path, body=dict(body), retry_5xx=False)
-        return Resource(path, self._json(resp, "POST", path), resp.headers.get("ETag"), resp.status_code)
+        return self._resource(resp, "POST", path)
 
     async def expand_levels(self) -> int:
         """How many levels of `$expand=.` the BMC offers (0 when it does not advertise ExpandQuery)."""
@@ -559,7 +356,7 @@ class RedfishClient:
         if target is None:
             raise RedfishProtocolError(f"{context}: expected an @odata.id link, got {type(value).__name__}",
                                        endpoint=self.endpoint)
-        if _is_expanded(value):
+        if is_expanded(value):
             return Resource(target, value)
         return await self.get(target)
 
@@ -575,7 +372,7 @@ class RedfishClient:
             if not isinstance(raw, list):
                 raise RedfishProtocolError(f"{page.path} is not a collection (no Members list)",
                                            endpoint=self.endpoint, path=page.path)
-            inline = [Resource(odata_id(m) or page.path, m) if _is_expanded(m) else None for m in raw]
+            inline = [Resource(odata_id(m) or page.path, m) if is_expanded(m) else None for m in raw]
             missing = [m for m, got in zip(raw, inline, strict=True) if got is None]
             fetched = iter(await gather_or_cancel(*(self.resolve(m, page.path) for m in missing)) if missing else [])
             out.extend(got if got is not None else next(fetched) for got in inline)

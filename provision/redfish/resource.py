@@ -1,0 +1,55 @@
+"""The Redfish resource model: one resource as a BMC sent it, and its `@odata.id` navigation links."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from provision.redfish.errors import RedfishProtocolError
+
+ROOT = "/redfish/v1/"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One Redfish resource as the BMC sent it, with its ETag when the BMC offered one."""
+
+    path: str
+    data: Mapping[str, Any]
+    etag: str | None = None
+    status: int = 200
+
+    def link(self, key: str) -> str | None:
+        """The `@odata.id` of a navigation property, or None when the resource has no such link."""
+        return odata_id(self.data.get(key))
+
+    def require_link(self, key: str) -> str:
+        found = self.link(key)
+        if found is None:
+            raise RedfishProtocolError(f"{self.path} has no {key} link", path=self.path)
+        return found
+
+
+def odata_id(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        target = value.get("@odata.id")
+        if isinstance(target, str) and target.startswith("/"):
+            return target
+    return None
+
+
+def is_expanded(value: Any) -> bool:
+    """Whether a navigation property carries the resource inline (`$expand`) rather than only its link."""
+    return isinstance(value, Mapping) and odata_id(value) is not None and len(value) > 1
+
+
+def sessions_path(root: Resource) -> str | None:
+    """Where the service root says sessions are created, or None when the BMC offers no sessions."""
+    links = root.data.get("Links")
+    if isinstance(links, Mapping):
+        found = odata_id(links.get("Sessions"))
+        if found:
+            return found
+    service = root.link("SessionService")
+    return f"{service.rstrip('/')}/Sessions" if service else None
