@@ -132,6 +132,20 @@ class StateStore:
         with self._tx() as db:
             upgrade(db, self.path)
 
+    # tables of other packages (the port ledger, burn-in history) ---------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A `BEGIN IMMEDIATE` transaction on this store's file, for a package that keeps a table of its
+        own beside the lifecycle (it creates the table with `CREATE TABLE IF NOT EXISTS` in here).
+        Committed on success, rolled back on any exception; writers serialise as the lifecycle's do."""
+        with self._tx() as db:
+            yield db
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's connection, for reads of such a table (rows as `sqlite3.Row`)."""
+        return self._conn()
+
     def close(self) -> None:
         with self._lock:
             for conn in self._all:
