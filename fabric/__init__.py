@@ -4,6 +4,8 @@
 - `parsers`: ibnetdiscover (and `-p`), iblinkinfo (and `-l`), UFM REST JSON -> `topology.Topology`.
 - `identify`: discovered GUIDs -> design names (description, GUID, cabling), OpenSM node-name-map.
 - `validate`, `findings`, `worklist`: one finding per fault with both ends' locations and a fix.
+  `validate` runs the device checks itself, the wiring checks of `wiring_checks` over the shared
+  `check_context`, and `validation_summary` for the report's counts.
 - `baseline`: a known-good capture used as the design; `live`: run discovery here or on the sim.
 - `asbuilt`: a design plus cabling faults, rendered as ibnetdiscover text (ibsim net file, test captures).
 - `pipeline`: inputs -> topology -> identification -> report, one call per command.

@@ -12,17 +12,16 @@ nobody designed (`unexpected_link`); what is left of the design is a port that i
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+from fabric.check_context import CheckContext
 from fabric.design import Design, DesignLink, Port
 from fabric.findings import KINDS, FEnd, Finding
 from fabric.identify import Identification
 from fabric.speeds import speed_below, width_below
-from fabric.topology import End, Link, NodeType, Topology
-
-MAX_MEMBERS_IN_TEXT = 12
+from fabric.topology import End, NodeType, Topology
+from fabric.validation_summary import summarize
+from fabric.wiring_checks import miswired_and_unexpected, partition, swapped
 
 
 @dataclass(frozen=True)
@@ -34,69 +33,19 @@ class Report:
         return {"findings": [f.to_dict() for f in self.findings], "summary": self.summary}
 
 
-class _Ctx:
-    def __init__(self, design: Design, top: Topology, ident: Identification) -> None:
-        self.design = design
-        self.top = top
-        self.ident = ident
-        self.guid_of = ident.by_name
-        self.findings: list[Finding] = []
-        self.used_design: set[int] = set()
-        self.used_disc: set[tuple[End, End]] = set()
-        self.down = {d.end: d for d in top.down_ports}
-        self.tier_names = design.tier_names()
-        self.claimed_by = {end: conflict.guid for conflict in top.conflicts for end in conflict.claimants}
-        self.hidden: dict[str, list[str]] = {}
-        self._tier_cache: dict[int, str] = {}
-
-    # ends -------------------------------------------------------------------------------------------
-    def dend(self, p: Port) -> FEnd:
-        node = self.design.nodes[p.node]
-        guid = self.guid_of.get(p.node)
-        desc = self.top.nodes[guid].description if guid and guid in self.top.nodes else None
-        return FEnd(guid, p.node, p.port, node.location, desc)
-
-    def tend(self, e: End) -> FEnd:
-        name = self.ident.name(e.guid)
-        node = self.top.nodes.get(e.guid)
-        loc = self.design.nodes[name].location if name else None
-        return FEnd(e.guid, name, e.port, loc, node.description if node else None)
-
-    def to_design(self, e: End) -> Port | None:
-        name = self.ident.name(e.guid)
-        return Port(name, e.port) if name else None
-
-    def disc_at(self, p: Port) -> Link | None:
-        guid = self.guid_of.get(p.node)
-        return None if guid is None else self.top.by_end.get(End(guid, p.port))
-
-    def tier(self, dl: DesignLink) -> str:
-        t = self._tier_cache.get(dl.number)
-        if t is None:
-            t = self._tier_cache[dl.number] = self.tier_names.get(self.design.link_tier(dl), "?")
-        return t
-
-    @staticmethod
-    def key(link: Link) -> tuple[End, End]:
-        return (link.a, link.b)
-
-    def add(self, f: Finding) -> None:
-        self.findings.append(f)
-
-
 def validate(design: Design, top: Topology, ident: Identification) -> Report:
-    c = _Ctx(design, top, ident)
+    c = CheckContext(design, top, ident)
     _matched(c)
     _missing_devices(c)
     _duplicate_guids(c)
     _unknown_devices(c)
-    parts = _partition(c)
-    _swapped(c)
-    _miswired_and_unexpected(c)
+    parts = partition(c)
+    swapped(c)
+    miswired_and_unexpected(c)
     _missing_or_down(c)
     order = {k: i for i, k in enumerate(KINDS)}
     findings = sorted(c.findings, key=lambda f: (order[f.kind], _sort_key(f)))
-    return Report(tuple(findings), _summary(c, findings, parts))
+    return Report(tuple(findings), summarize(c, findings, parts))
 
 
 def _sort_key(f: Finding) -> tuple[object, ...]:
@@ -106,7 +55,7 @@ def _sort_key(f: Finding) -> tuple[object, ...]:
     return (e.location.sort_key() if e.location else ((), ), e.name or e.guid or "", e.port or 0)
 
 
-def _duplicate_guids(c: _Ctx) -> None:
+def _duplicate_guids(c: CheckContext) -> None:
     for conflict in c.top.conflicts:
         node = c.top.nodes.get(conflict.guid)
         hidden = c.hidden.get(conflict.guid, [])
@@ -137,7 +86,7 @@ def _duplicate_guids(c: _Ctx) -> None:
         ))
 
 
-def _matched(c: _Ctx) -> None:
+def _matched(c: CheckContext) -> None:
     guid_of, by_end, used_design, used_disc = c.guid_of, c.top.by_end, c.used_design, c.used_disc
     for dl in c.design.links:
         ga, gb = guid_of.get(dl.a.node), guid_of.get(dl.b.node)
@@ -184,7 +133,7 @@ def _matched(c: _Ctx) -> None:
                       fix=fix, tier=c.tier(dl), cable=dl.cable, details=details))
 
 
-def _design_links_of(c: _Ctx, name: str) -> list[DesignLink]:
+def _design_links_of(c: CheckContext, name: str) -> list[DesignLink]:
     node = c.design.nodes[name]
     out = []
     for port in range(1, node.ports + 1):
@@ -194,7 +143,7 @@ def _design_links_of(c: _Ctx, name: str) -> list[DesignLink]:
     return out
 
 
-def _missing_devices(c: _Ctx) -> None:
+def _missing_devices(c: CheckContext) -> None:
     for name, node in c.design.nodes.items():
         if name in c.guid_of:
             continue
@@ -224,14 +173,14 @@ def _missing_devices(c: _Ctx) -> None:
         ))
 
 
-def _leaf_end(c: _Ctx, name: str, dl: DesignLink) -> tuple[Port, End | None]:
+def _leaf_end(c: CheckContext, name: str, dl: DesignLink) -> tuple[Port, End | None]:
     """The designed peer port of a single-link HCA, and that port as discovered (None if its switch is not)."""
     leaf_port = dl.other(Port(name, dl.a.port if dl.a.node == name else dl.b.port))
     guid = c.guid_of.get(leaf_port.node)
     return leaf_port, (End(guid, leaf_port.port) if guid else None)
 
 
-def _hidden_by_duplicate(c: _Ctx, name: str, dl: DesignLink) -> bool:
+def _hidden_by_duplicate(c: CheckContext, name: str, dl: DesignLink) -> bool:
     """An HCA that is not discovered because it shares its GUID with another: its leaf port claims that GUID."""
     leaf_port, end = _leaf_end(c, name, dl)
     dup = c.claimed_by.get(end) if end else None
@@ -241,7 +190,7 @@ def _hidden_by_duplicate(c: _Ctx, name: str, dl: DesignLink) -> bool:
     return True
 
 
-def _down_hca_port(c: _Ctx, name: str, dl: DesignLink) -> bool:
+def _down_hca_port(c: CheckContext, name: str, dl: DesignLink) -> bool:
     """An HCA that is not discovered while its leaf port is polling: the link is down, say so."""
     leaf_port, end = _leaf_end(c, name, dl)
     down = c.down.get(end) if end else None
@@ -258,7 +207,7 @@ def _down_hca_port(c: _Ctx, name: str, dl: DesignLink) -> bool:
     return True
 
 
-def _unknown_devices(c: _Ctx) -> None:
+def _unknown_devices(c: CheckContext) -> None:
     ignored = set(c.ident.ignored)
     reasons = {u.guid: u.reason for u in c.ident.unplaced}
     if ignored:
@@ -298,128 +247,7 @@ def _unknown_devices(c: _Ctx) -> None:
         ))
 
 
-def _partition(c: _Ctx) -> list[set[str]]:
-    parts = c.top.components()
-    if len(parts) < 2:
-        return parts
-    comp = {g: i for i, part in enumerate(parts) for g in part}
-    joining: list[DesignLink] = []
-    for dl in c.design.links:
-        if dl.number in c.used_design:
-            continue
-        ga, gb = c.guid_of.get(dl.a.node), c.guid_of.get(dl.b.node)
-        if ga is None or gb is None or comp.get(ga) == comp.get(gb):
-            continue
-        if c.disc_at(dl.a) is not None or c.disc_at(dl.b) is not None:
-            continue  # a port cabled elsewhere is a miswire, not a missing bridge
-        joining.append(dl)
-        c.used_design.add(dl.number)
-    described = []
-    for i, part in enumerate(parts):
-        switches = sorted(c.ident.name(g) or f"0x{g}" for g in part if c.top.nodes[g].type is NodeType.SWITCH)
-        hosts = sorted({(c.design.nodes[n].host or n) for g in part if (n := c.ident.name(g))
-                        and c.design.nodes[n].type is not NodeType.SWITCH})
-        described.append({"part": i + 1, "size": len(part), "switches": switches, "hosts": hosts,
-                          "cas": sum(1 for g in part if c.top.nodes[g].type is not NodeType.SWITCH)})
-    sizes = ", ".join(str(d["size"]) for d in described)
-    sample = "; ".join(f"{dl.a} <-> {dl.b}" for dl in joining[:3])
-    c.add(Finding(
-        kind="partition",
-        a=None, b=None,
-        expected="one connected fabric",
-        seen=f"{len(parts)} disconnected parts of {sizes} nodes"
-             + (f"; {len(joining)} designed links that would join them are not cabled" if joining else ""),
-        fix=("cable the designed links between the parts" + (f" (e.g. {sample})" if sample else "")
-             + "; UFM/OpenSM on one part cannot see the others"),
-        details={"parts": described, "joining_links": [
-            {"a": str(dl.a), "b": str(dl.b), "cable": dl.cable} for dl in joining]},
-    ))
-    return parts
-
-
-def _swapped(c: _Ctx) -> None:
-    for link in c.top.links:
-        if c.key(link) in c.used_disc:
-            continue
-        u, v = c.to_design(link.a), c.to_design(link.b)
-        if u is None or v is None:
-            continue
-        lu, lv = c.design.by_port.get(u), c.design.by_port.get(v)
-        if lu is None or lv is None or lu.number == lv.number or {lu.number, lv.number} & c.used_design:
-            continue
-        u2, v2 = lu.other(u), lv.other(v)
-        other = c.disc_at(u2)
-        if other is None or c.key(other) in c.used_disc:
-            continue
-        g_v2 = c.guid_of.get(v2.node)
-        g_u2 = c.guid_of.get(u2.node)
-        if g_v2 is None or g_u2 is None or other.other(End(g_u2, u2.port)) != End(g_v2, v2.port):
-            continue
-        # Design u-u2, v-v2; cabled u-v, u2-v2. Exchanging the plugs in (v, u2) or in (u, v2) fixes both.
-        options = [(v, u2), (u, v2)]
-        options.sort(key=lambda pq: (pq[0].node != pq[1].node,
-                                     c.design.nodes[pq[0].node].type is not NodeType.SWITCH,
-                                     c.design.nodes[pq[1].node].type is not NodeType.SWITCH))
-        p, q = options[0]
-        c.used_design.update((lu.number, lv.number))
-        c.used_disc.update((c.key(link), c.key(other)))
-        cables = [x for x in (lu.cable, lv.cable) if x]
-        c.add(Finding(
-            kind="swapped",
-            a=c.dend(p), b=c.dend(q),
-            expected=f"{lu.a} <-> {lu.b} and {lv.a} <-> {lv.b}",
-            seen=f"{u} <-> {v} and {u2} <-> {v2}",
-            fix=f"swap the two cables plugged into {c.dend(p).where()} and {c.dend(q).where()}"
-                + (f" (cables {' and '.join(cables)})" if cables else ""),
-            tier=c.tier(lu), cable=" ".join(cables) or None,
-            details={"design_links": [f"{lu.a} <-> {lu.b}", f"{lv.a} <-> {lv.b}"],
-                     "cabled": [f"{u} <-> {v}", f"{u2} <-> {v2}"]},
-        ))
-
-
-def _miswired_and_unexpected(c: _Ctx) -> None:
-    for link in c.top.links:
-        if c.key(link) in c.used_disc:
-            continue
-        c.used_disc.add(c.key(link))
-        u, v = c.to_design(link.a), c.to_design(link.b)
-        lu = c.design.by_port.get(u) if u else None
-        lv = c.design.by_port.get(v) if v else None
-        a, b = c.tend(link.a), c.tend(link.b)
-        seen = f"{a.label()} <-> {b.label()}"
-        if lu is None and lv is None:
-            c.add(Finding(
-                kind="unexpected_link", a=a, b=b,
-                expected="nothing cabled at either port",
-                seen=seen + (f" at {link.width} {link.speed}" if link.width else ""),
-                fix=f"remove the cable between {a.where()} and {b.where()} (not in the design)",
-                tier=_tier_of_ports(c, u, v),
-            ))
-            continue
-        anchor, anchor_dl, other_end, other_dl = (u, lu, v, lv) if lu is not None else (v, lv, u, lu)
-        assert anchor is not None and anchor_dl is not None
-        should = anchor_dl.other(anchor)
-        for dl in (lu, lv):
-            if dl is not None:
-                c.used_design.add(dl.number)
-        other_label = (str(other_end) if other_end else (b if anchor == u else a).label())
-        fix = f"move the plug now in {other_label} to {c.dend(should).where()}"
-        expected = f"{anchor} <-> {should}" + (f" (cable {anchor_dl.cable})" if anchor_dl.cable else "")
-        if other_dl is not None and other_end is not None:
-            expected += f"; {other_end} <-> {other_dl.other(other_end)}"
-            fix += f"; {other_end} belongs to {other_dl.other(other_end)}"
-        c.add(Finding(
-            kind="miswired", a=c.dend(anchor), b=b if anchor == u else a,
-            expected=expected, seen=seen, fix=fix, tier=c.tier(anchor_dl), cable=anchor_dl.cable, at="b",
-        ))
-
-
-def _tier_of_ports(c: _Ctx, u: Port | None, v: Port | None) -> str | None:
-    tiers = [c.design.nodes[p.node].tier for p in (u, v) if p is not None]
-    return c.tier_names.get(max(max(tiers, default=1), 1)) if tiers else None
-
-
-def _missing_or_down(c: _Ctx) -> None:
+def _missing_or_down(c: CheckContext) -> None:
     for dl in c.design.links:
         if dl.number in c.used_design:
             continue
@@ -449,39 +277,3 @@ def _missing_or_down(c: _Ctx) -> None:
         ))
 
 
-def _summary(c: _Ctx, findings: Iterable[Finding], parts: list[set[str]]) -> dict[str, object]:
-    findings = list(findings)
-    kinds = Counter(f.kind for f in findings)
-    tiers: dict[str, dict[str, object]] = {}
-    by_tier = Counter((f.tier, f.kind) for f in findings)
-    tier_of = {n.name: n.tier for n in c.design.nodes.values()}
-    designed = Counter(c.tier_names.get(max(tier_of[dl.a.node], tier_of[dl.b.node]), "?") for dl in c.design.links)
-    for name in c.tier_names.values():
-        tiers[name] = {
-            "designed_links": designed.get(name, 0),
-            "findings": {k: n for (t, k), n in by_tier.items() if t == name},
-        }
-    switches = [n for n in c.top.nodes.values() if n.type is NodeType.SWITCH]
-    placed_switches = sum(1 for g, p in c.ident.by_guid.items()
-                          if c.design.nodes[p.name].type is NodeType.SWITCH and g in c.top.nodes)
-    return {
-        "design": c.design.name,
-        "discovered_from": c.top.source,
-        "clean": not findings,
-        "findings": {k: kinds.get(k, 0) for k in KINDS},
-        "total_findings": len(findings),
-        "switches": {"designed": len(c.design.switches()), "discovered": len(switches), "placed": placed_switches},
-        "cas": {"designed": len(c.design.cas()),
-                "discovered": len(c.top.nodes) - len(switches) - len(c.ident.ignored),
-                "placed": len(c.ident.by_guid) - placed_switches},
-        "links": {"designed": len(c.design.links), "discovered": len(c.top.links)},
-        "tiers": tiers,
-        "parts": len(parts),
-        "unplaced": len(c.ident.unplaced),
-        "ignored_aggregation_nodes": len(c.ident.ignored),
-        "warnings": list(c.top.warnings[:50]),
-        "warning_count": len(c.top.warnings),
-        "identification_notes": list(c.ident.notes[:50]),
-        "unplaced_nodes": [{"guid": f"0x{u.guid}", "type": str(u.type), "description": u.description,
-                            "reason": u.reason} for u in c.ident.unplaced[:100]],
-    }
