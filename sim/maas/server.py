@@ -257,94 +257,112 @@ def _form(handler: BaseHTTPRequestHandler, body: bytes) -> dict[str, list[str]]:
     return urllib.parse.parse_qs(body.decode(errors="replace"), keep_blank_values=True)
 
 
-def make_handler(sim: MaasSim) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "maas-sim"
+class MaasApiHandler(BaseHTTPRequestHandler):
+    """The MAAS API a bring-up uses, answered from `sim` (bound per server by `make_handler`)."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    protocol_version = "HTTP/1.1"
+    server_version = "maas-sim"
+    sim: MaasSim
 
-        def _send(self, status: int, payload: Any, ctype: str = "application/json") -> None:
-            body = (json.dumps(payload) if ctype == "application/json" else str(payload)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", ctype if ctype != "text/plain" else "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-        def _dispatch(self, method: str) -> None:
-            url = urllib.parse.urlsplit(self.path)
-            query = urllib.parse.parse_qs(url.query)
-            op = (query.get("op") or [""])[0]
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            path = url.path
-            if path == f"{API}/version/" and method == "GET":
-                return self._send(200, {"version": MAAS_VERSION, "subversion": "sim", "capabilities": []})
-            if path == "/_sim/faults" and method == "POST":
-                sim.faults = dict(json.loads(body or b"{}"))
-                return self._send(200, sim.faults)
-            problem = sim.authorised(self.headers.get("Authorization"))
-            if problem:
-                return self._send(401, problem, "text/plain")
-            try:
-                self._route(method, path, op, query, body)
-            except ValidationFailed as exc:
-                self._send(400, exc.errors)
-            except NodeStateViolation as exc:
-                self._send(409, str(exc), "text/plain")
-            except KeyError:
-                self._send(404, "No Machine matches the given query.", "text/plain")
+    def _send(self, status: int, payload: Any, ctype: str = "application/json") -> None:
+        body = (json.dumps(payload) if ctype == "application/json" else str(payload)).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype if ctype != "text/plain" else "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        def _route(self, method: str, path: str, op: str, query: dict[str, list[str]], body: bytes) -> None:
-            if path == f"{API}/machines/":
-                if method == "GET":
-                    with sim.lock:
-                        machines = list(sim.machines.values())
-                    for key, attr in (("hostname", "hostname"), ("id", "system_id")):
-                        if key in query:
-                            machines = [m for m in machines if getattr(m, attr) in query[key]]
-                    if "mac_address" in query:
-                        macs = {m.lower() for m in query["mac_address"]}
-                        machines = [m for m in machines if macs & set(m.macs)]
-                    return self._send(200, [m.to_json() for m in machines])
-                if method == "POST" and op == "":
-                    return self._send(200, sim.create(_form(self, body)).to_json())
-                if method == "POST" and op == "allocate":
-                    return self._send(200, sim.allocate(_form(self, body)).to_json())
-                return self._send(400, f"Unrecognised signature: method={method} op={op}", "text/plain")
-            m = re.fullmatch(rf"{API}/machines/([^/]+)/", path)
-            if m is None:
-                return self._send(404, "Not Found", "text/plain")
-            machine = sim.get(m.group(1))
-            if method == "GET" and op == "":
-                return self._send(200, machine.to_json())
-            if method == "GET" and op == "query_power_state":
-                return self._send(200, {"state": machine.power_state})
-            if method == "DELETE":
-                with sim.lock:
-                    sim.machines.pop(machine.system_id, None)
-                return self._send(204, "", "text/plain")
-            if method == "POST" and op == "commission":
-                sim.commission(machine)
-            elif method == "POST" and op == "deploy":
-                sim.deploy(machine, _form(self, body))
-            elif method == "POST" and op == "release":
-                sim.release(machine)
-            else:
-                return self._send(400, f"Unrecognised signature: method={method} op={op}", "text/plain")
+    def _dispatch(self, method: str) -> None:
+        sim = self.sim
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        op = (query.get("op") or [""])[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        path = url.path
+        if path == f"{API}/version/" and method == "GET":
+            return self._send(200, {"version": MAAS_VERSION, "subversion": "sim", "capabilities": []})
+        if path == "/_sim/faults" and method == "POST":
+            sim.faults = dict(json.loads(body or b"{}"))
+            return self._send(200, sim.faults)
+        problem = sim.authorised(self.headers.get("Authorization"))
+        if problem:
+            return self._send(401, problem, "text/plain")
+        try:
+            self._route(method, path, op, query, body)
+        except ValidationFailed as exc:
+            self._send(400, exc.errors)
+        except NodeStateViolation as exc:
+            self._send(409, str(exc), "text/plain")
+        except KeyError:
+            self._send(404, "No Machine matches the given query.", "text/plain")
+
+    def _route(self, method: str, path: str, op: str, query: dict[str, list[str]], body: bytes) -> None:
+        if path == f"{API}/machines/":
+            return self._machines(method, op, query, body)
+        m = re.fullmatch(rf"{API}/machines/([^/]+)/", path)
+        if m is None:
+            return self._send(404, "Not Found", "text/plain")
+        return self._machine(self.sim.get(m.group(1)), method, op, body)
+
+    def _machines(self, method: str, op: str, query: dict[str, list[str]], body: bytes) -> None:
+        """`/machines/`: list (filtered by hostname, id or MAC), create, allocate."""
+        sim = self.sim
+        if method == "GET":
+            with sim.lock:
+                machines = list(sim.machines.values())
+            for key, attr in (("hostname", "hostname"), ("id", "system_id")):
+                if key in query:
+                    machines = [m for m in machines if getattr(m, attr) in query[key]]
+            if "mac_address" in query:
+                macs = {m.lower() for m in query["mac_address"]}
+                machines = [m for m in machines if macs & set(m.macs)]
+            return self._send(200, [m.to_json() for m in machines])
+        if method == "POST" and op == "":
+            return self._send(200, sim.create(_form(self, body)).to_json())
+        if method == "POST" and op == "allocate":
+            return self._send(200, sim.allocate(_form(self, body)).to_json())
+        return self._send(400, f"Unrecognised signature: method={method} op={op}", "text/plain")
+
+    def _machine(self, machine: Machine, method: str, op: str, body: bytes) -> None:
+        """`/machines/<system_id>/`: read, power state, delete, and the commission/deploy/release actions."""
+        sim = self.sim
+        if method == "GET" and op == "":
             return self._send(200, machine.to_json())
+        if method == "GET" and op == "query_power_state":
+            return self._send(200, {"state": machine.power_state})
+        if method == "DELETE":
+            with sim.lock:
+                sim.machines.pop(machine.system_id, None)
+            return self._send(204, "", "text/plain")
+        if method == "POST" and op == "commission":
+            sim.commission(machine)
+        elif method == "POST" and op == "deploy":
+            sim.deploy(machine, _form(self, body))
+        elif method == "POST" and op == "release":
+            sim.release(machine)
+        else:
+            return self._send(400, f"Unrecognised signature: method={method} op={op}", "text/plain")
+        return self._send(200, machine.to_json())
 
-        def do_GET(self) -> None:
-            self._dispatch("GET")
+    def do_GET(self) -> None:
+        self._dispatch("GET")
 
-        def do_POST(self) -> None:
-            self._dispatch("POST")
+    def do_POST(self) -> None:
+        self._dispatch("POST")
 
-        def do_DELETE(self) -> None:
-            self._dispatch("DELETE")
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
 
+
+def make_handler(sim: MaasSim) -> type[BaseHTTPRequestHandler]:
+    class Handler(MaasApiHandler):
+        pass
+
+    Handler.sim = sim
     return Handler
 
 
