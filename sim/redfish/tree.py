@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.redfish.faults import Fault
-from sim.redfish.identity import ServerIdentity
+from sim.redfish.identity import Hca, Nic, ServerIdentity
 
 V1 = "/redfish/v1"
 SYSTEM_ID = "System.Embedded.1"
@@ -112,7 +112,20 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
     out: dict[str, Json] = {}
     nics = [n for n in ident.nics if not (Fault.no_pxe_nic in faults and n.fqdd == ident.pxe_fqdd)]
     link = {n.fqdd: n.link_up and not (Fault.pxe_link_down in faults and n.fqdd == ident.pxe_fqdd) for n in nics}
+    _add_service_collections(out)
+    eth = f"{SYSTEM}/EthernetInterfaces"
+    out[eth] = collection(eth, "EthernetInterface", "System Ethernet Interface Collection",
+                          [f"{eth}/{n.fqdd}" for n in nics])
+    for n in nics:
+        out[f"{eth}/{n.fqdd}"] = _nic_resource(ident, n.fqdd, n.mac, n.speed_mbps, link[n.fqdd], n.description)
+    out[f"{SYSTEM}/Bios"] = _bios_resource(ident, pxe_enabled=Fault.no_pxe_nic not in faults)
+    _add_processors(out, ident, faults)
+    _add_network_adapters(out, ident, nics, link)
+    out[MANAGER] = _manager_resource(ident)
+    return out
 
+
+def _add_service_collections(out: dict[str, Json]) -> None:
     out[f"{V1}/Systems"] = collection(f"{V1}/Systems", "ComputerSystem", "Computer System Collection", [SYSTEM])
     out[f"{V1}/Chassis"] = collection(f"{V1}/Chassis", "Chassis", "Chassis Collection", [CHASSIS])
     out[f"{V1}/Managers"] = collection(f"{V1}/Managers", "Manager", "Manager Collection", [MANAGER])
@@ -126,13 +139,8 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
         "Sessions": ref(SESSIONS),
     }
 
-    eth = f"{SYSTEM}/EthernetInterfaces"
-    out[eth] = collection(eth, "EthernetInterface", "System Ethernet Interface Collection",
-                          [f"{eth}/{n.fqdd}" for n in nics])
-    for n in nics:
-        out[f"{eth}/{n.fqdd}"] = _nic_resource(ident, n.fqdd, n.mac, n.speed_mbps, link[n.fqdd], n.description)
 
-    pxe_enabled = Fault.no_pxe_nic not in faults
+def _bios_resource(ident: ServerIdentity, *, pxe_enabled: bool) -> Json:
     ordered = [ident.pxe_fqdd] + [n.fqdd for n in ident.nics if n.fqdd != ident.pxe_fqdd]
     attrs: Json = {"BootMode": "Uefi", "SysProfile": "PerfOptimized", "SystemServiceTag": ident.service_tag,
                    "SystemBiosVersion": ident.bios_version, "SystemModelName": ident.model}
@@ -140,7 +148,7 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
         attrs[f"PxeDev{i + 1}EnDis"] = "Enabled" if (i == 0 and pxe_enabled) else "Disabled"
         attrs[f"PxeDev{i + 1}Interface"] = ordered[i] if i < len(ordered) else ordered[-1]
         attrs[f"PxeDev{i + 1}Protocol"] = "IPv4"
-    out[f"{SYSTEM}/Bios"] = {
+    return {
         "@odata.context": f"{V1}/$metadata#Bios.Bios",
         "@odata.id": f"{SYSTEM}/Bios",
         "@odata.type": "#Bios.v1_2_1.Bios",
@@ -151,6 +159,8 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
         "Name": "BIOS Configuration Current Settings",
     }
 
+
+def _add_processors(out: dict[str, Json], ident: ServerIdentity, faults: frozenset[Fault]) -> None:
     procs = f"{SYSTEM}/Processors"
     gpus = max(0, ident.gpu_count - (1 if Fault.missing_gpu in faults else 0))
     proc_ids = ["CPU.Socket.1", "CPU.Socket.2"] + [f"Video.Slot.{20 + i}-1" for i in range(gpus)]
@@ -168,6 +178,9 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
             "Status": {"Health": "OK", "State": "Enabled"},
         }
 
+
+def _add_network_adapters(out: dict[str, Json], ident: ServerIdentity, nics: list[Nic],
+                          link: dict[str, bool]) -> None:
     adapters_path = f"{CHASSIS}/NetworkAdapters"
     adapter_ids = sorted({n.adapter for n in nics}) + [h.adapter for h in ident.hcas]
     out[adapters_path] = collection(adapters_path, "NetworkAdapter", "Network Adapter Collection",
@@ -178,19 +191,7 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
         hcas = [h for h in ident.hcas if h.adapter == aid]
         funcs = [n.fqdd for n in a_nics] + [h.function for h in hcas]
         ports = sorted({n.port for n in a_nics}) + [h.function.rsplit("-", 1)[0] + "-1" for h in hcas]
-        out[base] = {
-            "@odata.context": f"{V1}/$metadata#NetworkAdapter.NetworkAdapter",
-            "@odata.id": base,
-            "@odata.type": "#NetworkAdapter.v1_4_0.NetworkAdapter",
-            "Description": "Network Adapter View",
-            "Id": aid,
-            "Manufacturer": a_nics[0].manufacturer if a_nics else "Mellanox Technologies",
-            "Model": a_nics[0].model if a_nics else "NVIDIA ConnectX-7 Single Port NDR OSFP PCIe Adapter",
-            "Name": "Network Adapter View",
-            "NetworkDeviceFunctions": ref(f"{base}/NetworkDeviceFunctions"),
-            "NetworkPorts": ref(f"{base}/NetworkPorts"),
-            "Status": {"Health": "OK", "HealthRollup": "OK", "State": "Enabled"},
-        }
+        out[base] = _adapter_resource(base, aid, a_nics)
         out[f"{base}/NetworkDeviceFunctions"] = collection(
             f"{base}/NetworkDeviceFunctions", "NetworkDeviceFunction", "NetworkDeviceFunction Collection",
             [f"{base}/NetworkDeviceFunctions/{f}" for f in funcs])
@@ -198,58 +199,88 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
             f"{base}/NetworkPorts", "NetworkPort", "NetworkPort Collection",
             [f"{base}/NetworkPorts/{p}" for p in ports])
         for n in a_nics:
-            out[f"{base}/NetworkDeviceFunctions/{n.fqdd}"] = {
-                "@odata.context": f"{V1}/$metadata#NetworkDeviceFunction.NetworkDeviceFunction",
-                "@odata.id": f"{base}/NetworkDeviceFunctions/{n.fqdd}",
-                "@odata.type": "#NetworkDeviceFunction.v1_5_1.NetworkDeviceFunction",
-                "Description": "NetworkDeviceFunction",
-                "Ethernet": {"MACAddress": n.mac, "MTUSize": None, "PermanentMACAddress": n.mac,
-                             "VLAN": {"VLANEnable": False, "VLANId": 1}},
-                "Id": n.fqdd,
-                "Links": {"PhysicalPortAssignment": ref(f"{base}/NetworkPorts/{n.port}")},
-                "Name": "NetworkDeviceFunction",
-                "NetDevFuncCapabilities": ["Disabled", "Ethernet", "iSCSI"],
-                "NetDevFuncType": "Ethernet",
-                "Status": {"Health": "OK", "HealthRollup": "OK", "State": "Enabled"},
-            }
+            out[f"{base}/NetworkDeviceFunctions/{n.fqdd}"] = _nic_function_resource(base, n)
         for n in a_nics:
-            if f"{base}/NetworkPorts/{n.port}" in out:
-                continue
-            out[f"{base}/NetworkPorts/{n.port}"] = {
-                "@odata.id": f"{base}/NetworkPorts/{n.port}",
-                "@odata.type": "#NetworkPort.v1_2_1.NetworkPort",
-                "Id": n.port,
-                "LinkStatus": "Up" if link[n.fqdd] else "Down",
-                "AssociatedNetworkAddresses": [n.mac],
-                "CurrentLinkSpeedMbps": n.speed_mbps if link[n.fqdd] else 0,
-                "Name": "NetworkPort",
-                "PhysicalPortNumber": n.port.rsplit("-", 1)[-1],
-            }
+            if f"{base}/NetworkPorts/{n.port}" not in out:
+                out[f"{base}/NetworkPorts/{n.port}"] = _nic_port_resource(base, n, link[n.fqdd])
         for h in hcas:
-            guid = ":".join(h.port_guid[i:i + 4] for i in range(0, 16, 4))
-            port = h.function.rsplit("-", 1)[0] + "-1"
-            out[f"{base}/NetworkDeviceFunctions/{h.function}"] = {
-                "@odata.id": f"{base}/NetworkDeviceFunctions/{h.function}",
-                "@odata.type": "#NetworkDeviceFunction.v1_5_1.NetworkDeviceFunction",
-                "Id": h.function,
-                "InfiniBand": {"MTUSize": 4096, "NodeGUID": guid, "PermanentNodeGUID": guid, "PortGUID": guid,
-                               "PermanentPortGUID": guid},
-                "Links": {"PhysicalPortAssignment": ref(f"{base}/NetworkPorts/{port}")},
-                "Name": "NetworkDeviceFunction",
-                "NetDevFuncCapabilities": ["InfiniBand"],
-                "NetDevFuncType": "InfiniBand",
-                "Status": {"Health": "OK", "HealthRollup": "OK", "State": "Enabled"},
-            }
-            out[f"{base}/NetworkPorts/{port}"] = {
-                "@odata.id": f"{base}/NetworkPorts/{port}",
-                "@odata.type": "#NetworkPort.v1_2_1.NetworkPort",
-                "Id": port,
-                "LinkStatus": "Up",
-                "Name": "NetworkPort",
-                "PhysicalPortNumber": "1",
-            }
+            _add_hca(out, base, h)
 
-    out[MANAGER] = {
+
+def _adapter_resource(base: str, aid: str, a_nics: list[Nic]) -> Json:
+    return {
+        "@odata.context": f"{V1}/$metadata#NetworkAdapter.NetworkAdapter",
+        "@odata.id": base,
+        "@odata.type": "#NetworkAdapter.v1_4_0.NetworkAdapter",
+        "Description": "Network Adapter View",
+        "Id": aid,
+        "Manufacturer": a_nics[0].manufacturer if a_nics else "Mellanox Technologies",
+        "Model": a_nics[0].model if a_nics else "NVIDIA ConnectX-7 Single Port NDR OSFP PCIe Adapter",
+        "Name": "Network Adapter View",
+        "NetworkDeviceFunctions": ref(f"{base}/NetworkDeviceFunctions"),
+        "NetworkPorts": ref(f"{base}/NetworkPorts"),
+        "Status": {"Health": "OK", "HealthRollup": "OK", "State": "Enabled"},
+    }
+
+
+def _nic_function_resource(base: str, n: Nic) -> Json:
+    return {
+        "@odata.context": f"{V1}/$metadata#NetworkDeviceFunction.NetworkDeviceFunction",
+        "@odata.id": f"{base}/NetworkDeviceFunctions/{n.fqdd}",
+        "@odata.type": "#NetworkDeviceFunction.v1_5_1.NetworkDeviceFunction",
+        "Description": "NetworkDeviceFunction",
+        "Ethernet": {"MACAddress": n.mac, "MTUSize": None, "PermanentMACAddress": n.mac,
+                     "VLAN": {"VLANEnable": False, "VLANId": 1}},
+        "Id": n.fqdd,
+        "Links": {"PhysicalPortAssignment": ref(f"{base}/NetworkPorts/{n.port}")},
+        "Name": "NetworkDeviceFunction",
+        "NetDevFuncCapabilities": ["Disabled", "Ethernet", "iSCSI"],
+        "NetDevFuncType": "Ethernet",
+        "Status": {"Health": "OK", "HealthRollup": "OK", "State": "Enabled"},
+    }
+
+
+def _nic_port_resource(base: str, n: Nic, up: bool) -> Json:
+    return {
+        "@odata.id": f"{base}/NetworkPorts/{n.port}",
+        "@odata.type": "#NetworkPort.v1_2_1.NetworkPort",
+        "Id": n.port,
+        "LinkStatus": "Up" if up else "Down",
+        "AssociatedNetworkAddresses": [n.mac],
+        "CurrentLinkSpeedMbps": n.speed_mbps if up else 0,
+        "Name": "NetworkPort",
+        "PhysicalPortNumber": n.port.rsplit("-", 1)[-1],
+    }
+
+
+def _add_hca(out: dict[str, Json], base: str, h: Hca) -> None:
+    """An InfiniBand HCA's device function (its GUIDs) and its one port, always up."""
+    guid = ":".join(h.port_guid[i:i + 4] for i in range(0, 16, 4))
+    port = h.function.rsplit("-", 1)[0] + "-1"
+    out[f"{base}/NetworkDeviceFunctions/{h.function}"] = {
+        "@odata.id": f"{base}/NetworkDeviceFunctions/{h.function}",
+        "@odata.type": "#NetworkDeviceFunction.v1_5_1.NetworkDeviceFunction",
+        "Id": h.function,
+        "InfiniBand": {"MTUSize": 4096, "NodeGUID": guid, "PermanentNodeGUID": guid, "PortGUID": guid,
+                       "PermanentPortGUID": guid},
+        "Links": {"PhysicalPortAssignment": ref(f"{base}/NetworkPorts/{port}")},
+        "Name": "NetworkDeviceFunction",
+        "NetDevFuncCapabilities": ["InfiniBand"],
+        "NetDevFuncType": "InfiniBand",
+        "Status": {"Health": "OK", "HealthRollup": "OK", "State": "Enabled"},
+    }
+    out[f"{base}/NetworkPorts/{port}"] = {
+        "@odata.id": f"{base}/NetworkPorts/{port}",
+        "@odata.type": "#NetworkPort.v1_2_1.NetworkPort",
+        "Id": port,
+        "LinkStatus": "Up",
+        "Name": "NetworkPort",
+        "PhysicalPortNumber": "1",
+    }
+
+
+def _manager_resource(ident: ServerIdentity) -> Json:
+    return {
         "@odata.context": f"{V1}/$metadata#Manager.Manager",
         "@odata.id": MANAGER,
         "@odata.type": "#Manager.v1_9_0.Manager",
@@ -263,7 +294,6 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
         "Status": {"Health": "OK", "State": "Enabled"},
         "UUID": ident.uuid,
     }
-    return out
 
 
 def system_resource(ident: ServerIdentity, power: str, boot: Json, health: str) -> Json:
