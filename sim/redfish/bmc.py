@@ -21,100 +21,18 @@ import asyncio
 import base64
 import binascii
 import hmac
-import re
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
 
 from sim.redfish import tree
 from sim.redfish.faults import Fault
 from sim.redfish.http import HANG, JSON_TYPE, Request, Response, _Hang
 from sim.redfish.identity import ServerIdentity
+from sim.redfish.messages import message
+from sim.redfish.query import parse_query, select_properties
 
 MAX_SESSIONS = 16
-_EXPAND = re.compile(r"^([.*~])(?:\(\$levels=(\d+)\))?$")
-_ALWAYS_SELECTED = ("@odata.context", "@odata.etag", "@odata.id", "@odata.type")
-
-
-def message(status: int, text: str, message_id: str, resolution: str = "None") -> Response:
-    return Response.of(status, {"error": {
-        "code": "Base.1.12.GeneralError",
-        "message": "A general error has occurred. See ExtendedInfo for more information",
-        "@Message.ExtendedInfo": [{"Message": text, "MessageId": message_id, "Resolution": resolution,
-                                   "Severity": "Critical" if status >= 500 else "Warning"}],
-    }})
-
-
-@dataclass(frozen=True)
-class Query:
-    """The query parameters of one GET, parsed and checked."""
-
-    expand: tuple[str, int] | None = None  # (mode, levels)
-    select: tuple[str, ...] | None = None
-    only: bool = False
-
-
-def parse_query(query: str) -> Query | Response:
-    """A `Query`, or the error answer DSP0266 7.3 asks for."""
-    if not query:
-        return Query()
-    expand: tuple[str, int] | None = None
-    select: tuple[str, ...] | None = None
-    only = False
-    params = parse_qsl(query, keep_blank_values=True)
-    for name, value in params:
-        if name == "$expand":
-            match = _EXPAND.match(value)
-            if match is None:
-                return message(400, f"The value '{value}' for the parameter $expand is of a different format than "
-                               "the parameter can accept.", "Base.1.12.QueryParameterValueFormatError",
-                               "Correct the value for the query parameter in the request and resubmit the request.")
-            levels = int(match.group(2) or 1)
-            if not 1 <= levels <= tree.EXPAND_MAX_LEVELS:
-                return message(400, f"The value '{levels}' for the query parameter $levels is out of range 1 to "
-                               f"{tree.EXPAND_MAX_LEVELS}.", "Base.1.12.QueryParameterOutOfRange",
-                               "Reduce the value for the query parameter to a value that is within range.")
-            expand = (match.group(1), levels)
-        elif name == "$select":
-            names = tuple(n.strip() for n in value.split(",") if n.strip())
-            if not names:
-                return message(400, "The value '' for the parameter $select is of a different format than the "
-                               "parameter can accept.", "Base.1.12.QueryParameterValueFormatError")
-            select = names
-        elif name == "only":
-            if value:
-                return message(400, f"The value '{value}' for the parameter only is of a different format than the "
-                               "parameter can accept.", "Base.1.12.QueryParameterValueFormatError",
-                               "Use only without a value.")
-            only = True
-        elif name.startswith("$"):
-            return message(501, f"The query parameter {name} is not supported by this service.",
-                           "Base.1.12.QueryNotSupported", "Remove the query parameter and resubmit the request.")
-    if only and len(params) > 1:
-        return message(400, "The query parameter only cannot be combined with other query parameters.",
-                       "Base.1.12.QueryCombinationInvalid", "Remove the other query parameters and resubmit.")
-    return Query(expand, select, only)
-
-
-def _pick(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """`$select` on one resource: the named properties (`A/B` for nested ones) and the OData ones."""
-    out: dict[str, Any] = {k: data[k] for k in _ALWAYS_SELECTED if k in data}
-    for name in names:
-        parts = name.split("/")
-        value: Any = data
-        for part in parts:
-            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
-        if value is _MISSING:
-            continue
-        target = out
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-        target[parts[-1]] = value
-    return out
-
-
-_MISSING = object()
 
 
 @dataclass
@@ -313,10 +231,10 @@ class SimBmc:
         if parsed.select is not None:
             names = parsed.select
             if isinstance(found.get("Members"), list):  # a collection: select in its (expanded) members
-                found = {**found, "Members": [_pick(m, names) if isinstance(m, dict) and len(m) > 1 else m
+                found = {**found, "Members": [select_properties(m, names) if isinstance(m, dict) and len(m) > 1 else m
                                               for m in found["Members"]]}
             else:
-                found = _pick(found, names)
+                found = select_properties(found, names)
         headers = {"ETag": self.etag} if path == tree.SYSTEM else {}
         response = Response.of(200, found, headers)
         if touched.isdisjoint(tree.DYNAMIC):
