@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
+
+from provision.cli.option_groups import with_group
+
+R = TypeVar("R")
 
 app = typer.Typer(
     name="provision",
@@ -29,3 +35,17 @@ HostsOpt = Annotated[
     typer.Option("--hosts", help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME or @HOSTFILE, comma-separated "
                  "(default: every host the command applies to)."),
 ]
+
+
+@dataclass(frozen=True)
+class Common:
+    """--site, --db and --json: every command that reads a site takes them."""
+
+    site: SiteOpt = None
+    db: DbOpt = None
+    json_out: JsonOpt = False
+
+
+def common_options(func: Callable[..., R]) -> Callable[..., R]:
+    """The command gets --site, --db and --json as `common: Common`."""
+    return with_group("common", Common)(func)

@@ -10,7 +10,7 @@ import typer
 from provision.bisect.planner import PlanError
 from provision.bisect.runner import BisectReport, JobRun, make_planner
 from provision.bisect.runner import bisect as run_bisect
-from provision.cli.app import DbOpt, HostsOpt, JsonOpt, SiteOpt, app
+from provision.cli.app import Common, HostsOpt, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, err_console, esc
 from provision.health.errors import HealthError
@@ -64,6 +64,7 @@ def _render_health(payload: dict[str, Any]) -> None:
 
 
 @app.command()
+@common_options
 def health(
     hosts: HostsOpt = None,
     level: Annotated[str, typer.Option("--level", help="fast (seconds) or long (minutes: GPU stress, NCCL).")] = "fast",
@@ -76,17 +77,16 @@ def health(
     record: Annotated[
         bool, typer.Option("--record/--no-record", help="Write verdicts to the lifecycle (default) or only report.")
     ] = True,
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Run the health agent on every host over SSH; record healthy or failed (reason + evidence); golden set."""
     if level not in ("fast", "long"):
         raise typer.BadParameter("--level is fast or long")
-    ctx = Context.open(site, db)
+    ctx = Context.open(common.site, common.db)
     from rich.progress import Progress
 
-    with Progress(console=err_console, transient=True, disable=json_out or not sys.stderr.isatty()) as bar:
+    with Progress(console=err_console, transient=True, disable=common.json_out or not sys.stderr.isatty()) as bar:
         task = bar.add_task(f"health {level}", total=None)
 
         def progress(result: HostResult) -> None:
@@ -103,7 +103,7 @@ def health(
             progress=progress,
         )
     payload = summarize(report)
-    if json_out:
+    if common.json_out:
         emit_json(payload)
     else:
         _render_health(payload)
@@ -131,6 +131,7 @@ def _bisect_payload(report: BisectReport) -> dict[str, Any]:
 
 
 @app.command()
+@common_options
 def bisect(
     hosts: Annotated[str, typer.Option("--hosts", help="The group whose job fails (same patterns as health).")],
     cmd: Annotated[
@@ -144,12 +145,11 @@ def bisect(
     record: Annotated[
         bool, typer.Option("--record/--no-record", help="Mark culprits failed (bisect_culprit) or only report.")
     ] = True,
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Find the bad host(s) in a group whose multi-host job fails, by running it on sub-groups over SSH."""
-    ctx = Context.open(site, db)
+    ctx = Context.open(common.site, common.db)
     group = [h.hostname for h in select_hosts(ctx.site, hosts)]
     try:
         planner_check = make_planner(strategy, group, min_hosts=min_hosts, rounds=rounds)
@@ -158,7 +158,7 @@ def bisect(
     del planner_check
 
     def progress(round_no: int, runs: list[JobRun]) -> None:
-        if not json_out:
+        if not common.json_out:
             failed = sum(1 for r in runs if not r.passed)
             err_console.print(f"  round {round_no}: {len(runs)} job run(s), {failed} failed", style="dim")
 
@@ -167,7 +167,7 @@ def bisect(
         timeout_s=timeout, store=ctx.store if record else None, progress=progress,
     )
     payload = _bisect_payload(report)
-    if json_out:
+    if common.json_out:
         emit_json(payload)
     else:
         console.print(

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import DbOpt, JsonOpt, SiteOpt, app
+from provision.cli.app import Common, JsonOpt, app, common_options
 from provision.cli.context import IndexContext
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
@@ -92,27 +92,28 @@ def _render_status(payload: dict[str, Any]) -> None:
 
 
 @app.command()
-def status(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) -> None:
+@common_options
+def status(*, common: Common) -> None:
     """Hosts per lifecycle state, per rack, and the failed hosts with their reasons."""
-    ctx = IndexContext.open(site, db)
+    ctx = IndexContext.open(common.site, common.db)
     payload = status_payload(ctx, ctx.store.hosts())
-    if json_out:
+    if common.json_out:
         emit_json(payload)
     else:
         _render_status(payload)
 
 
 @app.command()
+@common_options
 def history(
     host: Annotated[str, typer.Argument(help="Host name as in the site file.")],
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Every recorded event of one host, oldest first."""
-    ctx = IndexContext.open(site, db)
+    ctx = IndexContext.open(common.site, common.db)
     events = ctx.store.history(host)
-    if json_out:
+    if common.json_out:
         emit_json(
             [
                 {
@@ -144,24 +145,25 @@ def history(
 
 
 @app.command()
+@common_options
 def mark(
     host: Annotated[str, typer.Argument(help="Host name as in the site file.")],
     state: Annotated[str, typer.Argument(help=f"Target state: {', '.join(s.value for s in State)}.")],
     reason: Annotated[str, typer.Option("--reason", help="Why (required; recorded in the history).")],
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Operator override: put a host in any state, recorded as an override with its reason."""
-    ctx = IndexContext.open(site, db)
+    ctx = IndexContext.open(common.site, common.db)
     outcome = ctx.store.mark(host, parse_state(state), reason=reason)
-    if json_out:
+    if common.json_out:
         emit_json({"host": host, "from": outcome.before.value, "to": outcome.after.value, "override": True})
     else:
         console.print(f"{esc(host)}: {outcome.before.value} → {outcome.after.value} (override: {esc(reason)})")
 
 
 @app.command()
+@common_options
 def record(
     host: Annotated[str, typer.Argument(help="Host name as in the site file.")],
     state: Annotated[str, typer.Argument(help="Target state (a validated move, not an override).")],
@@ -170,9 +172,8 @@ def record(
     evidence_file: Annotated[
         Path | None, typer.Option("--evidence-file", help="JSON file of evidence, or - for stdin.")
     ] = None,
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Record a validated lifecycle move from a script or playbook (no-op when already reached)."""
     evidence: Any = None
@@ -182,9 +183,9 @@ def record(
             evidence = json.loads(raw)
         except (OSError, ValueError) as exc:
             raise BringupError(f"evidence {evidence_file}: not readable JSON ({exc})") from None
-    ctx = IndexContext.open(site, db)
+    ctx = IndexContext.open(common.site, common.db)
     outcome = ctx.store.transition(host, parse_state(state), command=command, reason=reason, evidence=evidence)
-    if json_out:
+    if common.json_out:
         emit_json(
             {"host": host, "from": outcome.before.value, "to": outcome.after.value, "changed": outcome.changed}
         )
@@ -195,19 +196,19 @@ def record(
 
 
 @app.command()
+@common_options
 def golden(
     fmt: Annotated[HostfileFormat, typer.Option("--format", help="Hostfile flavour.")] = HostfileFormat.plain,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file instead of stdout.")] = None,
     rdzv_port: Annotated[int, typer.Option("--rdzv-port", min=1, max=65535,
                                            help="torchrun format: the rendezvous port on the first host.")] = 29500,
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """The golden hostfile: hosts that passed health and burn-in, for training jobs."""
-    ctx = IndexContext.open(site, db)
+    ctx = IndexContext.open(common.site, common.db)
     hosts = golden_hosts(ctx.site, ctx.store)
-    if json_out:
+    if common.json_out:
         emit_json({"site": ctx.site.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})
         return
     text = render_hostfile(hosts, fmt, rdzv_port=rdzv_port)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from provision.cli.app import DbOpt, HostsOpt, JsonOpt, SiteOpt, app
+from provision.cli.app import Common, HostsOpt, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.cli.step_view import with_progress
@@ -49,6 +49,7 @@ def _maas(ctx: Context) -> Maas:
 
 
 @maas_app.command("deploy")
+@common_options
 def deploy(
     hosts: HostsOpt = None,
     distro: Annotated[
@@ -57,15 +58,14 @@ def deploy(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024)] = 32,
     timeout: Annotated[float, typer.Option("--timeout", help="Per-host deadline in seconds.")] = 1800.0,
     poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls.")] = 2.0,
-    site: SiteOpt = None,
-    db: DbOpt = None,
-    json_out: JsonOpt = False,
+    *,
+    common: Common,
 ) -> None:
     """Enlist every PXE-armed host in MAAS, wait for commissioning, deploy the OS, record each step."""
     from provision.maas.client import MaasClient
     from provision.maas.flow import DeployOptions, deploy_hosts
 
-    ctx = Context.open(site, db)
+    ctx = Context.open(common.site, common.db)
     selected = select_hosts(ctx.site, hosts, everyone=True)
     maas = _maas(ctx)
     client = _client(ctx)
@@ -73,9 +73,9 @@ def deploy(
     options = DeployOptions(distro_series=distro or maas.distro_series, architecture=maas.architecture,
                             concurrency=concurrency, host_timeout_s=timeout, poll_s=poll)
     results = with_progress(lambda progress: deploy_hosts(ctx.site, ctx.store, client, options, selected, progress),
-                            len(selected), "MAAS: enlist, commission, deploy", json_out)
+                            len(selected), "MAAS: enlist, commission, deploy", common.json_out)
     failed = [r for r in results if r.state is State.failed]
-    if json_out:
+    if common.json_out:
         emit_json([{"host": r.host, "state": r.state.value if r.state else None, "reason": r.reason,
                     "detail": r.detail, "remediation": r.remediation, "system_id": r.data.get("system_id")}
                    for r in results])
@@ -98,11 +98,12 @@ def deploy(
 
 
 @maas_app.command("machines")
-def machines(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) -> None:
+@common_options
+def machines(*, common: Common) -> None:
     """What MAAS knows: every machine with its status."""
     from provision.maas.client import MaasClient
 
-    ctx = Context.open(site, db)
+    ctx = Context.open(common.site, common.db)
     client = _client(ctx)
     assert isinstance(client, MaasClient)
 
@@ -115,7 +116,7 @@ def machines(site: SiteOpt = None, db: DbOpt = None, json_out: JsonOpt = False) 
             ]
 
     rows = asyncio.run(run())
-    if json_out:
+    if common.json_out:
         emit_json(rows)
         return
     from rich.table import Table
