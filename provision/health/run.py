@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from provision.health.errors import HealthError
 from provision.health.record import Recorded, check_and_record, eligibility
-from provision.health.steps import HealthStep
+from provision.health.steps import HealthRun, HealthStep
 from provision.health.verdict import HostHealth, Problem, Verdict
 from provision.site.model import Host, Site
 from provision.site.select import select_hosts
@@ -47,8 +47,7 @@ async def check_hosts(site: Site, hosts: Sequence[Host], level: str, settings: S
     """Run the agent on `hosts`, at most `concurrency` at a time, each within `timeout_s`; record nothing."""
     if concurrency < 1:
         raise HealthError("concurrency must be at least 1")
-    step = HealthStep(site, None, level, settings, concurrency=concurrency,
-                      timeout_s=timeout_s, agent=agent, record=False)
+    step = HealthStep(site, None, HealthRun(level, settings, concurrency, timeout_s, agent=agent, record=False))
     results, _ = await check_and_record(step, [h.hostname for h in hosts], record=False, progress=progress)
     return _verdicts(step, results)
 
@@ -74,9 +73,10 @@ def run_health(
         names, skipped = [h.hostname for h in selected], {}
     if not names:
         return HealthReport(site.name, level, (), skipped, time.monotonic() - started, None)
-    step = HealthStep(site, store, level, settings or SshSettings.from_site(site),
-                      concurrency=concurrency or site.spec.policy.health_concurrency,
-                      timeout_s=timeout_s or site.spec.policy.health_timeout_s, record=record)
+    run = HealthRun(level, settings or SshSettings.from_site(site),
+                    concurrency or site.spec.policy.health_concurrency,
+                    timeout_s or site.spec.policy.health_timeout_s, record=record)
+    step = HealthStep(site, store, run)
     results, recorded = asyncio.run(check_and_record(step, names, record=record, progress=progress))
     return HealthReport(site.name, level, tuple(_verdicts(step, results)), skipped, time.monotonic() - started,
                         recorded)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from provision.health.agent_command import agent_command, agent_program
@@ -57,21 +58,30 @@ def skip_reason(store: StateStore, record: HostRecord) -> str | None:
     return f"{record.state.value}: not configured yet"
 
 
+@dataclass(frozen=True)
+class HealthRun:
+    """How one health run goes: the level, the SSH settings, its bounds, and whether it records."""
+
+    level: str
+    settings: SshSettings
+    concurrency: int
+    timeout_s: float
+    agent: str | None = None  # how the agent is started (default: $BRINGUP_HEALTH_AGENT, else the role's install)
+    record: bool = True
+
+
 class HealthStep(Step):
     spec = HEALTH
 
-    def __init__(self, site: Site, store: StateStore | None, level: str, settings: SshSettings, *, concurrency: int,
-                 timeout_s: float, agent: str | None = None, record: bool = True) -> None:
+    def __init__(self, site: Site, store: StateStore | None, run: HealthRun) -> None:
         self.site = site
-        self.record = record
         self.store = store
-        self.level = level
-        self.settings = settings
-        self.concurrency = concurrency
-        self.timeout_s = timeout_s
+        self.run_options = run
+        self.level = run.level
+        self.record = run.record
         # The long level re-runs the fast checks too: a host is never called healthy on its long checks alone.
-        self.agent_level = "all" if level == "long" else level
-        self.agent_command = agent_command(self.agent_level, agent or agent_program())
+        self.agent_level = "all" if run.level == "long" else run.level
+        self.agent_command = agent_command(self.agent_level, run.agent or agent_program())
         self.verdicts: dict[str, HostHealth] = {}
         self.moves: list[Outcome] = []
         self._configs: dict[str, bytes] = {}
@@ -81,7 +91,7 @@ class HealthStep(Step):
         return command_name(self.level)
 
     def limits(self) -> RunLimits:
-        return RunLimits(self.concurrency, self.timeout_s)
+        return RunLimits(self.run_options.concurrency, self.run_options.timeout_s)
 
     def deadline_s(self, host_timeout_s: float) -> float:
         return host_timeout_s + _GRACE_S
@@ -99,15 +109,15 @@ class HealthStep(Step):
                 validate_expectations(rendered[host.hostname], f"host class {host.host_class!r} ({self.level} checks)")
                 checked.add(host.host_class)
         self._configs = {name: json.dumps(config).encode() for name, config in rendered.items()}
-        self.settings.prepare()
+        self.run_options.settings.prepare()
 
     async def check(self, host: Host) -> HostHealth:
         """The agent's verdict on one host; never raises."""
         started = time.monotonic()
         try:
-            endpoint = self.settings.endpoint(host.hostname)
-            run = await run_command(endpoint, self.settings, self.agent_command, stdin=self._configs[host.hostname],
-                                    timeout_s=self.timeout_s)
+            settings = self.run_options.settings
+            run = await run_command(settings.endpoint(host.hostname), settings, self.agent_command,
+                                    stdin=self._configs[host.hostname], timeout_s=self.run_options.timeout_s)
             return judge(run, expected_host=host.hostname, level=self.agent_level)
         except SshError as exc:
             return unreachable(host.hostname, exc, time.monotonic() - started)
@@ -138,7 +148,7 @@ class KnownVerdicts(HealthStep):
     """Records verdicts reached elsewhere (the hosts' own timers, a saved run) exactly as a run would."""
 
     def __init__(self, site: Site, store: StateStore | None, level: str, verdicts: Sequence[HostHealth]) -> None:
-        super().__init__(site, store, level, SshSettings.from_site(site), concurrency=64, timeout_s=60.0)
+        super().__init__(site, store, HealthRun(level, SshSettings.from_site(site), concurrency=64, timeout_s=60.0))
         self._given = {v.host: v for v in verdicts}
 
     async def prepare(self, hosts: Sequence[Host]) -> None:
