@@ -103,7 +103,12 @@ CONFIGURE = StepSpec(
     summary="the GPU-host roles: driver, fabric manager, container runtime, DCGM, ZFS, OFED, GPUDirect RDMA",
     takes=(State.deployed,),
     moves_to=(State.configured,),
-    reads=("os_address",),
+    reasons={
+        "site_unreachable_over_ssh": "the host stopped answering over SSH during site.yml: check that it is up and "
+        "its network, then run the playbook again (--limit HOST)",
+        "site_*": "a role's task failed (the reason names it): read the failed task and its message in the "
+        "host's history, fix it, then run the playbook again (--limit HOST)",
+    },
 )
 
 HEALTH = StepSpec(
@@ -142,7 +147,4 @@ ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER)
 
 def remediation_for(reason: str | None) -> str:
     """What to do about a failure reason, from whichever step declares it."""
-    for spec in ALL_STEPS:
-        if reason and reason in spec.reasons:
-            return spec.reasons[reason]
-    return ""
+    return next((text for spec in ALL_STEPS if (text := spec.remediation(reason))), "")

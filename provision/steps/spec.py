@@ -18,9 +18,15 @@ class StepSpec:
     moves_to: tuple[State, ...]  # states the step moves a host to, in order (empty: no lifecycle change)
     reads: tuple[str, ...] = ()  # host facts it needs (provision.state.facts.HostFacts fields)
     writes: tuple[str, ...] = ()  # host facts it learns
-    reasons: Mapping[str, str] = field(default_factory=dict)  # failure reason -> what to do about it
+    # failure reason -> what to do about it; a key ending in `*` covers every reason starting with what precedes it
+    reasons: Mapping[str, str] = field(default_factory=dict)
     concurrency: int = 128
     host_timeout_s: float = 120.0
 
     def remediation(self, reason: str | None) -> str:
-        return self.reasons.get(reason, "") if reason else ""
+        if not reason:
+            return ""
+        if reason in self.reasons:
+            return self.reasons[reason]
+        return next((text for key, text in self.reasons.items()
+                     if key.endswith("*") and reason.startswith(key[:-1])), "")
