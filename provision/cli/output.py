@@ -7,17 +7,25 @@ that; text from anywhere else (BMC and MAAS messages, exception text, host names
 `[fd00::1]:443`, paths, anything an operator typed) goes through `esc` before it is put in a string
 rich will parse, so it prints verbatim instead of vanishing or raising `MarkupError`. The consoles
 also leave `:name:` alone (no emoji codes), which `esc` does not cover.
+
+Every secret the process holds (`provision.state.secret_values`: the credentials it resolved, in
+their encodings) is masked on each way out: `esc` (text from outside, before rich folds it across
+table lines), `emit_json`, `error_line`, and the consoles' rendered output (whatever else they print).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from provision.state.secret_values import held_count, mask
+
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.segment import Segment
 
 
 @cache
@@ -30,7 +38,13 @@ def get_console(stderr: bool = False) -> Console:
 def _console(stderr: bool) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
+    class MaskingConsole(Console):
+        """A Console whose rendered text has the held secrets masked before it is written."""
+
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return mask(super()._render_buffer(buffer))
+
+    return MaskingConsole(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
 
 
 class _LazyConsole:
@@ -45,23 +59,37 @@ console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
 err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
+def _masked(value: Any) -> Any:
+    """`value` with the held secrets masked in every string (before JSON escapes them differently)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {_masked(k): _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(item) for item in value]
+    return value
+
+
 def emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+    text = json.dumps(_masked(payload) if held_count() else payload, indent=2, sort_keys=False, default=str)
+    sys.stdout.write(mask(text) + "\n")
 
 
 def esc(value: object) -> str:
     """`value` as text for a string rich parses as markup, shown verbatim: `[...]` in it is escaped."""
     from rich.markup import escape
 
-    return escape(str(value))
+    return escape(mask(str(value)))
 
 
 def error_line(message: str) -> None:
     """`error: <message>` on stderr, the message verbatim (never parsed as markup).
 
-    Never raises: it reports errors. When rich cannot print (a closed or broken stderr, a character
+    Held secrets are masked (an exception's text can quote what a peer echoed). Never raises: it
+    reports errors. When rich cannot print (a closed or broken stderr, a character
     the stream cannot encode) it falls back to a plain write, and failing that prints nothing.
     """
+    message = mask(message)
     try:
         from rich.text import Text
 

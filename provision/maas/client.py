@@ -22,6 +22,7 @@ from oauthlib.oauth1 import Client as OAuthClient
 from provision.maas.errors import MaasError, MaasNoAnswer, MaasServerError, MaasUnreachable, error_for
 from provision.maas.machine import MaasMachine, parse_machine
 from provision.site.credentials import Secret
+from provision.state.secret_values import hold_maas_key
 
 FormValue = str | Sequence[str]
 
@@ -60,6 +61,7 @@ class MaasClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         parts = api_key.reveal().split(":")
+        hold_maas_key(api_key.reveal())  # the OAuth header carries the parts, the signature as %26<secret>
         if len(parts) != 3 or not all(parts):
             raise MaasError("the MAAS API key must be consumer_key:token_key:token_secret")
         self._oauth = OAuthClient(

@@ -2,6 +2,8 @@
 
 A `Secret` never shows its value in `repr`/`str`, so it cannot leak into logs, exceptions or reports
 by accident; call `reveal()` at the one place that sends it (an HTTP auth header, an SSH login).
+Every `Secret` and `Login` made is held by `provision.state.secret_values` (the value, its encodings,
+base64 of `user:password`), so that a peer echoing it back is masked wherever its answer is written.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ import yaml
 
 from provision.errors import CredentialError
 from provision.site.model import Credential, CredentialRef, Site
+from provision.state.secret_values import hold
 
 
 @dataclass(frozen=True)
 class Secret:
     _value: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        hold(self._value)
 
     def reveal(self) -> str:
         return self._value
@@ -38,6 +44,9 @@ class Secret:
 class Login:
     username: str
     password: Secret
+
+    def __post_init__(self) -> None:
+        hold(self.password.reveal(), username=self.username)  # HTTP Basic sends base64 of user:password
 
 
 # Decrypted vaults by (path, mtime, size): a site's hosts share a few credentials, and each

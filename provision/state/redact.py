@@ -9,6 +9,10 @@ name is, of auth and cookie headers, of `curl -u user:pw`, and the password of `
 A name is a secret's when one of its words (split at `_ - .` and camelCase) is one: HF_TOKEN,
 WANDB_API_KEY, AWS_SECRET_ACCESS_KEY, --password, X-Auth-Token, power_pass; not passed, tokens_per_s,
 Bypass or Compass.
+
+A secret a peer sends back unlabelled (a BMC echoing the Basic header in its 401 body) has no name to
+go by: every string is also passed through `secret_values.mask`, which masks each secret this process
+holds, in each of its encodings.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import functools
 import itertools
 import re
 from typing import Any
+
+from provision.state.secret_values import mask as mask_held
 
 MASK = "********"
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -64,7 +70,9 @@ _MAYBE = re.compile(r"pass|pwd|secret|token|auth|key|credential|cookie|://|(?<!\
 
 
 def redact_text(text: str) -> str:
-    """`text` with the values of secret-named assignments, flags, auth headers and URL passwords masked."""
+    """`text` with the held secrets and the values of secret-named assignments, flags, auth headers and URL
+    passwords masked."""
+    text = mask_held(text)
     if not _MAYBE.search(text):
         return text
     for pattern in _PATTERNS:
@@ -75,7 +83,8 @@ def redact_text(text: str) -> str:
 def redact(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            key: MASK if isinstance(key, str) and is_secret_name(key) else redact(item)
+            (mask_held(key) if isinstance(key, str) else key):
+                MASK if isinstance(key, str) and is_secret_name(key) else redact(item)
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
