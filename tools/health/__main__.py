@@ -1,7 +1,8 @@
 """Command line: ``python3 -m tools.health --config FILE --level fast|long|all [--json] [--textfile PATH]``.
 
 Exit code: 0 healthy, 1 unhealthy but usable, 2 critical (never allocate), 3 unknown (could not tell,
-including a bad config).
+including a bad config, a bad command line and any failure of the agent itself: it never claims a verdict it
+did not reach).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from . import agent, textfile
 from .catalog import CHECKS
@@ -21,8 +23,17 @@ from .outcome import EXIT_CODES, OK, UNKNOWN
 from .runner import LiveRunner, ReplayRunner
 
 
+class UsageError(Exception):
+    """The command line is wrong (argparse would exit 2, which reads as "critical")."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m tools.health", description=__doc__,
+    p = _Parser(prog="python3 -m tools.health", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, type=Path, help="expectations JSON rendered by the controller")
     p.add_argument("--level", choices=("fast", "long", "all"), default="fast")
@@ -45,20 +56,38 @@ def _human(report: agent.Report) -> str:
     return "\n".join(out)
 
 
+def _unknown(argv: list[str], error: str, message: str, problems: list[str] | None = None) -> int:
+    """Report that the agent reached no verdict: exit 3 (unknown) with the reason, JSON too when asked."""
+    with contextlib.suppress(BrokenPipeError):
+        if "--json" in argv:
+            print(json.dumps({"verdict": UNKNOWN, "exit_code": EXIT_CODES[UNKNOWN], "error": error,
+                              "problems": problems if problems is not None else [message]}))
+        print(message, file=sys.stderr)
+    return EXIT_CODES[UNKNOWN]
+
+
 def main(argv: list[str] | None = None) -> int:
-    if "--list-checks" in (argv if argv is not None else sys.argv[1:]):
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(args)
+    except ConfigError as exc:
+        return _unknown(args, "config", str(exc), exc.problems)
+    except UsageError as exc:
+        return _unknown(args, "usage", str(exc))
+    except KeyboardInterrupt:
+        return _unknown(args, "interrupted", "health agent interrupted: no verdict")
+    except Exception as exc:  # any failure of the agent itself: unknown, never a verdict it did not reach
+        detail = f"{type(exc).__name__}: {exc}"[:500]
+        return _unknown(args, "agent_error", f"health agent failed, no verdict: {detail}")
+
+
+def _main(argv: list[str]) -> int:
+    if "--list-checks" in argv:
         for c in CHECKS:
             print(f"{c.level:<5} {c.name:<24} probes: {', '.join(c.probes)}")
         return 0
     args = _parser().parse_args(argv)
-    try:
-        exp = load_config(args.config)
-    except ConfigError as exc:
-        if args.json:
-            print(json.dumps({"verdict": UNKNOWN, "exit_code": EXIT_CODES[UNKNOWN], "error": "config",
-                              "problems": exc.problems}))
-        print(str(exc), file=sys.stderr)
-        return EXIT_CODES[UNKNOWN]
+    exp = load_config(args.config)
     runner = ReplayRunner(args.replay) if args.replay else LiveRunner(root=args.root)
     only = tuple(x for x in args.only.split(",") if x)
     report = agent.run(exp, runner, args.level, only, record_dir=args.record)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
 import re
+import stat
 import types
 import typing
 from collections.abc import Mapping
@@ -100,6 +103,8 @@ class StorageExpect:
 
 @dataclass(frozen=True)
 class LongExpect:
+    # Sustained bf16 matmul rate every GPU must hold under its power limit (not the short-burst peak: an H200
+    # at 700 W sustains 654-666 TFLOP/s on normal-distributed inputs, 794-812 only for a few seconds).
     stress_tflops_floor: float
     membw_floor_gbps: float
     allreduce_busbw_floor_gbps: float
@@ -109,6 +114,9 @@ class LongExpect:
     membw_mib: int = 4096
     allreduce_sizes_mib: tuple[int, ...] = (1024, 2048, 4096)
     allreduce_iters: int = 20
+    # A GPU whose sustained rate is more than this far below the median of the host's other GPUs (same load,
+    # same run) is a straggler even above the floor.
+    stress_peer_tolerance_pct: float = 5.0
     # Extra environment for the GPU worker (NCCL tuning). NVLink multicast stays off whatever this says.
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -136,13 +144,36 @@ class Expectations:
 SCHEMA_VERSION = 1
 
 
-def load_config(path: Path) -> Expectations:
+# A rendered config is a few kilobytes; anything near this is not one (or is /dev/zero).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_config(path: Path) -> str:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        with path.open("rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError([f"{path}: not a regular file"])
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
         raise ConfigError([f"{path}: cannot read: {exc}"]) from exc
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError([f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a health config"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: cannot read: not UTF-8: {exc}"]) from exc
+
+
+def load_config(path: Path) -> Expectations:
+    text = _read_config(path)
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError([f"{path}: not JSON: {exc}"]) from exc
+    except RecursionError:
+        raise ConfigError([f"{path}: not a health config: JSON nested too deeply"]) from None
+    except ValueError as exc:  # e.g. an integer longer than the interpreter converts
+        raise ConfigError([f"{path}: not JSON the agent reads: {exc}"]) from exc
     return parse_config(data)
 
 
@@ -155,6 +186,43 @@ def parse_config(data: Any) -> Expectations:
         raise ConfigError(problems)
     assert isinstance(result, Expectations)
     return result
+
+
+# Bounds of every count, size and duration (inclusive): a value outside is a rendering mistake, and one as
+# large as 1e30 would be used as given (a loop bound, an allocation, a timeout that never comes).
+_DAY_S = 86400.0
+_RANGES: tuple[tuple[str, float, float], ...] = (
+    ("gpu.count", 0, 64), ("gpu.pcie_gen", 1, 7), ("gpu.pcie_width", 1, 32), ("gpu.nvlinks_per_gpu", 0, 64),
+    ("gpu.nvlink_error_max", 0, 2**53),
+    ("ib.hca_count", 0, 64), ("ib.active_ports", 0, 256), ("ib.rate_gbps", 0.001, 10_000), ("ib.pcie_gen", 1, 7),
+    ("ib.pcie_width", 1, 32),
+    ("long.stress_tflops_floor", 0.001, 1e6), ("long.membw_floor_gbps", 0.001, 1e6),
+    ("long.allreduce_busbw_floor_gbps", 0.001, 1e6), ("long.stress_seconds", 0.001, _DAY_S),
+    ("long.stress_peer_tolerance_pct", 0, 100),
+    ("long.matmul_size", 1, 65536), ("long.membw_mib", 1, 1 << 20), ("long.allreduce_iters", 1, 100_000),
+    ("timeouts.command_s", 0.001, _DAY_S), ("timeouts.docker_s", 0.001, _DAY_S),
+    ("timeouts.long_margin_s", 0, _DAY_S),
+)
+
+
+def _value(exp: Expectations, dotted: str) -> Any:
+    section, name = dotted.split(".")
+    holder = getattr(exp, section)
+    return None if holder is None else getattr(holder, name, None)
+
+
+def _range_problems(exp: Expectations) -> list[str]:
+    problems = []
+    for dotted, low, high in _RANGES:
+        value = _value(exp, dotted)
+        if value is not None and not low <= value <= high:
+            problems.append(f"{dotted}: {value!r} is out of range (must be {low:g} to {high:g})")
+    for name, limit in exp.ib.counter_max.items():
+        if not 0 <= limit <= 2**53:
+            problems.append(f"ib.counter_max.{name}: {limit!r} is out of range (must be 0 to 2^53)")
+    if exp.long is not None and any(not 1 <= m <= 1 << 20 for m in exp.long.allreduce_sizes_mib):
+        problems.append("long.allreduce_sizes_mib: each size must be 1 to 1048576 MiB")
+    return problems
 
 
 def _semantic_problems(exp: Expectations) -> list[str]:
@@ -170,14 +238,15 @@ def _semantic_problems(exp: Expectations) -> list[str]:
     for i, pattern in enumerate(exp.kernel_log.expected_patterns):
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, RecursionError, OverflowError) as exc:
             problems.append(f"kernel_log.expected_patterns[{i}]: not a regular expression: {exc}")
     if exp.long is not None:
         if exp.long.stress_seconds <= 0:
             problems.append("long.stress_seconds: must be > 0")
         if not exp.long.allreduce_sizes_mib or min(exp.long.allreduce_sizes_mib) <= 0:
             problems.append("long.allreduce_sizes_mib: must list sizes > 0")
-    return problems
+    already = {p.split(":")[0] for p in problems}
+    return problems + [p for p in _range_problems(exp) if p.split(":")[0] not in already]
 
 
 def _type_name(tp: Any) -> str:
@@ -214,10 +283,15 @@ def _build(tp: Any, value: Any, where: str, problems: list[str]) -> Any:
     if tp is int:
         if not isinstance(value, int) or isinstance(value, bool):
             problems.append(f"{label}: expected an integer, got {type(value).__name__}")
+        elif abs(value) > 2**53:
+            problems.append(f"{label}: integer out of range (more than 2^53)")
         return value
     if tp is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             problems.append(f"{label}: expected a number, got {type(value).__name__}")
+            return value
+        if (isinstance(value, int) and abs(value) > 2**53) or not math.isfinite(value):
+            problems.append(f"{label}: expected a finite number, got {value!r}"[:200])
             return value
         return float(value)
     if tp is str:

@@ -128,8 +128,12 @@ class ReplayRunner:
         rc_file = self.directory / f"{probe.name}.rc"
         if not out_file.is_file():
             return failed(probe.name, TOOL_MISSING, f"replay: no {out_file.name} (tool absent on this host)", rc=127)
-        text = _decode(out_file.read_bytes())
-        rc_text = rc_file.read_text(encoding="utf-8").strip() if rc_file.is_file() else "0"
+        try:
+            text = _decode(out_file.read_bytes())
+            # An rc file is a number or a word; bytes that are not UTF-8 are shown replaced, then refused below.
+            rc_text = _decode(rc_file.read_bytes()[:64]).strip() if rc_file.is_file() else "0"
+        except OSError as exc:
+            return failed(probe.name, PROBE_ERROR, f"replay: cannot read {out_file.name} or its .rc: {exc}")
         if rc_text == "timeout":
             return failed(probe.name, TIMEOUT, f"{probe.describe} did not finish within {probe.timeout_s:g} s",
                           output=text)
