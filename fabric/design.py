@@ -234,6 +234,29 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
     if not isinstance(data, dict):
         raise DesignError(source, ["expected a mapping with 'switches', 'hosts' and 'links'"])
     problems: list[str] = []
+    width, speed = _default_rate(data, problems)
+    nodes = _nodes(data, problems)
+    unrated: dict[str, list[str]] = {"width": [], "speed": []}
+    links = _design_links(data, width, speed, problems, unrated)
+    unrated_problems = [
+        f"no expected {what} for link{'s' if len(which) > 1 else ''} {', '.join(which[:5])}"
+        + (f" and {len(which) - 5} more" if len(which) > 5 else "")
+        + f": set defaults.{what} (e.g. `defaults: {{width: 4X, speed: NDR}}`) or the link's {what}"
+        for what, which in unrated.items() if which
+    ]
+    if problems:
+        raise DesignError(source, (unrated_problems + problems)[:MAX_PROBLEMS])
+    try:
+        design = build_design(str(data.get("fabric", "fabric")), width, speed, nodes, links, source)
+    except DesignError as e:
+        raise DesignError(source, unrated_problems + e.problems) from None
+    if unrated_problems:
+        raise DesignError(source, unrated_problems)
+    return design
+
+
+def _default_rate(data: dict[str, Any], problems: list[str]) -> tuple[str | None, str | None]:
+    """The file's `defaults` width and speed (None where it gives none or a bad one, which goes to `problems`)."""
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
         problems.append(f"defaults must be a mapping like {{width: 4X, speed: NDR}}, not {defaults!r}")
@@ -245,6 +268,11 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
         problems.append(f"defaults.width {defaults.get('width')!r} is not one of {', '.join(WIDTH_LANES)}")
     if defaults.get("speed") and speed is None:
         problems.append(f"defaults.speed {defaults.get('speed')!r} is not one of {', '.join(SPEED_RANK)}")
+    return width, speed
+
+
+def _nodes(data: dict[str, Any], problems: list[str]) -> list[DesignNode]:
+    """The switches, then one node per HCA of every host (named `<host>/<hca>`)."""
     nodes: list[DesignNode] = []
     for i, sw in enumerate(data.get("switches") or []):
         try:
@@ -268,22 +296,16 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
                                         host=hname, hca=str(hca)))
         except (KeyError, TypeError, ValueError) as e:
             problems.append(f"host {i}: needs name and hcas (a list): {e!r}")
+    return nodes
+
+
+def _design_links(data: dict[str, Any], width: str | None, speed: str | None, problems: list[str],
+                  unrated: dict[str, list[str]]) -> list[DesignLink]:
+    """The `links` (lists or mappings), numbered from 1; a link without a width or speed goes to `unrated`."""
     links: list[DesignLink] = []
-    unrated: dict[str, list[str]] = {"width": [], "speed": []}
     for i, raw in enumerate(data.get("links") or [], start=1):
         try:
-            if isinstance(raw, list | tuple):
-                if len(raw) not in (4, 5, 6):
-                    raise ValueError("expected [a, a_port, b, b_port, cable]")
-                a, ap, b, bp = raw[:4]
-                cable = raw[4] if len(raw) > 4 else None
-                extra = raw[5] if len(raw) > 5 else {}
-            elif isinstance(raw, dict):
-                a, ap, b, bp, cable, extra = raw["a"], raw["a_port"], raw["b"], raw["b_port"], raw.get("cable"), raw
-            else:
-                raise ValueError("expected a list or a mapping")
-            if not isinstance(extra, dict):
-                raise ValueError(f"expected {{width, speed}} after the cable id, got {extra!r}")
+            a, ap, b, bp, cable, extra = _link_fields(raw)
             lw = normalise_width(str(extra["width"])) if extra.get("width") else width
             ls = normalise_speed(str(extra["speed"])) if extra.get("speed") else speed
             if (extra.get("width") and lw is None) or (extra.get("speed") and ls is None):
@@ -297,21 +319,24 @@ def design_from_dict(data: Any, source: str = "<design>") -> Design:
                                     str(cable) if cable is not None else None, number=i))
         except (KeyError, TypeError, ValueError) as e:
             problems.append(f"link {i}: {e}")
-    unrated_problems = [
-        f"no expected {what} for link{'s' if len(which) > 1 else ''} {', '.join(which[:5])}"
-        + (f" and {len(which) - 5} more" if len(which) > 5 else "")
-        + f": set defaults.{what} (e.g. `defaults: {{width: 4X, speed: NDR}}`) or the link's {what}"
-        for what, which in unrated.items() if which
-    ]
-    if problems:
-        raise DesignError(source, (unrated_problems + problems)[:MAX_PROBLEMS])
-    try:
-        design = build_design(str(data.get("fabric", "fabric")), width, speed, nodes, links, source)
-    except DesignError as e:
-        raise DesignError(source, unrated_problems + e.problems) from None
-    if unrated_problems:
-        raise DesignError(source, unrated_problems)
-    return design
+    return links
+
+
+def _link_fields(raw: Any) -> tuple[Any, Any, Any, Any, Any, dict[str, Any]]:
+    """A link entry (a list or a mapping) as (a, a_port, b, b_port, cable, {width, speed})."""
+    if isinstance(raw, list | tuple):
+        if len(raw) not in (4, 5, 6):
+            raise ValueError("expected [a, a_port, b, b_port, cable]")
+        a, ap, b, bp = raw[:4]
+        cable = raw[4] if len(raw) > 4 else None
+        extra = raw[5] if len(raw) > 5 else {}
+    elif isinstance(raw, dict):
+        a, ap, b, bp, cable, extra = raw["a"], raw["a_port"], raw["b"], raw["b_port"], raw.get("cable"), raw
+    else:
+        raise ValueError("expected a list or a mapping")
+    if not isinstance(extra, dict):
+        raise ValueError(f"expected {{width, speed}} after the cable id, got {extra!r}")
+    return a, ap, b, bp, cable, extra
 
 
 def _j(value: object) -> str:

@@ -78,6 +78,18 @@ def _row_list(rows: list[int]) -> str:
 def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = "cabling.csv",
                       name: str = "fabric", width: str | None = None, speed: str | None = None) -> Design:
     """`width`/`speed`: the expected rate of rows that do not give their own (None: every row must)."""
+    width, speed = _importer_rate(width, speed, source)
+    raw_rows = _rows(text, source)
+    if not raw_rows:
+        raise DesignError(source, ["no rows after the header"])
+    links, ends, max_port = _cable_links(raw_rows, width, speed, source)
+    declared = _declared_switches(switches_csv, source) if switches_csv is not None else {}
+    nodes = _cabled_nodes(links, ends, max_port, declared, switches_csv is not None, source)
+    return build_design(name, width, speed, nodes, links, source=source)
+
+
+def _importer_rate(width: str | None, speed: str | None, source: str) -> tuple[str | None, str | None]:
+    """The importer's `width`/`speed` normalised (None stays None); a value that is neither fails the import."""
     bad = []
     if width and normalise_width(width) is None:
         bad.append(f"width {width!r} is not one of {', '.join(WIDTH_LANES)}")
@@ -85,11 +97,12 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
         bad.append(f"speed {speed!r} is not one of {', '.join(SPEED_RANK)}")
     if bad:
         raise DesignError(source, ["; ".join(bad)])
-    width = normalise_width(width) if width else None
-    speed = normalise_speed(speed) if speed else None
-    raw_rows = _rows(text, source)
-    if not raw_rows:
-        raise DesignError(source, ["no rows after the header"])
+    return (normalise_width(width) if width else None), (normalise_speed(speed) if speed else None)
+
+
+def _cable_links(raw_rows: list[dict[str, str]], width: str | None, speed: str | None,
+                 source: str) -> tuple[list[DesignLink], set[str], dict[str, int]]:
+    """One link per row (numbered by its line), the devices cabled and the highest port seen on each."""
     mapping = {h: _key(h) for h in raw_rows[0]}
     missing = [f for f in ("a", "a_port", "b", "b_port") if f not in mapping.values()]
     if missing:
@@ -131,22 +144,32 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
                            f"or a {'/'.join(missing)} column")
     if problems:
         raise DesignError(source, problems)
+    return links, ends, max_port
 
+
+def _declared_switches(switches_csv: str, source: str) -> dict[str, DesignNode]:
+    """The switch CSV's switches by name."""
     declared: dict[str, DesignNode] = {}
-    if switches_csv is not None:
-        for j, row in enumerate(_rows(switches_csv, "switches.csv"), start=2):
-            try:
-                sloc = Location(row.get("row", ""), row.get("rack", ""), int(row["u"]) if row.get("u") else None)
-                declared[row["name"].strip()] = DesignNode(
-                    name=row["name"].strip(), type=NodeType.SWITCH, ports=int(row["ports"]),
-                    tier=int(row.get("tier") or 1), model=row.get("model") or None,
-                    location=sloc if (sloc.row or sloc.rack) else None)
-            except (KeyError, ValueError) as e:
-                problems.append(f"switches.csv row {j}: needs name and ports: {e!r}")
-        if problems:
-            raise DesignError(source, problems)
+    problems: list[str] = []
+    for j, row in enumerate(_rows(switches_csv, "switches.csv"), start=2):
+        try:
+            sloc = Location(row.get("row", ""), row.get("rack", ""), int(row["u"]) if row.get("u") else None)
+            declared[row["name"].strip()] = DesignNode(
+                name=row["name"].strip(), type=NodeType.SWITCH, ports=int(row["ports"]),
+                tier=int(row.get("tier") or 1), model=row.get("model") or None,
+                location=sloc if (sloc.row or sloc.rack) else None)
+        except (KeyError, ValueError) as e:
+            problems.append(f"switches.csv row {j}: needs name and ports: {e!r}")
+    if problems:
+        raise DesignError(source, problems)
+    return declared
 
+
+def _cabled_nodes(links: list[DesignLink], ends: set[str], max_port: dict[str, int],
+                  declared: dict[str, DesignNode], switch_list_given: bool, source: str) -> list[DesignNode]:
+    """A node for every cabled device: HCAs by name, switches from the switch list or inferred from the cabling."""
     hops = _tiers(links, {n for n in ends if "/" in n})
+    problems: list[str] = []
     nodes: list[DesignNode] = []
     for n in sorted(ends):
         if "/" in n:
@@ -154,7 +177,7 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
             nodes.append(DesignNode(name=n, type=NodeType.CA, ports=max(1, max_port[n]), host=host, hca=hca))
         elif n in declared:
             nodes.append(declared[n])
-        elif switches_csv is not None:
+        elif switch_list_given:
             problems.append(f"{n!r} is cabled but not declared in the switch list")
         else:
             m = _LOCATED.match(n)
@@ -163,7 +186,7 @@ def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = 
                                     location=loc))
     if problems:
         raise DesignError(source, problems)
-    return build_design(name, width, speed, nodes, links, source=source)
+    return nodes
 
 
 def _tiers(links: list[DesignLink], cas: set[str]) -> dict[str, int]:

@@ -77,6 +77,39 @@ class _Placer:
         return self.p.location(rack, 40 - 2 * slot)
 
 
+class _Cabling:
+    """The nodes and numbered links of a design being generated, with each switch's next free port."""
+
+    def __init__(self, p: FatTreeParams, width: str, speed: str, placer: _Placer) -> None:
+        self.p = p
+        self.width = width
+        self.speed = speed
+        self.placer = placer
+        self.nodes: list[DesignNode] = []
+        self.links: list[DesignLink] = []
+        self.used: dict[str, int] = {}
+
+    def link(self, a: str, ap: int, b: str, bp: int) -> None:
+        n = len(self.links) + 1
+        self.links.append(DesignLink(Port(a, ap), Port(b, bp), self.width, self.speed, f"C{n:05d}", number=n))
+
+    def next_port(self, sw: str, limit: int) -> int:
+        self.used[sw] = self.used.get(sw, 0) + 1
+        if self.used[sw] > limit:
+            raise GeneratorError(f"{sw} runs out of ports ({limit}): use a larger radix or fewer hosts")
+        return self.used[sw]
+
+    def switch(self, tier: int) -> str:
+        loc = self.placer.next()
+        name = f"{TIER_NAMES[tier]}-{loc.row}-{loc.rack}-U{loc.u:02d}"
+        self.nodes.append(DesignNode(name=name, type=NodeType.SWITCH, ports=self.p.radix, tier=tier,
+                                     model=self.p.switch_model, location=loc))
+        return name
+
+    def uplink(self, lower: str, upper: str) -> None:
+        self.link(lower, self.next_port(lower, self.p.radix), upper, self.next_port(upper, self.p.radix))
+
+
 def generate_fat_tree(p: FatTreeParams) -> Design:
     rails = p.rails or p.hcas_per_host
     if p.tiers not in (2, 3):
@@ -92,34 +125,29 @@ def generate_fat_tree(p: FatTreeParams) -> Design:
     if hosts_per_leaf < 1:
         raise GeneratorError(f"a leaf with {down} down ports cannot take {hca_per_leaf} HCAs of one host")
     groups = math.ceil(p.hosts / hosts_per_leaf)
-
-    nodes: list[DesignNode] = []
-    links: list[DesignLink] = []
-    used: dict[str, int] = {}
-
-    def link(a: str, ap: int, b: str, bp: int) -> None:
-        links.append(DesignLink(Port(a, ap), Port(b, bp), width, speed, f"C{len(links) + 1:05d}",
-                                number=len(links) + 1))
-
-    def next_port(sw: str, limit: int) -> int:
-        used[sw] = used.get(sw, 0) + 1
-        if used[sw] > limit:
-            raise GeneratorError(f"{sw} runs out of ports ({limit}): use a larger radix or fewer hosts")
-        return used[sw]
-
     last_compute_rack = p.first_rack + (p.hosts - 1) // p.hosts_per_rack
-    placer = _Placer(p, last_compute_rack + 1)
+    cabling = _Cabling(p, width, speed, _Placer(p, last_compute_rack + 1))
+    leaves = [[cabling.switch(1) for _ in range(rails)] for _ in range(groups)]
+    _host_links(cabling, leaves, rails, hosts_per_leaf, hca_per_leaf, last_compute_rack)
+    up = p.radix - down
+    flat_leaves = [leaf for group in leaves for leaf in group]
+    for leaf in flat_leaves:
+        cabling.used[leaf] = down
+    if p.tiers == 2:
+        nspines = p.spines or math.ceil(len(flat_leaves) * up / p.radix)
+        spines = [cabling.switch(2) for _ in range(nspines)]
+        for leaf in flat_leaves:
+            for j in range(up):
+                cabling.uplink(leaf, spines[j % nspines])
+    else:
+        _three_tier_uplinks(cabling, leaves, rails, up)
+    return build_design(p.name, width, speed, cabling.nodes, cabling.links, source=f"generated:{p.name}")
 
-    def switch(tier: int) -> str:
-        loc = placer.next()
-        name = f"{TIER_NAMES[tier]}-{loc.row}-{loc.rack}-U{loc.u:02d}"
-        nodes.append(DesignNode(name=name, type=NodeType.SWITCH, ports=p.radix, tier=tier, model=p.switch_model,
-                                location=loc))
-        return name
 
-    leaves = [[switch(1) for _ in range(rails)] for _ in range(groups)]
-
-    # Host links.
+def _host_links(cabling: _Cabling, leaves: list[list[str]], rails: int, hosts_per_leaf: int, hca_per_leaf: int,
+                last_compute_rack: int) -> None:
+    """Every host's HCAs to the leaves of its group (HCA i on rail i % rails), then the service hosts."""
+    p = cabling.p
     leaf_down_used: dict[str, set[int]] = {}
     for h in range(p.hosts):
         rack = p.first_rack + h // p.hosts_per_rack
@@ -130,52 +158,42 @@ def generate_fat_tree(p: FatTreeParams) -> Design:
         g = h // hosts_per_leaf
         for i in range(p.hcas_per_host):
             hca = f"mlx5_{i}"
-            nodes.append(DesignNode(name=f"{host}/{hca}", type=NodeType.CA, ports=1, location=loc, host=host, hca=hca))
+            cabling.nodes.append(DesignNode(name=f"{host}/{hca}", type=NodeType.CA, ports=1, location=loc,
+                                            host=host, hca=hca))
             leaf = leaves[g][i % rails]
             port = (h % hosts_per_leaf) * hca_per_leaf + i // rails + 1
             leaf_down_used.setdefault(leaf, set()).add(port)
-            link(leaf, port, f"{host}/{hca}", 1)
+            cabling.link(leaf, port, f"{host}/{hca}", 1)
     for k, svc in enumerate(p.service_hosts):
         leaf = leaves[0][k % rails]
         taken = leaf_down_used.setdefault(leaf, set())
-        free = next((q for q in range(1, down + 1) if q not in taken), None)
+        free = next((q for q in range(1, p.radix // 2 + 1) if q not in taken), None)
         if free is None:
             raise GeneratorError(f"no free down port on {leaf} for service host {svc}")
         taken.add(free)
-        nodes.append(DesignNode(name=f"{svc}/mlx5_0", type=NodeType.CA, ports=1, host=svc, hca="mlx5_0",
-                                location=placer_location(p, last_compute_rack)))
-        link(leaf, free, f"{svc}/mlx5_0", 1)
+        cabling.nodes.append(DesignNode(name=f"{svc}/mlx5_0", type=NodeType.CA, ports=1, host=svc, hca="mlx5_0",
+                                        location=placer_location(p, last_compute_rack)))
+        cabling.link(leaf, free, f"{svc}/mlx5_0", 1)
 
-    up = p.radix - down
-    flat_leaves = [leaf for group in leaves for leaf in group]
-    for leaf in flat_leaves:
-        used[leaf] = down
-    if p.tiers == 2:
-        nspines = p.spines or math.ceil(len(flat_leaves) * up / p.radix)
-        spines = [switch(2) for _ in range(nspines)]
-        for leaf in flat_leaves:
+
+def _three_tier_uplinks(cabling: _Cabling, leaves: list[list[str]], rails: int, up: int) -> None:
+    """One pod of spines per rail (one spine per leaf of the rail); spine s of every pod in core plane s."""
+    p = cabling.p
+    groups = per_pod = len(leaves)
+    if per_pod > up:
+        raise GeneratorError(f"{per_pod} leaves per rail need more than the {up} uplinks of a leaf")
+    pods = [[cabling.switch(2) for _ in range(per_pod)] for _ in range(rails)]
+    cores_per_plane = math.ceil(rails * up / p.radix)
+    planes = [[cabling.switch(3) for _ in range(cores_per_plane)] for _ in range(per_pod)]
+    for r in range(rails):
+        for g in range(groups):
+            leaf = leaves[g][r]
             for j in range(up):
-                sp = spines[j % nspines]
-                link(leaf, next_port(leaf, p.radix), sp, next_port(sp, p.radix))
-    else:
-        per_pod = groups
-        if per_pod > up:
-            raise GeneratorError(f"{per_pod} leaves per rail need more than the {up} uplinks of a leaf")
-        pods = [[switch(2) for _ in range(per_pod)] for _ in range(rails)]
-        cores_per_plane = math.ceil(rails * up / p.radix)
-        planes = [[switch(3) for _ in range(cores_per_plane)] for _ in range(per_pod)]
-        for r in range(rails):
-            for g in range(groups):
-                leaf = leaves[g][r]
-                for j in range(up):
-                    sp = pods[r][j % per_pod]
-                    link(leaf, next_port(leaf, p.radix), sp, next_port(sp, p.radix))
-        for r in range(rails):
-            for s, sp in enumerate(pods[r]):
-                for k in range(p.radix - used.get(sp, 0)):
-                    core = planes[s][k % cores_per_plane]
-                    link(sp, next_port(sp, p.radix), core, next_port(core, p.radix))
-    return build_design(p.name, width, speed, nodes, links, source=f"generated:{p.name}")
+                cabling.uplink(leaf, pods[r][j % per_pod])
+    for r in range(rails):
+        for s, sp in enumerate(pods[r]):
+            for k in range(p.radix - cabling.used.get(sp, 0)):
+                cabling.uplink(sp, planes[s][k % cores_per_plane])
 
 
 def placer_location(p: FatTreeParams, last_compute_rack: int) -> Location:
