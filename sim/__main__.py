@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -127,7 +128,8 @@ def env(site: SiteOpt = None) -> None:
     lab = open_lab(site)
     values = {**secrets.load_or_create(lab.run_dir), **lab.exports()}
     for name, value in values.items():
-        sys.stdout.write(f"export {name}='{value}'\n")
+        # shlex.quote: a value with a quote, `$(...)` or a newline in it stays one literal word under eval
+        sys.stdout.write(f"export {name}={shlex.quote(value)}\n")
 
 
 @app.command()

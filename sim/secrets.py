@@ -21,21 +21,31 @@ def _maas_key() -> str:
 
 
 def load_or_create(run_dir: Path) -> dict[str, str]:
+    """The lab's credentials: from the environment when set there, else the ones made earlier, else new.
+
+    Only values this module made are written (0600, `secrets.json`): a value the environment supplies
+    is the operator's to keep and is never copied to disk.
+    """
     path = run_dir / "secrets.json"
     stored: dict[str, str] = {}
     if path.exists():
         stored = json.loads(path.read_text())
     out = {}
+    kept = {}
     for name in SIM_SECRET_VARIABLES:
-        value = os.environ.get(name) or stored.get(name)
+        value = os.environ.get(name)
         if not value:
-            value = _maas_key() if name.endswith("MAAS_API_KEY") else _random.token_urlsafe(12)
+            value = stored.get(name) or (_maas_key() if name.endswith("MAAS_API_KEY") else _random.token_urlsafe(12))
+            kept[name] = value
+        elif name in stored:
+            kept[name] = stored[name]
         out[name] = value
-    if out != stored:
+    if kept != stored:
         run_dir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
+        tmp.unlink(missing_ok=True)
         tmp.touch(mode=0o600)
-        tmp.write_text(json.dumps(out))
+        tmp.write_text(json.dumps(kept))
         tmp.replace(path)
     return out
 

@@ -3,11 +3,13 @@
 Both live in the site's cache directory (see `paths.cache_dir`) under names keyed on the hash of the
 file's content (`<stem>-<key>.json`, `<stem>-<key>.index.json`), so an edited file never matches a
 cache and is parsed and validated again. A cache that cannot be written (a read-only checkout) only
-makes every command slower.
+makes every command slower. Cache files are written 0600 (a site file may name who logs in where),
+and only for a file that passed validation (see the loader).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -50,10 +52,19 @@ def write_cached(site_file: Path, key: str, kind: str, blob: str) -> None:
             if _is_cache_of(stale.name, site_file.stem, kind):
                 stale.unlink(missing_ok=True)
         tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(blob, encoding="utf-8")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(blob)
         tmp.replace(target)
     except OSError:
         pass  # read-only checkout: every command parses and validates fully, only slower
+
+
+def drop_cached(site_file: Path, key: str, kind: str) -> None:
+    """Remove the cache of `kind` for content `key`, if there is one."""
+    with contextlib.suppress(OSError):
+        _cache_file(site_file, key, kind).unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,19 @@ import yaml
 from pydantic import ValidationError
 
 from provision.errors import SiteError
-from provision.site.cache import PARSED, content_key, index_hosts, read_cached, write_cached, write_index
+from provision.site.bounded import MAX_SITE_BYTES, InputRefused, load_yaml, read_text
+from provision.site.cache import (
+    PARSED,
+    content_key,
+    drop_cached,
+    index_hosts,
+    read_cached,
+    write_cached,
+    write_index,
+)
 from provision.site.model import Site, SiteSpec
 from provision.site.paths import resolve_site_path
+from provision.state.redact import is_secret_name
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -39,8 +49,17 @@ def render_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+_INLINE_SECRET = (
+    "an inline secret is not accepted (its value is not repeated here): reference it as "
+    "{env: VARIABLE} or {vault: FILE, key: NAME}"
+)
+
+
 def _message(error: Any) -> str:
     kind = error.get("type", "")
+    field = next((part for part in reversed(error.get("loc", ())) if isinstance(part, str)), "")
+    if isinstance(error.get("input"), str | int | float) and is_secret_name(field):
+        return _INLINE_SECRET  # whatever pydantic says would quote the value
     if kind in _MESSAGES:
         return _MESSAGES[kind]
     text = str(error.get("msg", "invalid"))
@@ -136,25 +155,26 @@ def _file_checks(spec: SiteSpec, directory: Path) -> list[tuple[tuple[int | str,
     return problems
 
 
-def _parse(text: str, file: Path) -> Any:
-    """YAML → Python, through a JSON cache keyed on the file's content.
+def _parse(text: str, file: Path) -> tuple[Any, str | None]:
+    """YAML → Python (and its JSON for the cache, None when it came from the cache), through a JSON
+    cache keyed on the file's content.
 
     libyaml's parse of a 511-host site costs ~100 ms of Python object construction, a JSON load of the
     same data ~5 ms; every CLI command loads the site, so the parsed form is kept beside the state
-    store. The key is the content's hash, so an edited file is always parsed again.
+    store. The key is the content's hash, so an edited file is always parsed again. The caller writes
+    the cache only once the file has passed validation: nothing of a rejected file (an inline password)
+    is copied to disk.
     """
     key = content_key(text)
     try:
-        return read_cached(file, key, PARSED)
+        return read_cached(file, key, PARSED), None
     except (OSError, ValueError):
         pass
-    data = yaml.load(text, Loader=_SafeLoader)
+    data = load_yaml(text)  # refuses a document whose aliases expand past the bound, before building it
     try:
-        blob = json.dumps(data)
+        return data, json.dumps(data)
     except (TypeError, ValueError):
-        return data  # values JSON cannot hold (dates...): validation will say what is wrong
-    write_cached(file, key, PARSED, blob)
-    return data
+        return data, None  # values JSON cannot hold (dates...): validation will say what is wrong
 
 
 def load_site(path: Path | str) -> Site:
@@ -162,18 +182,22 @@ def load_site(path: Path | str) -> Site:
     file = resolve_site_path(Path(path))
     shown = str(file)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text(file, limit=MAX_SITE_BYTES, what="site file")
     except FileNotFoundError:
         raise SiteError(shown, ["file not found"]) from None
+    except InputRefused as exc:
+        raise SiteError(shown, [str(exc)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SiteError(shown, [f"cannot read: {exc}"]) from None
     try:
-        data = _parse(text, file)
+        data, blob = _parse(text, file)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SiteError(shown, [f"{where}not valid YAML: {problem}"]) from None
+    except InputRefused as exc:
+        raise SiteError(shown, [str(exc)]) from None
     if not isinstance(data, dict):
         raise SiteError(shown, ["expected a mapping at the top level (name:, racks:, ...)"])
 
@@ -186,8 +210,11 @@ def load_site(path: Path | str) -> Site:
         problems = _cross_checks(spec) + _file_checks(spec, file.parent)
         if not problems:
             site = Site(spec=spec, path=file.resolve())
+            if blob is not None:
+                write_cached(file, content_key(text), PARSED, blob)
             write_index(file, content_key(text), site.name, index_hosts(site))
             return site
+    drop_cached(file, content_key(text), PARSED)  # one an older bringup left for this rejected content
 
     root = yaml.compose(text, Loader=_SafeLoader)
     rendered = []
