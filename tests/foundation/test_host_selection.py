@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,58 @@ def test_a_slurm_hostfile_from_provision_golden_is_read_as_its_hosts(tmp_path: P
 def test_a_malformed_range_is_a_selection_error_not_a_crash(pattern: str) -> None:
     with pytest.raises(HostSelectionError, match="is not N or N-M"):
         _names(pattern)
+
+
+# Bounded inputs (issue 16): a selection is a clear error long before it costs memory or minutes.
+
+
+@pytest.mark.parametrize("pattern", ["gpu-r1-[0-99999999]", "gpu-r1-[01-60000],gpu-r2-[01-60000]",
+                                     "gpu-r1-[0-999999999999]"])
+def test_a_range_that_names_more_hosts_than_any_site_holds_is_refused_before_it_is_expanded(pattern: str) -> None:
+    with pytest.raises(HostSelectionError, match="names more than 100000 hosts"):
+        _names(pattern)
+
+
+def test_a_range_with_more_digits_than_a_host_number_has_is_malformed_not_a_crash() -> None:
+    with pytest.raises(HostSelectionError, match="is not N or N-M"):
+        _names("gpu-r1-[0-" + "9" * 5000 + "]")  # int() of 5000 digits is a ValueError
+
+
+def test_a_range_of_globs_is_bounded_too() -> None:
+    with pytest.raises(HostSelectionError, match="a range of globs may name at most 1000"):
+        _names("gpu-*-[0-5000]")
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])
+def test_a_hostfile_that_is_a_device_is_refused_without_reading_it(device: str) -> None:
+    with pytest.raises(HostSelectionError, match="character device: only a regular file is read"):
+        _names(f"@{device}")
+
+
+def test_a_hostfile_that_is_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    with pytest.raises(HostSelectionError, match="a pipe"):
+        _names(f"@{fifo}")
+
+
+def test_a_hostfile_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    with hostfile.open("wb") as out:
+        out.truncate(16 * 1024 * 1024 + 1)  # sparse: no disk spent
+    with pytest.raises(HostSelectionError, match="larger than the 16 MiB limit"):
+        _names(f"@{hostfile}")
+
+
+def test_a_hostfile_of_ranges_shares_the_bound(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("gpu-r1-[01-60000]\ngpu-r2-[01-60000]\n")
+    with pytest.raises(HostSelectionError, match="names more than 100000 hosts"):
+        _names(f"@{hostfile}")
+
+
+def test_a_binary_hostfile_is_a_selection_error(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_bytes(b"\xff\xfe gpu-r1-01\n")
+    with pytest.raises(HostSelectionError, match="not a text file"):
+        _names(f"@{hostfile}")
