@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provision.health.expectations import load_overlay
 from provision.site import Site, load_site
 from provision.site.endpoints import split_host_port
 from provision.site.model import Host, HostClass
@@ -68,7 +69,8 @@ def _hardware(cls: HostClass) -> dict[str, Any]:
     }
 
 
-def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, Any]:
+def _host_vars(site: Site, host: Host, record: HostRecord | None,
+               health_overlay: Mapping[str, Any]) -> dict[str, Any]:
     ssh = site.spec.ssh
     cls = site.host_class(host)
     address, port = split_host_port(ssh.address_overrides.get(host.hostname, host.hostname), ssh.port)
@@ -84,6 +86,8 @@ def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, A
         "bringup_hardware": _hardware(cls),
         "bringup_versions": {k: v for k, v in cls.versions.model_dump().items() if v is not None},
         "bringup_floors": cls.floors.model_dump(),  # the health agent's floors (roles/health_agent)
+        # the site's health-expectations.yml for this class: what the controller merges in, the role does too
+        "bringup_health_overlay": dict(health_overlay),
         "bringup_state": record.state.value if record else State.declared.value,
     }
     if record is not None and record.state is State.failed:
@@ -101,14 +105,17 @@ def _host_vars(site: Site, host: Host, record: HostRecord | None) -> dict[str, A
     return out
 
 
-def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: Path | None = None) -> Inventory:
-    """Pure: the inventory for `site` given the state store's records (hosts it lacks count as declared)."""
+def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: Path | None = None,
+                    health_overlays: Mapping[str, Mapping[str, Any]] | None = None) -> Inventory:
+    """Pure: the inventory for `site` given the state store's records (hosts it lacks count as declared) and
+    the site's health-expectations overlay per host class."""
+    overlays = health_overlays or {}
     hostvars: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[str]] = {group_name("state", s.value): [] for s in State}
     groups[CONFIGURABLE_GROUP] = []
     for host in site.hosts():
         record = records.get(host.hostname)
-        hostvars[host.hostname] = _host_vars(site, host, record)
+        hostvars[host.hostname] = _host_vars(site, host, record, overlays.get(host.host_class, {}))
         state = record.state if record else State.declared
         for group in (
             group_name("rack", host.rack),
@@ -139,4 +146,4 @@ def load_inventory(site_path: Path, state_db: Path | None = None) -> Inventory:
     with StateStore(db) as store:
         store.sync_site((h.hostname, h.rack) for h in site.hosts())
         records = {r.hostname: r for r in store.hosts()}
-    return build_inventory(site, records, state_db=db)
+    return build_inventory(site, records, state_db=db, health_overlays=load_overlay(site))

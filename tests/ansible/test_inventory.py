@@ -99,6 +99,17 @@ def test_the_sites_ntp_servers_reach_the_inventory(tmp_path: Path) -> None:
     assert inv.all_vars["bringup_ntp_servers"] == ["10.0.0.2", "ntp1.mgmt.example.net"]
 
 
+def test_the_sites_health_overlay_reaches_the_hosts_of_its_class(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BRINGUP_HEALTH_EXPECTATIONS", raising=False)
+    site = tmp_path / "mini.yml"
+    site.write_text(SITE)
+    (tmp_path / "health-expectations.yml").write_text("host_classes: {hgx: {long: {membw_floor_gbps: 3800}}}\n")
+    inv = load_inventory(site)
+    assert inv.hostvars["gpu-a-01"]["bringup_health_overlay"] == {"long": {"membw_floor_gbps": 3800}}
+    assert inv.hostvars["ctl-b-01"]["bringup_health_overlay"] == {}
+
+
 def test_a_host_unknown_to_the_store_is_declared(tmp_path: Path) -> None:
     site = tmp_path / "mini.yml"
     site.write_text(SITE)
