@@ -52,6 +52,8 @@ def render() -> str:
         "    nvswitch: true",
         "    pxe_nic: NIC.Integrated.1-1-1",
         "    versions: {gpu_driver: 535.183.01, cuda: '12.2', hca_firmware: 28.39.1002}",
+        "    # matmul_tflops is a sustained floor: H100 SXM has the H200's compute and 700 W limit (an H200 holds",
+        "    # 654-666 TFLOP/s bf16 there, 794-812 only in a burst); the agent also flags a GPU >5% below its peers.",
         "    floors: {matmul_tflops: 600, allreduce_busbw_gbps: 350}",
         "racks:",
     ]

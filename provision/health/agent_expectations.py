@@ -9,6 +9,7 @@ plain data in the inventory's shape:
                pcie: {gpu_gen, gpu_width, hca_gen, hca_width} | null, nvme_data_disks, nvswitch}
     versions: {gpu_driver, cuda, vbios, hca_firmware, ...}   (a version absent or null is not pinned)
     floors:   {matmul_tflops, allreduce_busbw_gbps, disk_usage_max_pct}
+              (matmul_tflops is the sustained rate every GPU must hold: the agent's long.stress_tflops_floor)
 
 Facts are read strictly: a key they lack is an error that names it, never a silent default, so a key renamed
 by one producer fails at once instead of dropping an expectation. Nothing here imports the site model: the

@@ -54,7 +54,7 @@ def test_long_checks_without_a_membw_floor_are_refused_before_any_host_is_touche
     host = site.host("gpu-r1-01")
     assert host is not None
     config = render_expectations(site, host, "long")
-    assert config["long"] == {"stress_tflops_floor": 750, "allreduce_busbw_floor_gbps": 340}
+    assert config["long"] == {"stress_tflops_floor": 630, "allreduce_busbw_floor_gbps": 340}
     with pytest.raises(HealthError, match="membw_floor_gbps"):
         validate_expectations(config, "host class 'hgx-h200-sim'")
 
@@ -77,7 +77,7 @@ def test_the_overlay_adds_what_the_site_model_has_no_field_for(tmp_path: Path) -
     exp = parse_config(config)
     assert exp.gpu.nvlinks_per_gpu == 18 and exp.gpu.count == 2, "merged, not replaced"
     assert exp.system.clock_sync_required is False
-    assert exp.long is not None and (exp.long.membw_floor_gbps, exp.long.stress_tflops_floor) == (3800, 750)
+    assert exp.long is not None and (exp.long.membw_floor_gbps, exp.long.stress_tflops_floor) == (3800, 630)
 
 
 def _site_without_fabric() -> str:

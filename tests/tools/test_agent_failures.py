@@ -19,6 +19,7 @@ import pytest
 import tools.health.__main__ as cli
 from tools.health.config import parse_config
 from tools.health.errors import ConfigError
+from tools.health.runner import ReplayRunner
 
 from .conftest import REPLAY
 
@@ -64,7 +65,7 @@ def test_any_crash_of_the_agent_is_unknown_with_its_reason(monkeypatch: pytest.M
     def broken(*_a: Any, **_k: Any) -> dict[str, Any]:
         raise MemoryError("probe results too large")
 
-    monkeypatch.setattr(cli.ReplayRunner, "run_all", broken)
+    monkeypatch.setattr(ReplayRunner, "run_all", broken)
     rc = cli.main(["--config", str(CONFIG), "--replay", str(REPLAY / "h200x2-healthy"), "--json"])
     out = capsys.readouterr()
     assert rc == 3
@@ -85,7 +86,7 @@ LONG = {"stress_tflops_floor": 600, "membw_floor_gbps": 3000, "allreduce_busbw_f
 
 
 def _with(section: str, key: str, value: object) -> dict[str, Any]:
-    data = json.loads(json.dumps({**MINIMAL, "long": LONG}))
+    data: dict[str, Any] = json.loads(json.dumps({**MINIMAL, "long": LONG}))
     data.setdefault(section, {})[key] = value
     return data
 

@@ -12,7 +12,7 @@ from typing import Any
 from .check import LONG, Check, single
 from .config import Expectations, LongExpect
 from .errors import ParseError
-from .long_math import busbw_gbps, copy_gbps, digests_agree, matmul_tflops
+from .long_math import below_peers, busbw_gbps, copy_gbps, digests_agree, matmul_tflops, sustained_tflops
 from .outcome import CRITICAL, OK, WARN, Outcome, unknown
 
 STRESS_PROBE = "long-stress"
@@ -69,6 +69,49 @@ def _per_gpu(output: str, rc: int, name: str) -> tuple[dict[str, Any], list[dict
     return data, gpus
 
 
+def _stress_rates(data: dict[str, Any], gpus: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
+    """(index, whole-run rate, sustained rate) per GPU."""
+    size = int(_num(data, "size"))
+    rates = []
+    for g in gpus:
+        whole = matmul_tflops(size, int(_num(g, "matmuls")), _num(g, "elapsed_s"))
+        windows = g.get("timeline_tflops") or []
+        if not isinstance(windows, list) or not all(isinstance(w, (int, float)) for w in windows):
+            raise ParseError(f"GPU {g.get('index')}: timeline_tflops is not a list of numbers")
+        rates.append((int(_num(g, "index")), whole, sustained_tflops(whole, [float(w) for w in windows])))
+    return rates
+
+
+def _stress_slow(name: str, exp: Expectations, rates: list[tuple[int, float, float]], capped: bool,
+                 evidence: tuple[str, ...], metrics: tuple[tuple[str, float], ...]) -> Outcome | None:
+    """WARN for GPUs below the sustained floor, or more than the tolerance below their peers' median."""
+    lx = _long(exp)
+    floor = lx.stress_tflops_floor
+    slow = [(i, s) for i, _, s in rates if s < floor]
+    if slow:
+        return Outcome(name, WARN, f"{len(slow)} GPU(s) below the site's sustained {floor:g} TFLOP/s floor "
+                       f"(slowest {min(r for _, r in slow):.1f})"
+                       + ("; a clock event reason was active under load" if capped else ""),
+                       reason="stress_tflops_low",
+                       evidence=evidence, metrics=metrics,
+                       remediation="Read the clock event reasons under load (nvidia-smi -q -d PERFORMANCE): thermal "
+                       "or power-brake slowdown points at cooling or power; a lone slow GPU is a straggler. The "
+                       "floor is a sustained rate (the short burst before the power cap bites does not count).")
+    stragglers = below_peers([(i, s) for i, _, s in rates], lx.stress_peer_tolerance_pct)
+    if stragglers:
+        return Outcome(name, WARN, f"{len(stragglers)} GPU(s) more than {lx.stress_peer_tolerance_pct:g}% below "
+                       "the host's other GPUs under the same load",
+                       reason="stress_tflops_straggler",
+                       evidence=evidence + tuple(f"GPU {i}: {r:.1f} TFLOP/s sustained, its peers' median "
+                                                 f"{m:.1f} ({100 * (1 - r / m):.1f}% below)"
+                                                 for i, r, m in stragglers),
+                       metrics=metrics,
+                       remediation="A GPU slower than its neighbours on the same work is a straggler that slows "
+                       "every collective: compare its clocks, power draw and temperature under load with the "
+                       "others (nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE), then reseat or RMA it.")
+    return None
+
+
 def parse_stress(output: str, rc: int, exp: Expectations) -> Outcome:
     name = "gpu_stress"
     got = _per_gpu(output, rc, name)
@@ -77,14 +120,14 @@ def parse_stress(output: str, rc: int, exp: Expectations) -> Outcome:
     data, gpus = got
     size = int(_num(data, "size"))
     floor = _long(exp).stress_tflops_floor
-    rates = []
-    for g in gpus:
-        rates.append((int(_num(g, "index")), matmul_tflops(size, int(_num(g, "matmuls")), _num(g, "elapsed_s"))))
-    metrics = tuple((f"stress_tflops_gpu{i}", round(r, 1)) for i, r in rates)
+    rates = _stress_rates(data, gpus)
+    metrics = tuple((f"stress_tflops_gpu{i}", round(r, 1)) for i, r, _ in rates)
+    metrics += tuple((f"stress_sustained_tflops_gpu{i}", round(s, 1)) for i, _, s in rates)
     if "ceiling_tflops" in data:
         metrics += (("matmul_ceiling_tflops", round(_num(data, "ceiling_tflops"), 1)),)
     evidence = tuple(f"GPU {i}: {r:.1f} TFLOP/s bf16 {size}^3 over {g.get('elapsed_s', 0):.1f} s, "
-                     f"{g.get('matmuls')} products" for (i, r), g in zip(rates, gpus, strict=True))
+                     f"{g.get('matmuls')} products, {s:.1f} sustained"
+                     for (i, r, s), g in zip(rates, gpus, strict=True))
     evidence += tuple(f"GPU {g.get('index')} TFLOP/s per 5 s window: {g.get('timeline_tflops')}" for g in gpus
                       if g.get("timeline_tflops"))
     under_load = [str(x) for x in data.get("under_load") or []]
@@ -93,31 +136,34 @@ def parse_stress(output: str, rc: int, exp: Expectations) -> Outcome:
         return Outcome(name, CRITICAL, f"PyTorch sees {len(gpus)} of {exp.gpu.count} GPUs", reason="missing_gpu",
                        evidence=evidence, metrics=metrics,
                        remediation="A GPU is not usable by CUDA: check nvidia-smi and dmesg, reset or RMA it.")
+    mismatch = _bit_mismatch(name, gpus, evidence, metrics)
+    if mismatch is not None:
+        return mismatch
+    capped = any(", Active" in x for x in under_load[1:])
+    slow = _stress_slow(name, exp, rates, capped, evidence, metrics)
+    if slow is not None:
+        return slow
+    sustained = [s for _, _, s in rates]
+    return Outcome(name, OK, f"{len(rates)} GPU(s) at {min(sustained):.1f}-{max(sustained):.1f} TFLOP/s sustained "
+                   f"(floor {floor:g}), bit-identical results", evidence=evidence, metrics=metrics)
+
+
+def _bit_mismatch(name: str, gpus: list[dict[str, Any]], evidence: tuple[str, ...],
+                  metrics: tuple[tuple[str, float], ...]) -> Outcome | None:
     ends = [str(g.get("digest_end")) for g in gpus]
     starts = [str(g.get("digest_start")) for g in gpus]
     drift = [g["index"] for g in gpus
              if g.get("digest_start") != g.get("digest_end") or not g.get("batches_consistent")]
-    if not digests_agree(starts + ends) or drift:
-        return Outcome(name, CRITICAL, "GPUs computed different results on the same inputs",
-                       reason="gpu_bit_mismatch",
-                       evidence=evidence + tuple(f"GPU {g['index']}: start {str(g.get('digest_start'))[:16]} end "
-                                                 f"{str(g.get('digest_end'))[:16]} batches consistent "
-                                                 f"{g.get('batches_consistent')}" for g in gpus),
-                       metrics=metrics,
-                       remediation="A GPU that computes wrong bits silently corrupts training: drain the host, "
-                       "run DCGM diag level 3 on it and RMA the GPU that differs.")
-    slow = [(i, r) for i, r in rates if r < floor]
-    if slow:
-        capped = any(", Active" in x for x in under_load[1:])
-        return Outcome(name, WARN, f"{len(slow)} GPU(s) below the site's {floor:g} TFLOP/s floor "
-                       f"(slowest {min(r for _, r in slow):.1f})"
-                       + ("; a clock event reason was active under load" if capped else ""),
-                       reason="stress_tflops_low",
-                       evidence=evidence, metrics=metrics,
-                       remediation="Read the clock event reasons under load (nvidia-smi -q -d PERFORMANCE): thermal "
-                       "or power-brake slowdown points at cooling or power; a lone slow GPU is a straggler.")
-    return Outcome(name, OK, f"{len(rates)} GPU(s) at {min(r for _, r in rates):.1f}-{max(r for _, r in rates):.1f} "
-                   f"TFLOP/s (floor {floor:g}), bit-identical results", evidence=evidence, metrics=metrics)
+    if digests_agree(starts + ends) and not drift:
+        return None
+    return Outcome(name, CRITICAL, "GPUs computed different results on the same inputs",
+                   reason="gpu_bit_mismatch",
+                   evidence=evidence + tuple(f"GPU {g['index']}: start {str(g.get('digest_start'))[:16]} end "
+                                             f"{str(g.get('digest_end'))[:16]} batches consistent "
+                                             f"{g.get('batches_consistent')}" for g in gpus),
+                   metrics=metrics,
+                   remediation="A GPU that computes wrong bits silently corrupts training: drain the host, "
+                   "run DCGM diag level 3 on it and RMA the GPU that differs.")
 
 
 def parse_membw(output: str, rc: int, exp: Expectations) -> Outcome:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 
@@ -44,3 +45,27 @@ def timeline(batch_seconds: Sequence[float], n: int, products_per_batch: int, wi
     if count and spent > 0:
         rates.append(round(matmul_tflops(n, count, spent), 1))
     return rates
+
+
+def sustained_tflops(whole_run: float, windows: Sequence[float]) -> float:
+    """The rate a GPU holds once its clocks have settled under the power limit.
+
+    The first window carries the short burst before the power cap bites (an H200: 794-812 TFLOP/s for a few
+    seconds, then 654-666 at 700 W), so with three windows or more it is left out and the median of the
+    rest is the sustained rate; a shorter run has only its whole-run rate.
+    """
+    settled = list(windows[1:])
+    return float(statistics.median(settled)) if len(settled) >= 2 else whole_run
+
+
+def below_peers(rates: Sequence[tuple[int, float]], tolerance_pct: float) -> list[tuple[int, float, float]]:
+    """(index, rate, peers' median) of each GPU more than ``tolerance_pct`` below the median of the others."""
+    slow = []
+    for i, rate in rates:
+        peers = [r for j, r in rates if j != i]
+        if not peers:
+            continue
+        median = float(statistics.median(peers))
+        if rate < median * (1.0 - tolerance_pct / 100.0):
+            slow.append((i, rate, median))
+    return slow
