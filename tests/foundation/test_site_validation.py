@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,67 @@ def test_ntp_servers_are_optional_one_name_each(tmp_path: Path) -> None:
     data["ntp"] = {"servers": ["10.0.0.2", "10.0.0.2"]}
     assert "more than once" in _problems(tmp_path, data)[0]
 
+
+
+# Bounded input (issue 16): a hostile site file is one clear error, in milliseconds, with nothing cached.
+
+
+def _laughs(levels: int) -> str:
+    """A 'billion laughs' document: each level an anchor of 10 aliases of the one before (10**levels)."""
+    lines = ['lol0: &lol0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"lol{i}: &lol{i} [{', '.join([f'*lol{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_billion_laughs_site_file_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    started = time.monotonic()
+    problems = _problems(tmp_path, "name: lab\nracks: []\n" + _laughs(9))
+    assert time.monotonic() - started < 2.0
+    assert len(problems) == 1 and "expands to more than 1000000 YAML nodes" in problems[0]
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "site.yml"]  # no cache of it
+
+
+def test_an_alias_that_contains_itself_is_refused(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, yaml.safe_dump(_good(), sort_keys=False) + "loop: &loop [*loop]\n")
+    assert len(problems) == 1 and "an alias refers to a node that contains it" in problems[0]
+
+
+def test_a_site_file_nested_deeper_than_any_site_is_refused(tmp_path: Path) -> None:
+    problems = _problems(tmp_path, yaml.safe_dump(_good(), sort_keys=False) + "deep: " + "[" * 200 + "]" * 200 + "\n")
+    assert len(problems) == 1 and "nested more than 64 levels deep" in problems[0]
+
+
+def test_anchors_and_merge_keys_within_the_bound_still_load(tmp_path: Path) -> None:
+    data = yaml.safe_dump(_good(), sort_keys=False)
+    text = data.replace("credential: bmc\n", "credential: &cred bmc\n", 1).replace(
+        "credential: bmc\n", "credential: *cred\n")
+    assert "*cred" in text
+    assert len(load_site(_write(tmp_path, text)).hosts()) == len(load_site(_write(tmp_path, _good())).hosts())
+
+
+@pytest.mark.parametrize(("device", "kind"), [("/dev/zero", "a character device"), ("/dev/null", "a character device"),
+                                              ("/", "a directory")], ids=["zero", "null", "directory"])
+def test_a_site_path_that_is_not_a_regular_file_is_refused_without_reading(device: str, kind: str,
+                                                                             tmp_path: Path) -> None:
+    if device == "/":
+        device = str(tmp_path / "site.yml")
+        Path(device).mkdir()
+        (Path(device) / "site.yml").mkdir()  # a directory is read as its site.yml: make that a directory too
+    with pytest.raises(SiteError, match=f"is {kind}: only a regular file is read"):
+        load_site(device)
+
+
+def test_a_site_file_that_is_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "site.yml"
+    os.mkfifo(fifo)
+    with pytest.raises(SiteError, match="a pipe"):
+        load_site(fifo)
+
+
+def test_a_site_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "site.yml"
+    with big.open("wb") as out:
+        out.write(b"name: lab\n")
+        out.truncate(16 * 1024 * 1024 + 1)  # sparse
+    with pytest.raises(SiteError, match="larger than the 16 MiB limit"):
+        load_site(big)
