@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import ssl
 from typing import Annotated
 
@@ -48,6 +49,14 @@ def _maas(ctx: Context) -> Maas:
     return maas
 
 
+def _seconds(option: str, value: float, low: float, high: float) -> float:
+    """A duration option in [low, high]: click's FloatRange lets NaN through (every comparison is false)."""
+    if not math.isfinite(value) or not low <= value <= high:
+        raise typer.BadParameter(f"{value!r} is not a number of seconds from {low:g} to {high:g}",
+                                 param_hint=option)
+    return value
+
+
 @maas_app.command("deploy")
 @common_options
 def deploy(
@@ -56,8 +65,10 @@ def deploy(
         str | None, typer.Option("--distro", help="OS series to deploy (default: the site's maas.distro_series).")
     ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024)] = 32,
-    timeout: Annotated[float, typer.Option("--timeout", help="Per-host deadline in seconds.")] = 1800.0,
-    poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls.")] = 2.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Per-host deadline in seconds (1 to 604800).",
+                                           callback=lambda v: _seconds("--timeout", v, 1.0, 7 * 86400.0))] = 1800.0,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls (0.1 to 600).",
+                                        callback=lambda v: _seconds("--poll", v, 0.1, 600.0))] = 2.0,
     *,
     common: Common,
 ) -> None:
