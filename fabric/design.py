@@ -230,9 +230,25 @@ def _loc(entry: Mapping[str, Any]) -> Location | None:
     return Location(str(entry.get("row", "")), str(entry.get("rack", "")), int(u) if u is not None else None)
 
 
+_TOP_KEYS = ("fabric", "defaults", "switches", "hosts", "links")
+
+
+def _shape_problems(data: dict[str, Any]) -> list[str]:
+    """Keys the format does not have (a typo would drop a section silently), and a design with nothing in it."""
+    problems = [f"unknown key {str(k)[:80]!r} (known: {', '.join(_TOP_KEYS)})" for k in data if k not in _TOP_KEYS]
+    if not data.get("switches") and not data.get("hosts") and not data.get("links"):
+        problems.append("the design declares no switches, hosts or links: nothing to check a fabric against")
+    elif not data.get("links"):
+        problems.append("the design declares no links: every cable the fabric should have is listed under links")
+    return problems[:MAX_PROBLEMS]
+
+
 def design_from_dict(data: Any, source: str = "<design>") -> Design:
     if not isinstance(data, dict):
         raise DesignError(source, ["expected a mapping with 'switches', 'hosts' and 'links'"])
+    shape = _shape_problems(data)
+    if shape:
+        raise DesignError(source, shape)
     problems: list[str] = []
     width, speed = _default_rate(data, problems)
     nodes = _nodes(data, problems)

@@ -220,3 +220,23 @@ def test_a_baseline_without_a_links_rate_cannot_be_written_as_a_design_file(tmp_
     # written, the link would read back with a default rate: refused instead
     with pytest.raises(DesignError, match="no expected width/speed for link 1: cannot write it"):
         dump_design(d)
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("", "declares no switches, hosts or links"),
+    ("{}\n", "declares no switches, hosts or links"),
+    ("fabric: empty\ndefaults: {width: 4X, speed: HDR}\nswitches: []\nhosts: []\nlinks: []\n",
+     "declares no switches, hosts or links"),
+    ("swiches:\n  - {name: s1, ports: 4, tier: 1}\nlinkz: []\n", "unknown key 'swiches'"),
+    ("foo: 1\nbar: [2]\n", "unknown key 'foo'"),
+    ("fabric: t\ndefaults: {width: 4X, speed: HDR}\nswitches:\n  - {name: s1, ports: 4, tier: 1}\n",
+     "declares no links"),
+])
+def test_design_check_refuses_an_empty_design_or_one_of_unknown_keys(tmp_path: Path, text: str, named: str) -> None:
+    # Issue 16: `fabric design check` (fabric.cli: render.checked_design(load_design(path))) said OK to an empty
+    # file and to one with only unknown keys.
+    design = tmp_path / "d.yml"
+    design.write_text(text)
+    with pytest.raises(DesignError, match=named) as info:
+        load_design(design)
+    assert str(design) in str(info.value)
