@@ -1,0 +1,116 @@
+"""Applying a `PortPlan`: disable both ends of every condemned link, each step in the port ledger.
+
+Dry-run unless asked: without `apply` nothing is sent and nothing is written. A plan over its caps
+(`needs_force`) applies nothing without `force`. For each link the ledger gets `planned` first (who, why,
+evidence, ticket), then each end is read, disabled only if it is not already (a rerun sends nothing twice),
+and read again to verify; the link ends `disabled`, or `apply_failed` with what was done to each end and
+the error. The first failure stops the run (a UFM that answers 401 or 503 fails every later link the
+same way): the links after it are untouched and have no row, so a rerun picks up exactly where this one
+stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fabric.errors import FabricError
+from fabric.ports.actuate import Actuator
+from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, Ledger, LedgerEnd, LedgerEntry, link_id
+from fabric.ports.plan import PlannedLink, PortPlan
+from fabric.topology import End
+
+COMMAND = "fabric ports apply"
+
+
+@dataclass(frozen=True)
+class LinkOutcome:
+    link: str
+    state: str  # planned (dry run) | disabled | already_disabled | apply_failed
+    ends: tuple[LedgerEnd, ...]
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"link": self.link, "state": self.state, "detail": self.detail,
+                "ends": [e.to_dict() for e in self.ends]}
+
+
+@dataclass(frozen=True)
+class ApplyReport:
+    applied: bool
+    via: str
+    outcomes: tuple[LinkOutcome, ...]
+    refused: tuple[str, ...] = ()  # the caps, when the plan needs --force and did not get it
+    stopped: str | None = None  # the error that stopped the run
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and self.stopped is None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"applied": self.applied, "via": self.via, "refused": list(self.refused), "stopped": self.stopped,
+                "links": [o.to_dict() for o in self.outcomes]}
+
+
+def ledger_ends(pl: PlannedLink) -> tuple[LedgerEnd, ...]:
+    return tuple(LedgerEnd(e.guid, e.port, e.name, e.is_switch, str(e.location) if e.location else None, e.label)
+                 for e in pl.ends())
+
+
+def _order(ends: tuple[LedgerEnd, ...]) -> list[LedgerEnd]:
+    """HCA ends first: disabling a switch port first would cut the path to the HCA behind it."""
+    return sorted(ends, key=lambda e: e.is_switch)
+
+
+async def disable_ends(actuator: Actuator, ends: tuple[LedgerEnd, ...]) -> tuple[list[LedgerEnd], str | None]:
+    """Each end disabled and verified (ends already disabled are not sent again); the error that stopped it."""
+    done: list[LedgerEnd] = []
+    for end in _order(ends):
+        at = End(end.guid, end.port)
+        if not actuator.reaches(at, end.is_switch):
+            done.append(replace(end, done=f"left enabled: {actuator.via} cannot reach a host's HCA once its "
+                                     "link is down (the switch end is disabled, the link is down all the same)"))
+            continue
+        try:
+            if (await actuator.status(at)).disabled:
+                done.append(replace(end, done="already disabled (nothing sent)"))
+                continue
+            await actuator.set_enabled(at, False)
+            after = await actuator.status(at)
+            if not after.disabled:
+                raise FabricError(f"{end.describe()}: still {after.phys} after disable")
+        except FabricError as e:
+            done.append(replace(end, done=f"failed: {e}"))
+            return done + [replace(x, done="not attempted") for x in _order(ends)[len(done):]], str(e)
+        done.append(replace(end, done="disabled"))
+    return done, None
+
+
+async def apply_plan(plan: PortPlan, actuator: Actuator, ledger: Ledger, *, apply: bool, force: bool,
+                     actor: str, ticket: Callable[[PlannedLink], tuple[str, Mapping[str, Any]]]) -> ApplyReport:
+    """`ticket(link)`: its ticket text and what the ledger keeps besides (design cable id, design rate)."""
+    if plan.needs_force and not force:
+        return ApplyReport(False, actuator.via, (), tuple(plan.cap.reasons()))
+    outcomes: list[LinkOutcome] = []
+    if not apply:
+        return ApplyReport(False, actuator.via, tuple(
+            LinkOutcome(link_id(ledger_ends(pl)), PLANNED, ledger_ends(pl), "dry run: nothing sent")
+            for pl in plan.disable))
+    for pl in plan.disable:
+        ends = ledger_ends(pl)
+        text, extra = ticket(pl)
+        base = LedgerEntry(link_id(ends), time.time(), actor, COMMAND, PLANNED, actuator.via, pl.reason, ends,
+                           tuple(e.to_dict() for e in pl.evidence), text, "", pl.cable_serial, extra=extra)
+        ledger.record(base)
+        done, error = await disable_ends(actuator, ends)
+        state = APPLY_FAILED if error else DISABLED
+        detail = "; ".join(f"{e.describe()}: {e.done}" for e in done)
+        ledger.record(replace(base, at=time.time(), state=state, ends=tuple(done), detail=detail))
+        already = all((e.done or "").startswith(("already", "left")) for e in done)
+        outcomes.append(LinkOutcome(base.link, "already_disabled" if already and not error else state,
+                                    tuple(done), detail))
+        if error:
+            return ApplyReport(True, actuator.via, tuple(outcomes), stopped=error)
+    return ApplyReport(True, actuator.via, tuple(outcomes))
