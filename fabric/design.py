@@ -32,6 +32,7 @@ from fabric.errors import DesignError
 from fabric.parsers.common import norm_guid
 from fabric.speeds import SPEED_RANK, WIDTH_LANES, normalise_speed, normalise_width
 from fabric.topology import NodeType
+from provision.site.bounded import MAX_DESIGN_BYTES, MAX_DESIGN_NODES, InputRefused, load_yaml, read_text
 
 MAX_PROBLEMS = 40
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]*(/[A-Za-z0-9._:+-]+)?$")
@@ -168,8 +169,8 @@ def build_design(
 
 def load_design(path: Path) -> Design:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_text(path, limit=MAX_DESIGN_BYTES, what="design file")
+    except (OSError, UnicodeDecodeError, InputRefused) as e:
         raise DesignError(str(path), [f"cannot read the design file: {e}"]) from None
     return parse_design(text, str(path))
 
@@ -189,7 +190,7 @@ def _fast_load(text: str) -> dict[str, Any] | None:
                 return None
             try:
                 section.append(loads(line[4:]))
-            except ValueError:
+            except (ValueError, RecursionError):  # deeply nested: the bounded YAML path says so
                 return None
             continue
         stripped = line.strip()
@@ -202,8 +203,8 @@ def _fast_load(text: str) -> dict[str, Any] | None:
         if value.split("#")[0].strip():
             section = None
             try:
-                data[key] = yaml.safe_load(value)
-            except yaml.YAMLError:
+                data[key] = load_yaml(value, max_nodes=MAX_DESIGN_NODES)  # one line can hold an alias bomb
+            except (yaml.YAMLError, InputRefused):
                 return None
         else:
             section = data[key] = []
@@ -215,8 +216,8 @@ def parse_design(text: str, source: str = "<design>") -> Design:
     if data is not None:
         return design_from_dict(data, source)
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
+        data = load_yaml(text, max_nodes=MAX_DESIGN_NODES)
+    except (yaml.YAMLError, InputRefused) as e:  # InputRefused: aliases expanding past the bound
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         raise DesignError(source, [f"{where}not valid YAML ({getattr(e, 'problem', e)})"]) from None

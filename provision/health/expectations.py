@@ -30,6 +30,7 @@ import yaml
 
 from provision.health.agent_expectations import SCHEMA_VERSION, ib_rate_gbps, render_agent_expectations
 from provision.health.errors import HealthError
+from provision.site.bounded import MAX_OVERLAY_BYTES, InputRefused, load_yaml, read_text
 from provision.site.model import Host, HostClass, Site
 
 ENV_OVERLAY = "BRINGUP_HEALTH_EXPECTATIONS"
@@ -61,11 +62,11 @@ def load_overlay(site: Site, environ: Mapping[str, str] | None = None) -> dict[s
     """Per host class, the expectations from `health-expectations.yml` (empty when there is none)."""
     env = os.environ if environ is None else environ
     path = Path(env[ENV_OVERLAY]) if env.get(ENV_OVERLAY) else site.directory / OVERLAY_FILE
-    if not path.is_file():
+    if not path.exists():  # a device, FIFO or directory there is refused below, not taken for "none"
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
+        data = load_yaml(read_text(path, limit=MAX_OVERLAY_BYTES, what="health overlay")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InputRefused) as exc:
         raise HealthError(f"{path}: cannot read ({exc})") from None
     classes = data.get("host_classes") if isinstance(data, dict) else None
     if not isinstance(classes, dict) or not all(isinstance(v, dict) for v in classes.values()):

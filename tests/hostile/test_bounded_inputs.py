@@ -1,0 +1,117 @@
+"""Hostile input files beyond the site file: cabling designs and the health overlay are read under the
+same bounds (provision/site/bounded.py): regular files only, a size cap, YAML alias expansion capped."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fabric.design import load_design, parse_design
+from fabric.errors import DesignError
+from provision.health.errors import HealthError
+from provision.health.expectations import ENV_OVERLAY, load_overlay
+from provision.site import load_site
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_SITE = REPO / "inventory" / "sim" / "site.yml"
+SIM_DESIGN = REPO / "inventory" / "sim" / "fabric" / "design.yml"
+
+
+def _laughs(levels: int, *, flow: bool = False) -> str:
+    """Each level an anchor of 10 aliases of the one before: 10**levels nodes once expanded."""
+    items = [f"&l0 [{', '.join(['lol'] * 10)}]"]
+    items += [f"&l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    if flow:  # all on one line, as one value of the fast (one JSON item per line) layout
+        return f"[{', '.join(items)}]"
+    return "\n".join(f"k{i}: {item}" for i, item in enumerate(items)) + "\n"
+
+
+def test_a_billion_laughs_design_is_refused_before_it_is_expanded() -> None:
+    started = time.monotonic()
+    with pytest.raises(DesignError, match="expands to more than 5000000 YAML nodes"):
+        parse_design(_laughs(9), "d.yml")
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_one_line_alias_bomb_in_the_fast_layout_is_refused_too() -> None:
+    text = SIM_DESIGN.read_text().replace("defaults: {width: 4X, speed: HDR}",
+                                          f"defaults: {_laughs(9, flow=True)}", 1)
+    assert _laughs(9, flow=True) in text
+    started = time.monotonic()
+    with pytest.raises(DesignError, match="expands to more than 5000000 YAML nodes"):
+        parse_design(text, "d.yml")
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_deeply_nested_json_line_in_a_design_is_a_design_error_not_a_recursion_error() -> None:
+    text = SIM_DESIGN.read_text().replace("switches:\n", "switches:\n  - " + "[" * 100_000 + "]" * 100_000 + "\n", 1)
+    with pytest.raises(DesignError):
+        parse_design(text, "d.yml")
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_a_design_path_that_is_a_device_is_refused_without_reading_it(device: str) -> None:
+    with pytest.raises(DesignError, match="character device: only a regular file is read"):
+        load_design(Path(device))
+
+
+def test_a_design_that_is_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "design.yml")
+    with pytest.raises(DesignError, match="a pipe"):
+        load_design(tmp_path / "design.yml")
+
+
+def test_a_design_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "design.yml"
+    with big.open("wb") as out:
+        out.truncate(64 * 1024 * 1024 + 1)  # sparse
+    with pytest.raises(DesignError, match="larger than the 64 MiB limit"):
+        load_design(big)
+
+
+def test_the_shipped_designs_still_load() -> None:
+    assert len(load_design(SIM_DESIGN).links) == 289
+    assert len(load_design(REPO / "inventory" / "examples" / "fabric" / "imbue-scale-design.yml").links) > 10_000
+
+
+@pytest.fixture
+def sim_site(tmp_path: Path) -> Path:
+    doc = yaml.safe_load(SIM_SITE.read_text())
+    doc.pop("fabric", None)  # health does not read the cabling design
+    (tmp_path / "site.yml").write_text(yaml.safe_dump(doc))
+    return tmp_path / "site.yml"
+
+
+def test_a_billion_laughs_health_overlay_is_refused(sim_site: Path) -> None:
+    (sim_site.parent / "health-expectations.yml").write_text(_laughs(9))
+    started = time.monotonic()
+    with pytest.raises(HealthError, match="expands to more than 1000000 YAML nodes"):
+        load_overlay(load_site(sim_site), {})
+    assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
+def test_a_health_overlay_that_is_not_a_regular_file_is_refused_not_read_or_ignored(
+        sim_site: Path, target: str) -> None:
+    if target == "fifo":
+        target = str(sim_site.parent / "overlay.yml")
+        os.mkfifo(target)
+    with pytest.raises(HealthError, match="only a regular file is read"):
+        load_overlay(load_site(sim_site), {ENV_OVERLAY: target})
+
+
+def test_a_health_overlay_over_the_size_limit_is_refused(sim_site: Path) -> None:
+    big = sim_site.parent / "health-expectations.yml"
+    with big.open("wb") as out:
+        out.truncate(4 * 1024 * 1024 + 1)  # sparse
+    with pytest.raises(HealthError, match="larger than the 4 MiB limit"):
+        load_overlay(load_site(sim_site), {})
+
+
+def test_no_overlay_file_is_still_no_overlay(sim_site: Path) -> None:
+    assert load_overlay(load_site(sim_site), {}) == {}
+    assert load_overlay(load_site(sim_site), {ENV_OVERLAY: str(sim_site.parent / "absent.yml")}) == {}
