@@ -37,108 +37,117 @@ class _Pending:
     line: int
 
 
-def parse_iblinkinfo(text: str, source: str = "iblinkinfo") -> Topology:
-    lines = split_lines(text, source)
-    b = TopologyBuilder(source)
-    lid_owner: dict[int, set[str]] = {}
-    declared: dict[str, tuple[NodeType | None, str, int]] = {}
-    max_port: dict[str, int] = {}
-    pending: list[_Pending] = []
-    block: tuple[NodeType, str | None, str] | None = None
-    unread = UnreadLines(b, "iblinkinfo output")
-    for no, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
+class _Reader:
+    """One pass over iblinkinfo's lines: headers set the block, port lines declare nodes and queue links."""
+
+    def __init__(self, source: str) -> None:
+        self.b = TopologyBuilder(source)
+        self.lid_owner: dict[int, set[str]] = {}
+        self.declared: dict[str, tuple[NodeType | None, str, int]] = {}
+        self.max_port: dict[str, int] = {}
+        self.pending: list[_Pending] = []
+        self.block: tuple[NodeType, str | None, str] | None = None
+        self.unread = UnreadLines(self.b, "iblinkinfo output")
+
+    def line(self, no: int, stripped: str) -> None:
         m = _SW_HDR.match(stripped)
         if m:
-            guid, _ = norm_guid(m.group(1))
-            block = (NodeType.SWITCH, guid, m.group(2).strip())
-            continue
+            self.block = (NodeType.SWITCH, norm_guid(m.group(1))[0], m.group(2).strip())
+            return
         m = _CA_HDR.match(stripped)
         if m:
-            block = (NodeType.CA, None, m.group(1).strip())
-            continue
+            self.block = (NodeType.CA, None, m.group(1).strip())
+            return
         m = _LOCAL.match(stripped)
         if not m:
-            unread.add(no, stripped)
-            continue
+            self.unread.add(no, stripped)
+            return
         raw_guid, line_desc, lid_s, port_s, state_s, peer_s = m.groups()
+        guid = self._guid(no, stripped, raw_guid)
+        if guid is None:
+            return
+        self._declare(no, guid, line_desc, int(lid_s), int(port_s))
+        st = _STATE.match(state_s)
+        if not st:
+            self.b.warn(no, f"expected a link state like '4X 53.125 Gbps Active/ LinkUp' or 'Down/ Polling', "
+                        f"ignored: {printable(state_s)}")
+            return
+        w, gbps, logical, physical = st.groups()
+        local = End(guid, int(port_s))
+        if physical != "LinkUp":
+            self.b.add_down(local, f"{logical}/{physical}", no)
+            return
+        self._peer(no, local, peer_s, w, gbps)
+
+    def _guid(self, no: int, stripped: str, raw_guid: str | None) -> str | None:
         if raw_guid is not None:
-            guid, _ = norm_guid(raw_guid)
-        elif block is not None and block[1] is not None:
-            guid = block[1]
-        else:
-            b.warn(no, f"port line without a GUID or a 'Switch: 0x<guid>' header, ignored: {printable(stripped)}")
-            continue
+            return norm_guid(raw_guid)[0]
+        if self.block is not None and self.block[1] is not None:
+            return self.block[1]
+        self.b.warn(no, f"port line without a GUID or a 'Switch: 0x<guid>' header, ignored: {printable(stripped)}")
+        return None
+
+    def _declare(self, no: int, guid: str, line_desc: str | None, lid: int, port: int) -> None:
         if line_desc is not None:
             ntype: NodeType | None = None
             desc = line_desc.strip()
-        elif block is not None:
-            ntype, desc = block[0], block[2]
+        elif self.block is not None:
+            ntype, desc = self.block[0], self.block[2]
         else:
             ntype, desc = None, ""
-        lid, port = int(lid_s), int(port_s)
-        declared.setdefault(guid, (ntype, desc, no))
-        max_port[guid] = max(max_port.get(guid, 0), port)
-        lid_owner.setdefault(lid, set()).add(guid)
-        st = _STATE.match(state_s)
-        if not st:
-            b.warn(no, f"expected a link state like '4X 53.125 Gbps Active/ LinkUp' or 'Down/ Polling', "
-                   f"ignored: {printable(state_s)}")
-            continue
-        w, gbps, logical, physical = st.groups()
-        local = End(guid, port)
-        if physical != "LinkUp":
-            b.add_down(local, f"{logical}/{physical}", no)
-            continue
+        self.declared.setdefault(guid, (ntype, desc, no))
+        self.max_port[guid] = max(self.max_port.get(guid, 0), port)
+        self.lid_owner.setdefault(lid, set()).add(guid)
+
+    def _peer(self, no: int, local: End, peer_s: str, w: str | None, gbps: str | None) -> None:
         p = _PEER.match(peer_s.strip())
         if not p or p.group(3) is None:
-            b.warn(no, f"expected the peer '<lid> <port>[ ] \"<description>\" ( )', ignored: {printable(peer_s)}")
-            continue
+            self.b.warn(no, f"expected the peer '<lid> <port>[ ] \"<description>\" ( )', ignored: {printable(peer_s)}")
+            return
         pguid_raw, plid, pport, pdesc, annot = p.groups()
         could = _COULD_SPEED.search(annot)
-        could_be = None
-        if could:
-            could_be = normalise_speed(could.group(1))
-        pending.append(
-            _Pending(
-                local=local,
-                peer_guid=norm_guid(pguid_raw)[0] if pguid_raw else None,
-                peer_lid=int(plid) if plid else -1,
-                peer_port=int(pport),
-                peer_desc=pdesc.strip(),
-                width=normalise_width(w) if w else None,
-                speed=normalise_speed(gbps) if gbps else None,
-                could_be=could_be,
-                line=no,
-            )
-        )
-        max_port.setdefault(pending[-1].peer_guid or "", 0)
-        if pending[-1].peer_guid:
-            max_port[pending[-1].peer_guid] = max(max_port[pending[-1].peer_guid], int(pport))
-    if not declared:
-        raise nothing_read(source, "iblinkinfo", "iblinkinfo output ('CA: <desc>:', 'Switch: 0x<guid> <desc>:' or "
-                           "'<lid> <port>[ ] ==( 4X 53.125 Gbps Active/ LinkUp)==> ...')", unread.first)
+        peer_guid = norm_guid(pguid_raw)[0] if pguid_raw else None
+        self.pending.append(_Pending(
+            local=local, peer_guid=peer_guid, peer_lid=int(plid) if plid else -1, peer_port=int(pport),
+            peer_desc=pdesc.strip(), width=normalise_width(w) if w else None,
+            speed=normalise_speed(gbps) if gbps else None,
+            could_be=normalise_speed(could.group(1)) if could else None, line=no))
+        self.max_port.setdefault(peer_guid or "", 0)
+        if peer_guid:
+            self.max_port[peer_guid] = max(self.max_port[peer_guid], int(pport))
 
-    def guess(guid: str) -> NodeType:
+    def _guess(self, guid: str) -> NodeType:
         # `-l` lines do not say what a node is; only switches have ports beyond 2.
-        return NodeType.SWITCH if max_port.get(guid, 0) > 2 else NodeType.CA
+        return NodeType.SWITCH if self.max_port.get(guid, 0) > 2 else NodeType.CA
 
-    for guid, (ntype, desc, no) in declared.items():
-        b.add_node(Node(guid=guid, type=ntype or guess(guid), description=desc, line=no))
-    for pend in pending:
-        peer_guid = pend.peer_guid
-        if peer_guid is None:
-            owners = lid_owner.get(pend.peer_lid, set())
-            if len(owners) == 1:
-                peer_guid = next(iter(owners))
-            else:
-                peer_guid = f"lid-{pend.peer_lid}"
-                why = "is not in this output" if not owners else f"is used by {len(owners)} nodes"
-                b.warn(pend.line, f"peer LID {pend.peer_lid} {why}: kept as placeholder '{peer_guid}'")
-        if peer_guid not in declared:
-            ptype = NodeType.SWITCH if pend.peer_port > 2 else NodeType.CA
-            b.note_peer(peer_guid, ptype, pend.peer_desc, lid=pend.peer_lid if pend.peer_lid >= 0 else None)
-        b.add_port(pend.local, End(peer_guid, pend.peer_port), pend.width, pend.speed, pend.line, pend.could_be)
-    return b.build()
+    def topology(self) -> Topology:
+        b = self.b
+        for guid, (ntype, desc, no) in self.declared.items():
+            b.add_node(Node(guid=guid, type=ntype or self._guess(guid), description=desc, line=no))
+        for pend in self.pending:
+            peer_guid = pend.peer_guid
+            if peer_guid is None:
+                owners = self.lid_owner.get(pend.peer_lid, set())
+                if len(owners) == 1:
+                    peer_guid = next(iter(owners))
+                else:
+                    peer_guid = f"lid-{pend.peer_lid}"
+                    why = "is not in this output" if not owners else f"is used by {len(owners)} nodes"
+                    b.warn(pend.line, f"peer LID {pend.peer_lid} {why}: kept as placeholder '{peer_guid}'")
+            if peer_guid not in self.declared:
+                ptype = NodeType.SWITCH if pend.peer_port > 2 else NodeType.CA
+                b.note_peer(peer_guid, ptype, pend.peer_desc, lid=pend.peer_lid if pend.peer_lid >= 0 else None)
+            b.add_port(pend.local, End(peer_guid, pend.peer_port), pend.width, pend.speed, pend.line, pend.could_be)
+        return b.build()
+
+
+def parse_iblinkinfo(text: str, source: str = "iblinkinfo") -> Topology:
+    reader = _Reader(source)
+    for no, line in enumerate(split_lines(text, source), start=1):
+        stripped = line.strip()
+        if stripped:
+            reader.line(no, stripped)
+    if not reader.declared:
+        raise nothing_read(source, "iblinkinfo", "iblinkinfo output ('CA: <desc>:', 'Switch: 0x<guid> <desc>:' or "
+                           "'<lid> <port>[ ] ==( 4X 53.125 Gbps Active/ LinkUp)==> ...')", reader.unread.first)
+    return reader.topology()
