@@ -7,14 +7,30 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import typer
 
-from provision.cli.context import default_site_path
-from provision.cli.output import console, emit_json
-from provision.cli.runner import run_app
-from provision.site import load_site
-from sim import secrets
-from sim.lab import (
+def _unshadow() -> None:
+    """`python -m sim` in a directory with its own `sim/` imports that one as `sim` (the working directory
+    comes first on sys.path), and the lab found no simulators in it. Put this package back before the rest."""
+    here = Path(__file__).resolve().parent
+    module = sys.modules.get("sim")
+    if module is not None and getattr(module, "__file__", None) and Path(module.__file__ or "").parent == here:
+        return
+    cwd = str(Path.cwd())
+    sys.path[:] = [str(here.parent)] + [p for p in sys.path if p not in ("", ".", cwd)]
+    for name in [n for n in sys.modules if n == "sim" or n.startswith("sim.")]:
+        del sys.modules[name]
+
+
+_unshadow()
+
+import typer  # noqa: E402  (after _unshadow: every `sim` import below must be this package)
+
+from provision.cli.context import default_site_path  # noqa: E402
+from provision.cli.output import console, emit_json  # noqa: E402
+from provision.cli.runner import run_app  # noqa: E402
+from provision.site import load_site  # noqa: E402
+from sim import secrets  # noqa: E402
+from sim.lab import (  # noqa: E402
     Lab,
     LabContext,
     LabError,

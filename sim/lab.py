@@ -76,12 +76,25 @@ def tcp_probe(host: str, port: int, timeout_s: float = 0.5) -> Probe:
     return probe
 
 
+# The lab's own package directory: `sim.__path__` is not it when a `sim/` directory in the working directory
+# shadows the package (then the lab found no simulators and said "lab is up (0 services)").
+SIM_DIR = Path(__file__).resolve().parent
+
+
+def _check_package() -> None:
+    """Refuse to run when `import sim` is not this package (a shadowing `sim/` came first on sys.path)."""
+    module = sys.modules.get("sim")
+    where = getattr(module, "__file__", None) or ", ".join(getattr(module, "__path__", []) or ["?"])
+    if module is None or where is None or Path(where).resolve().parent != SIM_DIR:
+        raise LabError(f"`import sim` finds {where}, not the lab's package {SIM_DIR}: a sim/ directory where this "
+                       "runs shadows it; run from another directory (or with python -P)")
+
+
 def discover_services(ctx: LabContext) -> list[Service]:
     """Every simulator package's services for this site, in package-name order."""
-    import sim
-
+    _check_package()
     found: list[Service] = []
-    for info in sorted(pkgutil.iter_modules(sim.__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules([str(SIM_DIR)]), key=lambda m: m.name):
         if not info.ispkg:
             continue
         try:
@@ -98,9 +111,8 @@ def discover_services(ctx: LabContext) -> list[Service]:
 
 def optional_service_names() -> list[str]:
     """Packages under sim/ that offer an opt-in service (`optional_service.py`)."""
-    import sim
-
-    return sorted(info.name for info in pkgutil.iter_modules(sim.__path__)
+    _check_package()
+    return sorted(info.name for info in pkgutil.iter_modules([str(SIM_DIR)])
                   if info.ispkg and importlib.util.find_spec(f"sim.{info.name}.optional_service") is not None)
 
 
@@ -172,6 +184,8 @@ class Lab:
         return out
 
     def up(self) -> None:
+        if not self.services:
+            raise LabError(f"no simulators found for this site under {SIM_DIR}: nothing to start")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         already = self.running()
         try:
@@ -188,7 +202,10 @@ class Lab:
 
     def _start(self, svc: Service) -> None:
         log = self._logfile(svc.name).open("ab")
-        env = {**os.environ, **svc.env, "PYTHONUNBUFFERED": "1"}
+        # The simulators import this lab's package whatever directory they start in: the project root first
+        # on their path, and no working directory prepended (a sim/ there would shadow it).
+        path = os.pathsep.join(p for p in (str(SIM_DIR.parent), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, **svc.env, "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1", "PYTHONPATH": path}
         try:
             proc = subprocess.Popen(
                 svc.argv,

@@ -42,6 +42,11 @@ class Settings:
     power_delay_s: float = 1.0
 
 
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison of two strings of any characters (compare_digest refuses non-ASCII str)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
 @dataclass
 class SimBmc:
     ident: ServerIdentity
@@ -135,7 +140,7 @@ class SimBmc:
             user, _, password = base64.b64decode(auth[6:]).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return False
-        return hmac.compare_digest(user, self.username) and hmac.compare_digest(password, self.password)
+        return _same(user, self.username) and _same(password, self.password)
 
     async def handle(self, req: Request) -> Response | _Hang:
         self.requests += 1
@@ -188,8 +193,8 @@ class SimBmc:
             return message(400, "The request body submitted was malformed JSON or is missing UserName/Password.",
                            "Base.1.12.MalformedJSON")
         ok = (Fault.wrong_password not in self.faults
-              and hmac.compare_digest(str(body.get("UserName")), self.username)
-              and hmac.compare_digest(str(body.get("Password", "")), self.password))
+              and _same(str(body.get("UserName")), self.username)
+              and _same(str(body.get("Password", "")), self.password))
         if not ok:
             return message(401, "Unable to log in: the user name or password is incorrect.",
                            "Base.1.12.NoValidSession",
