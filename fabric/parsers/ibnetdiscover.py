@@ -103,27 +103,34 @@ def parse_ibnetdiscover(text: str, source: str = "ibnetdiscover") -> Topology:
                 b.note_peer(peer, _TYPE[prefix], desc.strip())
             b.add_port(End(current.guid, pnum), End(peer, int(peer_port)), widths[w], speeds[s], no)
             continue
-        if c == "#":
-            if stripped.startswith(_CAPTURE_START) and b.has_nodes():
-                raise ParseError(source, no, "a second ibnetdiscover capture starts here (two captures "
-                                 "concatenated?): pass each capture as its own file")
-            continue
-        if stripped.startswith(_KEYS) and _KEYVAL.match(stripped):
-            continue
-        m = _HEADER.match(stripped)
-        if m:
-            current = _node(b, guids, m, no)
-            continue
-        dup = _DUPLICATE.search(stripped)
-        if dup:
-            b.reported_duplicate(norm_guid(dup.group(1))[0], no)
-            continue
-        unread.add(no, stripped)
+        current = _other_line(b, guids, unread, source, stripped, no, current)
     if not b.has_nodes():
         # only comments and key=value lines: show the first line
         first = (unread.first or (1, lines[0] if lines else "")) if seen_any_line else None
         raise nothing_read(source, "ibnetdiscover", EXPECTED_NODE, first)
     return b.build()
+
+
+def _other_line(b: TopologyBuilder, guids: _Guids, unread: UnreadLines, source: str, stripped: str, no: int,
+                current: Node | None) -> Node | None:
+    """A line that is not a port line: a comment, a key=value line, a node header (the node it opens is
+    returned), a duplicate-GUID report, or a line nobody reads. Returns the node block now open."""
+    if stripped[0] == "#":
+        if stripped.startswith(_CAPTURE_START) and b.has_nodes():
+            raise ParseError(source, no, "a second ibnetdiscover capture starts here (two captures "
+                             "concatenated?): pass each capture as its own file")
+        return current
+    if stripped.startswith(_KEYS) and _KEYVAL.match(stripped):
+        return current
+    m = _HEADER.match(stripped)
+    if m:
+        return _node(b, guids, m, no)
+    dup = _DUPLICATE.search(stripped)
+    if dup:
+        b.reported_duplicate(norm_guid(dup.group(1))[0], no)
+    else:
+        unread.add(no, stripped)
+    return current
 
 
 def _node(b: TopologyBuilder, guids: _Guids, m: re.Match[str], no: int) -> Node:
