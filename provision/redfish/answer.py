@@ -86,22 +86,16 @@ class AnswerReader:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             kind = resp.headers.get("Content-Type", "no content type")
-            raise RedfishProtocolError(
-                f"answer is not JSON ({kind}, {len(raw)} bytes: {exc})",
-                endpoint=self.endpoint,
-                method=method,
-                path=path,
-                status=resp.status_code,
-            ) from None
+            raise self._protocol_error(f"answer is not JSON ({kind}, {len(raw)} bytes: {exc})", resp, method,
+                                       path) from None
         if not isinstance(data, dict):
-            raise RedfishProtocolError(
-                f"answer is JSON but not an object ({type(data).__name__})",
-                endpoint=self.endpoint,
-                method=method,
-                path=path,
-                status=resp.status_code,
-            )
+            raise self._protocol_error(f"answer is JSON but not an object ({type(data).__name__})", resp, method,
+                                       path)
         return data
+
+    def _protocol_error(self, message: str, resp: Answer, method: str, path: str) -> RedfishProtocolError:
+        return RedfishProtocolError(message, endpoint=self.endpoint, method=method, path=path,
+                                    status=resp.status_code)
 
     def error(self, resp: Answer, method: str, path: str) -> RedfishError:
         status = resp.status_code
