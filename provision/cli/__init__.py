@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "health": "health_cmds",
     "bisect": "health_cmds",
     "steps": "lifecycle_cmds",
+    "db": "db_cmds",
 }
 
 

@@ -10,7 +10,7 @@ import typer
 
 from provision.bmc import PowerAction, PowerPolicy, RunOptions, operations
 from provision.cli.app import Common, HostsOpt, app, common_options
-from provision.cli.context import Context
+from provision.cli.context import Context, require_directories
 from provision.cli.option_groups import with_group
 from provision.cli.output import console, emit_json, esc
 from provision.cli.step_view import counts, fail_if_any, render_failures, result_json, with_progress
@@ -69,10 +69,11 @@ def harvest_macs(
     common: Common,
 ) -> None:
     """Ask every BMC for its NICs, pick the PXE NIC, record macs_harvested (or failed with a reason)."""
+    given = {"csv": csv_path, "yaml": yaml_path, "dhcpd": dhcpd_path, "dnsmasq": dnsmasq_path}
+    require_directories(given)
     ctx = Context.open(common.site, common.db)
     selected = select_hosts(ctx.site, hosts, everyone=True)
     options = bmc.run_options(HARVEST)
-    given = {"csv": csv_path, "yaml": yaml_path, "dhcpd": dhcpd_path, "dnsmasq": dnsmasq_path}
     results, exports = with_progress(
         lambda progress: operations.harvest_macs(ctx.site, ctx.store, selected, options, given, progress),
         len(selected), "harvesting MACs", common.json_out)

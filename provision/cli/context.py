@@ -1,4 +1,9 @@
-"""What every CLI command starts from: the site (loaded once, validated) and its state store."""
+"""What every CLI command starts from: the site (loaded once, validated) and its state store.
+
+The store is opened for its site: a store recording another site is refused (`provision db adopt`
+takes one over), and only the site's default state directory is created: a directory named by
+`--db` or `$BRINGUP_STATE_DB` that does not exist is a typo, reported as such.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provision.errors import BringupError
 from provision.site.index import SiteIndex, load_index
 from provision.state import StateStore
+from provision.state.opening import SiteIdentity
 
 if TYPE_CHECKING:
     from provision.site.model import Site
@@ -28,6 +35,21 @@ def state_path(site: Site | SiteIndex, override: Path | None) -> Path:
     return site.paths.state_db(override)
 
 
+def open_store(site: Site | SiteIndex, db: Path | None, *, adopt: bool = False) -> StateStore:
+    """The site's state store (`--db` > `$BRINGUP_STATE_DB` > default), checked to be this site's."""
+    path = state_path(site, db)
+    identity = SiteIdentity.of(site.name, site.path)
+    return StateStore(path, site=identity, adopt=adopt, create_directory=path == site.paths.default_state_db)
+
+
+def require_directories(paths: dict[str, Path | None]) -> None:
+    """Refuse output files (`--csv PATH`...) whose directory does not exist: a typo is not a new tree."""
+    missing = [f"--{option} {path}" for option, path in paths.items() if path is not None and not path.parent.is_dir()]
+    if missing:
+        raise BringupError(f"no such directory for {', '.join(missing)}: check the path (only the site's default "
+                           f"state directory is created)")
+
+
 @dataclass
 class Context:
     """The fully validated site and its store, for commands that act on hosts."""
@@ -40,7 +62,7 @@ class Context:
         from provision.site.loader import load_site
 
         site = load_site(site_path or default_site_path())
-        store = StateStore(state_path(site, db))
+        store = open_store(site, db)
         store.sync_site((h.hostname, h.rack) for h in site.hosts())
         return cls(site, store)
 
@@ -55,6 +77,6 @@ class IndexContext:
     @classmethod
     def open(cls, site_path: Path | None, db: Path | None) -> IndexContext:
         index = load_index(site_path or default_site_path())
-        store = StateStore(state_path(index, db))
+        store = open_store(index, db)
         store.sync_site((h.hostname, h.rack) for h in index.hosts)
         return cls(index, store)

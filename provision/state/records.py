@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.state.integrity import UnknownStateValue
 from provision.state.lifecycle import State
 from provision.state.redact import redact
 
@@ -70,13 +71,20 @@ def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _state(value: Any, host: str) -> State:
+    try:
+        return State(value)
+    except ValueError:
+        raise UnknownStateValue(f"host {host} has state {value!r}, which is no lifecycle state") from None
+
+
 def host_record(row: sqlite3.Row) -> HostRecord:
     return HostRecord(
         hostname=row["hostname"],
         rack=row["rack"],
-        state=State(row["state"]),
+        state=_state(row["state"], row["hostname"]),
         reason=row["reason"],
-        resume_from=State(row["resume_from"]) if row["resume_from"] else None,
+        resume_from=_state(row["resume_from"], row["hostname"]) if row["resume_from"] else None,
         evidence=loads(row["evidence"]),
         updated_at=row["updated_at"],
         in_site=bool(row["in_site"]),
@@ -88,11 +96,18 @@ def event(row: sqlite3.Row) -> Event:
         id=row["id"],
         ts=row["ts"],
         host=row["host"],
-        from_state=State(row["from_state"]) if row["from_state"] else None,
-        to_state=State(row["to_state"]),
+        from_state=_state(row["from_state"], row["host"]) if row["from_state"] else None,
+        to_state=_state(row["to_state"], row["host"]),
         command=row["command"],
         reason=row["reason"],
         evidence=loads(row["evidence"]),
         actor=row["actor"],
         override=bool(row["override"]),
     )
+
+
+def counts(records: Iterable[HostRecord]) -> Mapping[State, int]:
+    out: dict[State, int] = {}
+    for rec in records:
+        out[rec.state] = out.get(rec.state, 0) + 1
+    return out

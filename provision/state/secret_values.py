@@ -12,6 +12,8 @@ key, token secret): the OAuth header carries them separately, the signature as `
 
 A value shorter than `MIN_LENGTH` is not held: masking every `abc` in the output would say nothing
 and destroy the rest (the site validator's business is to refuse such a password, not ours to hide it).
+A form shorter than `SUBSTRING_LENGTH` (a 5-letter password such as `other`) is masked only where it
+stands as a whole token, not inside a longer run of letters and digits (`another` stays).
 
 Cost: `mask` is on the evidence path (a harvest stores ~200 strings per host, 512 hosts at a time).
 With nothing held it returns at once; otherwise a string shorter than the shortest form returns at
@@ -22,17 +24,20 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from urllib.parse import quote, quote_plus
 
 MASK = "********"
 MIN_LENGTH = 4
+SUBSTRING_LENGTH = 8
 
 _lock = threading.Lock()
 _held: set[str] = set()
 # What `mask` reads: replaced whole (never mutated) under the lock, so readers need none.
 _forms: tuple[str, ...] = ()
 _shortest = 0
+_short: re.Pattern[str] | None = None
 
 
 def _b64(text: str) -> str:
@@ -56,9 +61,11 @@ def forms(value: str, username: str | None = None) -> set[str]:
 
 
 def _publish() -> None:
-    global _forms, _shortest
-    ordered = tuple(sorted(_held, key=len, reverse=True))  # longest first: a form inside another goes later
-    _forms = ordered
+    global _forms, _shortest, _short
+    ordered = sorted(_held, key=len, reverse=True)  # longest first: a form inside another goes later
+    short = [f for f in ordered if len(f) < SUBSTRING_LENGTH]
+    _short = re.compile(rf"(?<![A-Za-z0-9])(?:{'|'.join(map(re.escape, short))})(?![A-Za-z0-9])") if short else None
+    _forms = tuple(f for f in ordered if len(f) >= SUBSTRING_LENGTH)
     _shortest = min((len(f) for f in ordered), default=0)
 
 
@@ -83,17 +90,17 @@ def hold_maas_key(key: str) -> None:
 
 def mask(text: str) -> str:
     """`text` with every held secret, in each of its forms, replaced by `MASK`."""
-    held = _forms
-    if not held or len(text) < _shortest:
+    held, short = _forms, _short
+    if (not held and short is None) or len(text) < _shortest:
         return text
     for form in held:
         if form in text:
             text = text.replace(form, MASK)
-    return text
+    return short.sub(MASK, text) if short is not None else text
 
 
 def held_count() -> int:
-    return len(_forms)
+    return len(_held)
 
 
 def forget_all() -> None:

@@ -6,6 +6,7 @@ so writers in several threads or processes serialise on SQLite's lock and none i
 `synchronous=FULL`, an event is on disk when `transition` returns: a `kill -9` afterwards loses nothing.
 Host facts (`provision.state.facts`) are current values in their own table, written in the same
 transaction as the move that learnt them; opening an older store migrates it (`provision.state.migrate`).
+What opening checks (whose site, read-only, schema) is `opening.py`; damage and backups `integrity.py`.
 """
 
 from __future__ import annotations
@@ -16,47 +17,33 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from provision.errors import IllegalTransition, StateError, UnknownHost
 from provision.state.facts import HostFacts
 from provision.state.facts_table import read_facts, read_many, write_facts
+from provision.state.integrity import damaged, guarded, quick_check, read_failure
 from provision.state.lifecycle import State, check_transition, parse_state, reached
 from provision.state.migrate import SCHEMA_VERSION, upgrade
-from provision.state.records import Change, Event, HostRecord, Outcome, dumps, event, host_record
+from provision.state.opening import (
+    ForeignStore,
+    SiteIdentity,
+    claim_needed,
+    connect,
+    create_schema,
+    record_site,
+    recorded_site,
+    schema_version,
+    site_problem,
+    tables,
+    wants_read_only,
+)
+from provision.state.records import Change, Event, HostRecord, Outcome, counts, dumps, event, host_record
 
 __all__ = ["SCHEMA_VERSION", "Change", "Event", "HostRecord", "Outcome", "StateStore", "counts"]
 _REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS hosts (
-    hostname    TEXT PRIMARY KEY,
-    rack        TEXT NOT NULL DEFAULT '',
-    state       TEXT NOT NULL,
-    reason      TEXT,
-    resume_from TEXT,
-    evidence    TEXT,
-    updated_at  REAL NOT NULL,
-    in_site     INTEGER NOT NULL DEFAULT 1
-);
-CREATE TABLE IF NOT EXISTS events (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts         REAL NOT NULL,
-    host       TEXT NOT NULL,
-    from_state TEXT,
-    to_state   TEXT NOT NULL,
-    command    TEXT NOT NULL,
-    reason     TEXT,
-    evidence   TEXT,
-    actor      TEXT NOT NULL,
-    override   INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS events_host ON events (host, id);
-"""
-
 
 def _default_actor() -> str:
     try:
@@ -75,18 +62,27 @@ def _current(db: sqlite3.Connection, hostname: str) -> HostRecord:
 class StateStore:
     """Thread-safe: each thread gets its own connection; processes serialise on SQLite's lock."""
 
-    def __init__(self, path: Path | str, *, actor: str | None = None, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path | str, *, actor: str | None = None, busy_timeout_s: float = 30.0,
+                 site: SiteIdentity | None = None, adopt: bool = False, create_directory: bool = True) -> None:
+        """`site`: recorded in a new store, checked in an existing one (`adopt` takes another site's over);
+        `create_directory`: False for a path the operator typed (a typo is an error, not a new tree)."""
         self.path = Path(path)
         self.actor = actor or _default_actor()
         self._busy_ms = int(busy_timeout_s * 1000)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StateError(f"cannot create the state directory {self.path.parent}: {exc}") from None
-        self._init_schema()
+        if not self.path.parent.is_dir():
+            if not create_directory:
+                raise StateError(f"cannot open the state store {self.path}: directory {self.path.parent} does not "
+                                 f"exist (only a site's default state directory is created; check the path)")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StateError(f"cannot create the state directory {self.path.parent}: {exc}") from None
+        self.read_only = wants_read_only(self.path)
+        self._checked = self.read_only  # quick_check before the first write; a read-only store never writes
+        self._open(site, adopt)
 
     # connections ---------------------------------------------------------------------------------
 
@@ -94,16 +90,10 @@ class StateStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(
-                    self.path, timeout=self._busy_ms / 1000, isolation_level=None, check_same_thread=False
-                )
+                conn = connect(self.path, read_only=self.read_only, busy_ms=self._busy_ms)
             except sqlite3.Error as exc:
-                raise StateError(f"cannot open the state store {self.path}: {exc}") from None
+                raise read_failure(self.path, exc) from None
             conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -111,26 +101,59 @@ class StateStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise StateError(f"state store {self.path} is read-only here (file, directory or mount): this command "
+                             f"writes; reading commands (status, history) work")
         conn = self._conn()
+        if not self._checked:
+            problems = quick_check(conn)
+            if problems:
+                raise damaged(self.path, "; ".join(problems[:3]))
+            self._checked = True
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise StateError(f"state store {self.path} is locked or unreadable: {exc}") from None
         try:
-            yield conn
+            with guarded(self.path):
+                yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         else:
             conn.execute("COMMIT")
 
-    def _init_schema(self) -> None:
-        try:
-            self._conn().executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StateError(f"{self.path} is not a bringup state store: {exc}") from None
+    def _open(self, site: SiteIdentity | None, adopt: bool) -> None:
+        """Refuse what is not ours or another site's; create, migrate or claim only when needed."""
+        conn = self._conn()
+        version = schema_version(conn, self.path, tables(conn, self.path))
+        recorded = recorded_site(conn) if version is not None else {}
+        if site is not None and not adopt and (problem := site_problem(recorded, site, self.path)):
+            raise ForeignStore(problem)
+        claim = site is not None and claim_needed(recorded, site)
+        if not self.read_only:
+            conn.execute("PRAGMA journal_mode = WAL")  # persistent: a no-op on a store that is WAL already
+        if version == str(SCHEMA_VERSION) and not claim:
+            return  # the common case: nothing to write, no write lock taken
+        if self.read_only:
+            if version != str(SCHEMA_VERSION):
+                raise StateError(f"state store {self.path} is read-only here and needs "
+                                 f"{'creating' if version is None else 'migrating'}: open it once where it is writable")
+            return
         with self._tx() as db:
+            if version is None:
+                create_schema(db)
             upgrade(db, self.path)
+            if site is not None and claim:
+                record_site(db, site)
+
+    def recorded_site(self) -> dict[str, str]:
+        """site_name, site_id and site_file of the store's site (empty: none recorded yet)."""
+        with self._guard():
+            return recorded_site(self._conn())
+
+    def _guard(self) -> AbstractContextManager[None]:
+        return guarded(self.path)
 
     # tables of other packages (the port ledger, burn-in history) ---------------------------------
 
@@ -162,39 +185,46 @@ class StateStore:
     # reads ---------------------------------------------------------------------------------------
 
     def get(self, hostname: str) -> HostRecord:
-        return _current(self._conn(), hostname)
+        with self._guard():
+            return _current(self._conn(), hostname)
 
     def hosts(self) -> list[HostRecord]:
-        rows = self._conn().execute("SELECT * FROM hosts ORDER BY rack, hostname").fetchall()
-        return [host_record(row) for row in rows]
+        with self._guard():
+            rows = self._conn().execute("SELECT * FROM hosts ORDER BY rack, hostname").fetchall()
+            return [host_record(row) for row in rows]
 
     def history(self, hostname: str) -> list[Event]:
         self.get(hostname)
-        rows = self._conn().execute("SELECT * FROM events WHERE host = ? ORDER BY id", (hostname,)).fetchall()
-        return [event(row) for row in rows]
+        with self._guard():
+            rows = self._conn().execute("SELECT * FROM events WHERE host = ? ORDER BY id", (hostname,)).fetchall()
+            return [event(row) for row in rows]
 
     def event_count(self) -> int:
-        return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
+        with self._guard():
+            return int(self._conn().execute("SELECT count(*) FROM events").fetchone()[0])
 
     def facts(self, hostname: str) -> HostFacts:
         """The host's facts (empty when none were learnt yet); UnknownHost for a host the store lacks."""
-        db = self._conn()
-        _current(db, hostname)
-        return read_facts(db, hostname)
+        with self._guard():
+            db = self._conn()
+            _current(db, hostname)
+            return read_facts(db, hostname)
 
     def facts_many(self, hostnames: Iterable[str] | None = None) -> dict[str, HostFacts]:
         """Facts by hostname, for these hosts or (None) every host of the store, in one query."""
         wanted = None if hostnames is None else list(hostnames)
-        found = read_many(self._conn(), wanted)
+        with self._guard():
+            found = read_many(self._conn(), wanted)
         missing = sorted(set(wanted or ()) - found.keys())
         if missing:
             raise UnknownHost(f"not in the state store (are they in the site file?): {', '.join(missing)}")
         return found
 
     def in_state(self, state: State) -> list[str]:
-        rows = self._conn().execute(
-            "SELECT hostname FROM hosts WHERE state = ? AND in_site = 1 ORDER BY hostname", (state.value,)
-        ).fetchall()
+        with self._guard():
+            rows = self._conn().execute(
+                "SELECT hostname FROM hosts WHERE state = ? AND in_site = 1 ORDER BY hostname", (state.value,)
+            ).fetchall()
         return [row[0] for row in rows]
 
     # writes --------------------------------------------------------------------------------------
@@ -207,9 +237,10 @@ class StateStore:
         """
         wanted = dict(hosts)
         now = time.time()
-        current = {
-            row[0]: (row[1], row[2]) for row in self._conn().execute("SELECT hostname, rack, in_site FROM hosts")
-        }
+        with self._guard():
+            current = {
+                row[0]: (row[1], row[2]) for row in self._conn().execute("SELECT hostname, rack, in_site FROM hosts")
+            }
         if current.keys() == wanted.keys() and all(
             rack == wanted[h] and flag == 1 for h, (rack, flag) in current.items()
         ):
@@ -365,9 +396,3 @@ class StateStore:
             facts=facts,
         )
 
-
-def counts(records: Iterable[HostRecord]) -> Mapping[State, int]:
-    out: dict[State, int] = {}
-    for rec in records:
-        out[rec.state] = out.get(rec.state, 0) + 1
-    return out
