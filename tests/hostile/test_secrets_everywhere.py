@@ -1,0 +1,90 @@
+"""The whole demo, with credentials chosen to be easy to find: no byte the run produced holds one.
+
+Every byte: the demo's stdout and stderr, every file under the site's directory afterwards (the state
+database and its WAL, the site caches, the harvest exports, the lab's run directory with each
+simulator's log), and the command line of every process seen while the run went on (`/proc/*/cmdline`,
+sampled every 20 ms). Each credential is looked for in the forms it travels in: as is, URL-encoded,
+base64 of `user:password` (HTTP Basic), and each part of the MAAS key (OAuth sends them apart).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+from tests.sites import copy_sim_site
+
+REPO = Path(__file__).resolve().parents[2]
+BMC_PASSWORD = "FindMeBmcPassw0rd-7f3a9c"
+MAAS_KEY = "FindMeConsumer4b1e:FindMeTokenKey9d2c:FindMeTokenSecret0c8e51aa77"
+
+
+def _forms() -> dict[str, bytes]:
+    forms = {
+        "bmc password": BMC_PASSWORD,
+        "bmc password, URL-encoded": quote(BMC_PASSWORD, safe=""),
+        "bmc password, form-encoded": quote_plus(BMC_PASSWORD),
+        "Basic root:password": base64.b64encode(f"root:{BMC_PASSWORD}".encode()).decode(),
+        "bmc password, base64": base64.b64encode(BMC_PASSWORD.encode()).decode(),
+        "MAAS key": MAAS_KEY,
+        "MAAS key, URL-encoded": quote(MAAS_KEY, safe=""),
+    }
+    for n, part in enumerate(MAAS_KEY.split(":")):
+        forms[f"MAAS key part {n}"] = part
+    return {name: form.encode() for name, form in forms.items()}
+
+
+class _CmdlineSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.seen: set[bytes] = set()
+        self.samples = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    try:
+                        self.seen.add(Path(entry.path, "cmdline").read_bytes())
+                    except OSError:
+                        continue
+            self.samples += 1
+            self.stop.wait(0.02)
+
+
+def _found(blob: bytes) -> list[str]:
+    return [name for name, form in _forms().items() if form in blob]
+
+
+def test_the_demo_leaves_no_credential_anywhere(tmp_path: Path) -> None:
+    site = copy_sim_site(tmp_path / "sim")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+    env.update(BRINGUP_SIM_BMC_PASSWORD=BMC_PASSWORD, BRINGUP_SIM_MAAS_API_KEY=MAAS_KEY, COLUMNS="80")
+    sampler = _CmdlineSampler()
+    sampler.start()
+    started = time.monotonic()
+    try:
+        out = subprocess.run([sys.executable, "-m", "sim", "demo", "--site", str(site)], cwd=REPO, env=env,
+                             capture_output=True, timeout=600, check=False)
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    took = time.monotonic() - started
+    assert out.returncode == 0, (out.stdout[-2000:] + out.stderr[-2000:]).decode(errors="replace")
+    assert b"golden" in out.stdout.lower() and sampler.samples > 10, "the demo ran and was watched"
+    leaks = {f"stdout: {name}" for name in _found(out.stdout)} | {f"stderr: {name}" for name in _found(out.stderr)}
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.suffix == ".db" for p in files) and any(".site-cache" in p.parts for p in files)
+    assert any(p.suffix == ".log" or "log" in p.name for p in files), sorted(str(p) for p in files)
+    for path in files:
+        leaks |= {f"{path.relative_to(tmp_path)}: {name}" for name in _found(path.read_bytes())}
+    for cmdline in sampler.seen:
+        leaks |= {f"argv {cmdline[:120]!r}: {name}" for name in _found(cmdline)}
+    assert sorted(leaks) == [], f"credentials found ({took:.0f} s run)"
