@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from provision.aio import gather_or_cancel, task_group
+from provision.bmc.chassis_nics import ChassisNics, chassis_nics
 from provision.bmc.inventory import (
     NetworkFunction,
     Nic,
@@ -160,14 +161,18 @@ def _cross_check(nics: tuple[Nic, ...], functions: tuple[NetworkFunction, ...] |
     return {"checked": True, "mismatches": mismatches, "not_in_chassis": missing}
 
 
-async def harvest(client: RedfishClient, host_class: HostClass, system: Resource | None = None) -> HostInventory:
-    """Read one host's inventory; raises RedfishError on BMC failures (the caller triages)."""
-    system = system or await find_system(client)
-    notes: list[str] = []
+@dataclass(frozen=True)
+class _Read:
+    eth: list[Resource]
+    chassis: ChassisNics | None  # read when the system has no EthernetInterfaces
+    bios: Resource | None
+    manager: Resource | None
+    procs: list[Resource] | None
+    funcs: list[Resource] | None
+
+
+async def _read(client: RedfishClient, system: Resource, host_class: HostClass, notes: list[str]) -> _Read:
     eth_path = system.link("EthernetInterfaces")
-    if eth_path is None:
-        raise RedfishProtocolError("the ComputerSystem has no EthernetInterfaces link", endpoint=client.endpoint,
-                                   path=system.path)
     bios_path = system.link("Bios")
     manager_path = first_link(system, "Links", "ManagedBy")
     proc_path = system.link("Processors")
@@ -175,29 +180,32 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
     async def nothing() -> None:
         return None
 
+    async def no_members() -> list[Resource]:
+        return []
+
     async with task_group() as group:
-        eth_task = group.create_task(client.members(eth_path))
+        eth_task = group.create_task(client.members(eth_path) if eth_path else no_members())
+        chassis_task = group.create_task(chassis_nics(client, system) if eth_path is None else nothing())
         bios_task = group.create_task(_optional(client.get(bios_path), notes, "BIOS") if bios_path else nothing())
         manager_task = group.create_task(
             _optional(client.get(manager_path), notes, "manager") if manager_path else nothing())
         procs_task = group.create_task(_optional(client.members(proc_path), notes, "processors")
                                        if proc_path and host_class.gpu else nothing())
-        funcs_task = group.create_task(_optional(_network_functions(client, system), notes, "network adapters"))
-    eth, bios, manager = eth_task.result(), bios_task.result(), manager_task.result()
-    procs, funcs = procs_task.result(), funcs_task.result()
-    nics = tuple(parse_ethernet_interface(r.data) for r in eth)
-    functions = tuple(parse_network_device_function(r.data) for r in funcs) if funcs is not None else None
-    attributes = bios.data.get("Attributes") if bios is not None else None
-    pxe_devices = parse_bios_pxe(attributes) if isinstance(attributes, Mapping) else ()
-    pxe = choose_pxe_nic(nics, pxe_devices, host_class.pxe_nic)
-    fw = manager.data.get("FirmwareVersion") if manager is not None else None
-    gpus = count_gpus(p.data for p in procs) if procs is not None else None
-    ib = sum(1 for f in functions if (f.kind or "").lower() == "infiniband") if functions is not None else None
-    raw = {
+        funcs_task = group.create_task(_optional(_network_functions(client, system), notes, "network adapters")
+                                       if eth_path else nothing())
+    return _Read(eth_task.result(), chassis_task.result(), bios_task.result(), manager_task.result(),
+                 procs_task.result(), funcs_task.result())
+
+
+def _raw(system: Resource, got: _Read, attributes: Any) -> dict[str, Any]:
+    """What the inventory was read from, as the BMC sent it (the evidence behind each fact)."""
+    manager, procs, funcs = got.manager, got.procs, got.funcs
+    return {
         "system": {k: v for k, v in system.data.items() if k in (
             "@odata.id", "Id", "Manufacturer", "Model", "SerialNumber", "SKU", "BiosVersion", "PowerState",
             "Status", "UUID", "Boot")},
-        "ethernet_interfaces": [{k: r.data[k] for k in _NIC_EVIDENCE if k in r.data} for r in eth],
+        "ethernet_interfaces": [{k: r.data[k] for k in _NIC_EVIDENCE if k in r.data} for r in got.eth],
+        **({"chassis_nics": {"looked": got.chassis.looked, "resources": got.chassis.raw}} if got.chassis else {}),
         "bios_pxe": {k: v for k, v in (attributes or {}).items() if k.startswith("PxeDev") or k == "BootMode"},
         "manager": {k: manager.data.get(k) for k in ("@odata.id", "FirmwareVersion", "Model")} if manager else None,
         "network_device_functions": [
@@ -206,6 +214,38 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
         "gpus": [{k: p.data.get(k) for k in ("Id", "Model", "ProcessorType")} for p in procs
                  if str(p.data.get("ProcessorType", "")).upper() == "GPU"] if procs is not None else None,
     }
+
+
+def _no_mac_anywhere(system: Resource, found: ChassisNics) -> PxeChoice:
+    listed = f"{len(found.nics)} port(s)/function(s) without one" if found.nics else "no ports or functions"
+    return PxeChoice(None, "chassis:NetworkAdapters", "no_pxe_nic",
+                     f"the BMC reports no MAC address anywhere ({listed}): {system.path} has no EthernetInterfaces; "
+                     f"looked at {'; '.join(found.looked)}")
+
+
+async def harvest(client: RedfishClient, host_class: HostClass, system: Resource | None = None) -> HostInventory:
+    """Read one host's inventory; raises RedfishError on BMC failures (the caller triages)."""
+    system = system or await find_system(client)
+    notes: list[str] = []
+    got = await _read(client, system, host_class, notes)
+    if got.chassis is not None and not got.chassis.looked:
+        raise RedfishProtocolError("the ComputerSystem has no EthernetInterfaces link, and the service lists no "
+                                   "Chassis to read NetworkAdapters from", endpoint=client.endpoint, path=system.path)
+    if got.chassis is not None:
+        nics = tuple(got.chassis.nics)
+        notes.append(f"NICs read from the chassis' NetworkAdapters: {system.path} has no EthernetInterfaces")
+    else:
+        nics = tuple(parse_ethernet_interface(r.data) for r in got.eth)
+    functions = tuple(parse_network_device_function(r.data) for r in got.funcs) if got.funcs is not None else None
+    attributes = got.bios.data.get("Attributes") if got.bios is not None else None
+    pxe_devices = parse_bios_pxe(attributes) if isinstance(attributes, Mapping) else ()
+    if got.chassis is not None and not any(n.mac for n in nics):
+        pxe = _no_mac_anywhere(system, got.chassis)
+    else:
+        pxe = choose_pxe_nic(nics, pxe_devices, host_class.pxe_nic)
+    fw = got.manager.data.get("FirmwareVersion") if got.manager is not None else None
+    gpus = count_gpus(p.data for p in got.procs) if got.procs is not None else None
+    ib = sum(1 for f in functions if (f.kind or "").lower() == "infiniband") if functions is not None else None
     return HostInventory(
         system=parse_system(system.data),
         nics=nics,
@@ -217,7 +257,7 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
         ib_functions=ib,
         cross_check=_cross_check(nics, functions),
         notes=tuple(notes),
-        raw=raw,
+        raw=_raw(system, got, attributes),
     )
 
 

@@ -91,6 +91,35 @@ def parse_network_device_function(data: Mapping[str, Any]) -> NetworkFunction:
     )
 
 
+def _member_id(data: Mapping[str, Any]) -> str:
+    return _str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1]
+
+
+def nic_from_function(adapter: str, data: Mapping[str, Any]) -> Nic:
+    """A chassis NetworkDeviceFunction as a NIC named `<adapter>/<function>` (for a system without
+    EthernetInterfaces): its `Ethernet.MACAddress`, else the permanent one."""
+    fn = parse_network_device_function(data)
+    eth = data.get("Ethernet")
+    permanent = normalize_mac(eth.get("PermanentMACAddress")) if isinstance(eth, Mapping) else None
+    return Nic(id=f"{adapter}/{fn.id}", mac=fn.mac, permanent_mac=permanent, link=None, speed_mbps=None,
+               enabled=None, description=fn.kind)
+
+
+def nic_from_port(adapter: str, data: Mapping[str, Any]) -> Nic:
+    """A chassis adapter's Port (Redfish 1.17 `Port`) as a NIC named `<adapter>/<port>`: the first usable
+    MAC of `Ethernet.AssociatedMACAddresses`, its `LinkStatus` and `CurrentSpeedGbps`."""
+    eth = data.get("Ethernet")
+    macs = eth.get("AssociatedMACAddresses") if isinstance(eth, Mapping) else None
+    found = [m for m in (normalize_mac(v) for v in (macs if isinstance(macs, list) else [])) if m]
+    speed = data.get("CurrentSpeedGbps")
+    mbps = None
+    if isinstance(speed, (int, float)) and not isinstance(speed, bool) and 0 < speed < 1e6:
+        mbps = int(speed * 1000)
+    return Nic(id=f"{adapter}/{_member_id(data)}", mac=found[0] if found else None, permanent_mac=None,
+               link=_str(data, "LinkStatus"), speed_mbps=mbps, enabled=None,
+               description=_str(data, "LinkNetworkTechnology") or _str(data, "PortProtocol"))
+
+
 @dataclass(frozen=True)
 class SystemInfo:
     id: str
