@@ -104,7 +104,7 @@ def test_dry_run_apply_rerun_failure_and_reenable(fabric: IbFabric, sim_design: 
     assert done.ok and [o.state for o in done.outcomes] == [DISABLED, DISABLED], done.outcomes[0].detail
     assert len(_links(fabric).links) == before - 2  # both links gone from the next ibnetdiscover
     host_link = next(e for e in ledger.current().values() if any(not x.is_switch for x in e.ends))
-    assert next(x for x in host_link.ends if not x.is_switch).done.startswith("left enabled")
+    assert (next(x for x in host_link.ends if not x.is_switch).done or "").startswith("left enabled")
     assert host_link.ticket.startswith("ticket ") and host_link.actor == "t"
 
     again = asyncio.run(apply_plan(plan, _actuator(fabric), ledger, apply=True, force=False, actor="t",

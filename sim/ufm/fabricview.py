@@ -1,0 +1,204 @@
+"""The simulated UFM's view of the ibsim fabric: it is the subnet manager (the real `opensm -o` sweeps),
+watches the fabric with the real tools, turns what changes into UFM events, and changes ports in-band.
+
+- A link that vanishes from the next `ibnetdiscover` (a pulled cable, a flap) is a 329 "Link went down";
+  two downs of one link within `FLAP_WINDOW_S` make the SM call its switch port unhealthy (702 FLAPPING).
+- A switch port whose `SymbolErrorCounter` or `LinkDownedCounter` rose between two sweeps (`perfquery -l
+  <lid> 255`, every port of a switch at once) is a 110 or 112 threshold event.
+- Disable/enable go through the real `ibportstate` over directed routes (an HCA end first, while its link
+  still carries SMPs; its enable from the HCA itself); ibsim retrains a port disabled through its SMA only
+  when it is cabled again, so after both ends are enabled the link is re-cabled through ibsim's console.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
+from fabric.ports.actuate import IbPortState, PortStatus, dr_path, lids_from_ibnetdiscover
+from fabric.ports.counters import parse_perfquery
+from fabric.toolrun import run_tool
+from fabric.topology import End, Link, NodeType, Topology
+
+FLAP_WINDOW_S = 300.0
+
+
+@dataclass
+class SimEvent:
+    id: int
+    code: int
+    name: str
+    object_type: str
+    object_name: str
+    object_path: str
+    severity: str
+    category: str
+    description: str
+    at: float = field(default_factory=time.time)
+
+    def to_rest(self) -> dict[str, Any]:
+        """The 6.24 schema of GET /ufmRest/app/events (realdata/3_ufm, docs.nvidia.com ...v6242)."""
+        return {"id": self.id, "name": self.name, "type": self.object_type, "event_type": str(self.code),
+                "severity": self.severity, "timestamp": datetime.fromtimestamp(self.at).strftime("%Y-%m-%d %H:%M:%S"),
+                "counter": "N/A", "category": self.category, "object_name": self.object_name,
+                "object_path": self.object_path, "write_to_syslog": False, "description": self.description}
+
+
+class SimActuator(IbPortState):
+    """The SM reaches every port: an HCA over its own link (before it goes down), or from the HCA itself."""
+
+    def reaches(self, end: End, is_switch: bool) -> bool:
+        return end.guid in self.topology.nodes
+
+    def _route(self, end: End) -> str:
+        node = self.topology.nodes.get(end.guid)
+        if node is not None and node.type is not NodeType.SWITCH:
+            path = dr_path(self.topology, self.start, end.guid, frozenset(self.down))
+            if path is not None:
+                return path
+        return super()._route(end)
+
+
+class FabricView:
+    def __init__(self, state_file: Path, timeout_s: float = 30.0) -> None:
+        state = json.loads(state_file.read_text())
+        self.env = {"IBSIM_SOCKNAME": str(state["socket"])}
+        self.console_path = Path(state["console"])
+        self.timeout_s = timeout_s
+        self.lock = threading.RLock()
+        self.events: list[SimEvent] = []
+        self.downs: dict[tuple[End, End], list[float]] = {}
+        self.counters: dict[End, dict[str, int]] = {}
+        self.sweep()
+        self.topology = self.discover()
+        self.nodes = dict(self.topology.nodes)  # every node ever seen (an HCA behind a disabled link vanishes)
+        self.known_links = {(ln.a, ln.b): ln for ln in self.topology.links}
+        self.cabling = dict(self.known_links)  # the cables, kept to re-cable a repaired link
+        self.actuator = SimActuator(self.discover_text, env=self.env, wrapper=["ibsim-run"])
+        self.poll()
+
+    def tool(self, argv: list[str], sim_host: str | None = None) -> str:
+        env = {**self.env, **({"SIM_HOST": sim_host} if sim_host else {})}
+        proc = run_tool(["ibsim-run", *argv], env, self.timeout_s)
+        return proc.stdout
+
+    def discover_text(self) -> str:
+        return self.tool(["ibnetdiscover"])
+
+    def discover(self) -> Topology:
+        text = self.discover_text()
+        top = parse_ibnetdiscover(text, "ibnetdiscover")
+        self.lids = {guid: lid for guid, lid in lids_from_ibnetdiscover(text).items()
+                     if guid in top.nodes and top.nodes[guid].type is NodeType.SWITCH}
+        return top
+
+    def sweep(self) -> None:
+        """What UFM's SM does after a change: assign LIDs and program routes (the real opensm, once)."""
+        run_tool(["ibsim-run", "opensm", "-o", "-R", "ftree", "-f", "/dev/null"], self.env, 120)
+
+    def console(self, command: str) -> None:
+        with self.console_path.open("w") as fifo:
+            fifo.write(command + "\n")
+
+    def is_switch(self, guid: str) -> bool:
+        node = self.nodes.get(guid)
+        return node is not None and node.type is NodeType.SWITCH
+
+    def name(self, guid: str) -> str:
+        node = self.nodes.get(guid)
+        return node.description if node is not None else guid
+
+    def emit(self, code: int, name: str, otype: str, oname: str, path: str, text: str,
+             severity: str = "Warning", category: str = "Hardware") -> None:
+        self.events.append(SimEvent(len(self.events) + 1, code, name, otype, oname, path, severity, category, text))
+
+    def _port_path(self, end: End) -> str:
+        kind = "Switch" if self.is_switch(end.guid) else "Computer"
+        return f"default(1) / {kind}: {self.name(end.guid)} / NA / {end.port}"
+
+    def poll(self) -> None:
+        """One look at the fabric: links gone since the last look, counters risen since the last sweep."""
+        with self.lock:
+            now = self.discover()
+            present = {(ln.a, ln.b) for ln in now.links}
+            for key, link in list(self.known_links.items()):
+                if key not in present and key[::-1] not in present:
+                    self._link_down(link)
+                    del self.known_links[key]
+            for ln in now.links:
+                self.known_links.setdefault((ln.a, ln.b), ln)
+            self.topology = now
+            self.nodes.update(now.nodes)
+            self._counters()
+
+    def _link_down(self, link: Link) -> None:
+        a, b = link.a, link.b
+        names = f"{a.guid}_{a.port}:{b.guid}_{b.port}"
+        self.emit(329, "Link went down", "Link", names, f"default(1) / Link: Source {a.guid}_{a.port}  TO Dest: "
+                  f"{b.guid}_{b.port}", f"Link went down: {a.guid} ({self.name(a.guid)}) : {a.port} - {b.guid} "
+                  f"({self.name(b.guid)}) : {b.port}", category="Fabric_Topology")
+        key = (a, b) if (a, b) <= (b, a) else (b, a)
+        seen = [t for t in self.downs.get(key, []) if time.time() - t < FLAP_WINDOW_S] + [time.time()]
+        self.downs[key] = seen
+        if len(seen) == 2:
+            sw = a if self.is_switch(a.guid) else b
+            peer = b if sw == a else a
+            self.emit(702, "Port Is Unhealthy", "IBPort", f"{sw.guid}_{sw.port}", self._port_path(sw),
+                      f"Peer Port {self.name(peer.guid)}:{peer.port} is considered by SM as unhealthy due to "
+                      "FLAPPING.", category="Fabric_Notification")
+
+    def _counters(self) -> None:
+        """Every switch port's counters (`perfquery -l <lid> 255`, LID-routed after the SM's sweep)."""
+        swept: dict[End, dict[str, int]] = {}
+        for guid, lid in self.lids.items():
+            try:
+                sweep = parse_perfquery(self.tool(["perfquery", "-l", str(lid), "255"]), "perfquery")
+            except subprocess.TimeoutExpired:
+                continue
+            swept.update({End(guid, e.port): dict(v) for e, v in sweep.values.items() if e.port > 0})
+        for end, values in swept.items():
+            old = self.counters.get(end, {})
+            for counter, code, text in (("symbol_errors", 110, "Symbol error counter rate threshold exceeded"),
+                                        ("link_downed", 112, "Link-Downed counter delta threshold exceeded")):
+                delta = values.get(counter, 0) - old.get(counter, 0)
+                if delta > 0 and end.guid in self.nodes:
+                    self.emit(code, text, "IBPort", f"{end.guid}_{end.port}", self._port_path(end),
+                              f"{text}. Threshold is 0, calculated delta is {delta}.")
+            self.counters[end] = dict(values)
+
+    def status(self, end: End) -> PortStatus:
+        import asyncio
+
+        with self.lock:
+            return asyncio.run(self.actuator.status(end))
+
+    def set_enabled(self, end: End, enabled: bool) -> None:
+        """Disable or enable one port; when both ends of a link it knew are enabled again, re-cable it."""
+        import asyncio
+
+        with self.lock:
+            if enabled and end.guid in self.nodes and not self.is_switch(end.guid):
+                self.tool(["ibportstate", "-D", "0", str(end.port), "enable"], sim_host=f"H-{end.guid}")
+                self.actuator.down.discard(end)
+            else:
+                asyncio.run(self.actuator.set_enabled(end, enabled))
+            if enabled:
+                self._recable(end)
+            self.sweep()
+            self.actuator.refresh()
+            self.poll()
+
+    def _recable(self, end: End) -> None:
+        for a, b in self.cabling:
+            if end in (a, b) and not ({a, b} & self.actuator.down):
+                ids = [f'"{"S" if self.is_switch(e.guid) else "H"}-{e.guid}"[{e.port}]' for e in (a, b)]
+                for command in (f"Unlink {ids[0]}", f"Unlink {ids[1]}", f"Link {ids[0]} {ids[1]}"):
+                    self.console(command)
+                time.sleep(0.1)

@@ -1,0 +1,29 @@
+"""Plugs the UFM REST simulator into `python -m sim up` when the site's `fabric.ufm` is on the lab's address."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from sim.addresses import UFM_ADDRESS
+from sim.lab import LabContext, Service, python_module, tcp_probe
+
+PASSWORD_VARIABLE = "BRINGUP_SIM_UFM_PASSWORD"
+
+
+def services(ctx: LabContext) -> list[Service]:
+    fabric = ctx.site.spec.fabric
+    ufm = fabric.ufm if fabric is not None else None
+    if ufm is None:
+        return []
+    url = urlsplit(str(ufm.url))
+    if url.hostname != UFM_ADDRESS:
+        return []
+    port = url.port or 443
+    user = ctx.site.spec.credentials[ufm.credential].username
+    faults = ctx.site.directory / "ufm-faults.yml"
+    argv = python_module("sim.ufm.server", "--address", UFM_ADDRESS, "--port", str(port), "--user", user,
+                         "--ibsim-state", str(ctx.site.paths.ibsim_state), "--cert-dir", str(ctx.run_dir / "ufm"))
+    if faults.is_file() and ctx.site.fabric_design is not None:
+        argv += ["--faults", str(faults), "--design", str(ctx.site.fabric_design)]
+    return [Service(name="ufm", argv=argv, probe=tcp_probe(UFM_ADDRESS, port),
+                    env={PASSWORD_VARIABLE: ctx.secrets[PASSWORD_VARIABLE]}, start_timeout_s=60.0)]

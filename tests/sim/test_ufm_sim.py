@@ -1,0 +1,150 @@
+"""The UFM REST simulator on ibsim, through the project's own UFM client.
+
+Shapes are pinned to NVIDIA's UFM Enterprise REST API Guide and its captures in ../shared/realdata/3_ufm:
+- events: "Events REST API", https://docs.nvidia.com/networking/display/ufmenterpriserestapiv6242/ (6.24
+  schema: id, name, type, event_type, severity, timestamp, counter, category, object_name, object_path,
+  write_to_syslog, description: the keys of ufm-rest-events__...v6242...json);
+- links: "Links REST API", https://docs.nvidia.com/networking/display/ufmenterpriserestapiv6200/ (the keys of
+  ufm-rest-links__...v6200...NDR-sw-ufm-ndr03.json);
+- ports: "Ports REST API" (guid, number, name, dname, node_description, system_name, logical_state,
+  physical_state), read by fabric.ufm.resources.parse_ufm_ports;
+- disable/enable: "Actions REST API", https://docs.nvidia.com/networking/display/ufmenterpriserestapiv6201/
+  Actions+REST+API (POST /ufmRest/actions, 202 with a job Location);
+- authentication: "REST API Complementary Information" (Basic on /ufmRest; 401 without it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fabric.design import Design, load_design
+from fabric.topology import End
+from fabric.ufm.client import UfmActuator, UfmClient
+from fabric.ufm.errors import UfmAuthError
+from fabric.ufm.events import parse_rest_events
+from fabric.ufm.resources import parse_ufm_ports
+from provision.site.credentials import Login, Secret
+from sim.ibfabric import IbFabric
+
+pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None, reason="ibsim-utils not installed")
+ADDRESS, PORT = "127.0.2.201", 18443
+LEAF = "0c42a10300000000"
+DESIGN = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "fabric" / "design.yml"
+EVENT_KEYS = {"id", "name", "type", "event_type", "severity", "timestamp", "counter", "category", "object_name",
+              "object_path", "write_to_syslog", "description"}
+LINK_KEYS = {"source_guid", "source_port", "destination_guid", "destination_port", "source_port_dname",
+             "source_port_name", "destination_port_dname", "destination_port_name", "width", "severity",
+             "source_port_node_description", "destination_port_node_description", "name", "capabilities"}
+
+
+@pytest.fixture(scope="module")
+def sim_design() -> Design:
+    return load_design(DESIGN)
+
+
+@pytest.fixture(scope="module")
+def ufm(sim_design: Design, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, str]]:
+    tmp = tmp_path_factory.mktemp("ufm")
+    faults = tmp / "ufm-faults.yml"
+    faults.write_text("ber:\n  - {node: leaf-A-r3-U40, port: 2, per_min: 6000}\n")
+    with IbFabric(sim_design, state_file=tmp / "ibfabric.json") as fabric:
+        env = {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": "s3cret-ufm"}
+        proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", ADDRESS, "--port",
+                                 str(PORT), "--ibsim-state", str(tmp / "ibfabric.json"), "--cert-dir", str(tmp),
+                                 "--faults", str(faults), "--design", str(DESIGN), "--poll-s", "0.5"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait(proc)
+            yield fabric, "s3cret-ufm"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        try:
+            httpx.get(f"https://{ADDRESS}:{PORT}/", verify=False, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise AssertionError("the UFM simulator did not start")
+
+
+def _client(password: str) -> UfmClient:
+    return UfmClient(f"https://{ADDRESS}:{PORT}", Login("admin", Secret(password)), verify=False, timeout_s=30)
+
+
+def test_no_credential_is_401_and_a_wrong_one_is_an_auth_error(ufm: tuple[IbFabric, str]) -> None:
+    assert httpx.get(f"https://{ADDRESS}:{PORT}/ufmRest/app/events", verify=False).status_code == 401
+
+    async def wrong() -> None:
+        async with _client("wrong") as c:
+            await c.events()
+    with pytest.raises(UfmAuthError) as caught:
+        asyncio.run(wrong())
+    assert "wrong" not in str(caught.value)
+
+
+def test_shapes_events_from_a_pulled_cable_and_rising_symbol_errors(ufm: tuple[IbFabric, str]) -> None:
+    fabric, password = ufm
+    fabric.unlink("leaf-A-r3-U40", 30)
+
+    async def read() -> tuple[str, str, str]:
+        async with _client(password) as c:
+            return await c.events(), await c.links(), await c.ports()
+    deadline = time.monotonic() + 40  # the simulator polls the fabric every 0.5 s (slower on a loaded machine)
+    while True:
+        events, links, ports = asyncio.run(read())
+        seen = {e["event_type"] for e in json.loads(events)}
+        if {"329", "110"} <= seen or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    raw = json.loads(events)
+    assert raw and all(set(e) == EVENT_KEYS for e in raw)
+    assert all(set(link) == LINK_KEYS for link in json.loads(links))
+    parsed = parse_rest_events(events, "ufm")
+    codes = {e.code for e in parsed.events}
+    assert 329 in codes and 110 in codes and not parsed.rejected
+    down = next(e for e in parsed.events if e.code == 329)
+    assert f"{LEAF}_30" in down.object_path
+    ber = next(e for e in parsed.events if e.code == 110)
+    assert ber.dev_id == LEAF and f"{LEAF}_2" in ber.object_path
+    assert End(LEAF, 1) in parse_ufm_ports(ports).ports
+    fabric.relink("leaf-A-r3-U40", 30)
+
+
+def test_disable_and_enable_really_change_the_link_in_ibsim(ufm: tuple[IbFabric, str]) -> None:
+    fabric, password = ufm
+    end = End(LEAF, 5)
+    before = fabric.discover().count("\n[")
+
+    async def cycle() -> tuple[str, str]:
+        async with _client(password) as c:
+            actuator = UfmActuator(c)
+            await actuator.set_enabled(end, False)
+            off = (await actuator.status(end)).phys
+            gone = fabric.discover().count("\n[")
+            assert gone == before - 2
+            await actuator.set_enabled(end, True)
+            return off, (await actuator.status(end)).phys
+    off, on = asyncio.run(cycle())
+    assert (off, on) == ("Disabled", "LinkUp")
+    assert fabric.discover().count("\n[") == before
