@@ -6,6 +6,9 @@ always starts from `declared`.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 from pathlib import Path
 
@@ -24,6 +27,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("Validate the InfiniBand cabling against the design", "fabric", ["validate", "--live"]),
     ("Configure the deployed hosts", "configure", []),
     ("Health checks on every host", "provision", ["health"]),
+    ("Burn in every InfiniBand link at full rate", "burnin", []),
     ("Lifecycle status", "provision", ["status"]),
     ("Golden hostfile", "provision", ["golden", "--format", "deepspeed"]),
 ]
@@ -55,6 +59,26 @@ def _configure(site_file: str) -> int:
     return 0
 
 
+def _burnin(site_file: str, run_dir: Path) -> int:
+    """Plan from the fabric's real LFTs (opensm programs the lab's fabric first, as a site's SM has), run each
+    stage as ib_write_bw pairs on the simulated hosts (1 s per stage), judge and record: the 1X and the lossy
+    link of inventory/sim/fabric-faults.yml fail, named with both ends' locations, for the port plan."""
+    from provision.site.index import load_index
+    from sim.ibfabric.routing import route_state
+
+    route_state(load_index(site_file).paths.ibsim_state)
+    plan = run_dir / "burnin-plan.json"
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = fabric_main(["burnin", "plan", "--site", site_file, "--json"])
+    if code != 0:
+        return code
+    plan.write_text(buffer.getvalue(), encoding="utf-8")
+    console.print(f"plan: {plan} ({len(json.loads(buffer.getvalue())['stages'])} stages)")
+    code = fabric_main(["burnin", "run", "--plan", str(plan), "--site", site_file, "--duration", "1"])
+    return max(code, fabric_main(["burnin", "judge", "--site", site_file, "--record"]))
+
+
 def run_demo(site_path: Path | None) -> int:
     lab = open_lab(site_path)
     site_file = str(site_path or default_site_path())
@@ -72,6 +96,10 @@ def run_demo(site_path: Path | None) -> int:
             if program == "configure":
                 console.rule(f"[bold]{title}[/]  [dim]provision mark HOST configured")
                 worst = max(worst, _configure(site_file))
+                continue
+            if program == "burnin":
+                console.rule(f"[bold]{title}[/]  [dim]fabric burnin plan | run --duration 1 | judge --record")
+                worst = max(worst, _burnin(site_file, lab.run_dir))
                 continue
             console.rule(f"[bold]{title}[/]  [dim]{program} {' '.join(argv)}")
             run = fabric_main if program == "fabric" else provision_main

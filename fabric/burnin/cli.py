@@ -1,8 +1,11 @@
-"""`fabric burnin`: plan InfiniBand burn-in stages from the fabric's real forwarding tables.
+"""`fabric burnin`: plan InfiniBand burn-in stages from the fabric's real forwarding tables, run them, judge.
 
 `plan --discovered ibnetdiscover.txt --routing lfts.txt` needs no site: every HCA whose node
 description names a host takes part (`--hosts 'gpu-*'` keeps only matching hosts). `--routing` is the
 output of `dump_lfts` or the concatenated `ibroute` of every switch, taken after the SM programmed them.
+`plan --site S [--routing live]` plans the site's GPU hosts on the fabric as it is now. `run --plan P
+--site S` runs it over SSH (resumable); `judge --site S` judges the last run, records the hosts' moves
+(`--record`) and hands failing links to the port plan; `nightly` burns idle golden hosts' links.
 Errors are one readable line on stderr and exit 1.
 """
 
@@ -11,20 +14,29 @@ from __future__ import annotations
 import fnmatch
 import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from fabric.burnin.actions import judge_run, link_rows, load_plan, open_site, plan_site, run_site
 from fabric.burnin.lft import parse_lfts
+from fabric.burnin.nightly_cli import nightly_command
 from fabric.burnin.plan import make_plan
-from fabric.burnin.render import plan_json, plan_text
+from fabric.burnin.render import plan_json
+from fabric.burnin.report import judgement_json, judgement_text, plan_summary
 from fabric.burnin.routes import build_routing
+from fabric.burnin.runner import RunOptions, StageReport
+from fabric.burnin.step import record_verdicts
 from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.topology import NodeType
 
 burnin_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+SITE = typer.Option(None, "--site", help="Site file: its GPU hosts take part.")
+DB = typer.Option(None, "--db", help="State database (default: $BRINGUP_STATE_DB, else state/<site>.db).")
 
 
 def _read(path: Path) -> str:
@@ -34,30 +46,99 @@ def _read(path: Path) -> str:
         raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
+def _fail(exc: Exception) -> typer.Exit:
+    sys.stderr.write(f"fabric burnin: error: {str(exc).replace(chr(10), '; ')}\n")
+    return typer.Exit(1)
+
+
+def _plan_files(discovered: Path, routing: Path, hosts: str | None) -> dict[str, Any]:
+    top = parse_ibnetdiscover(_read(discovered), str(discovered))
+    dump = parse_lfts(_read(routing), str(routing))
+    chosen = None
+    if hosts is not None:
+        chosen = {label.split("/", 1)[0] for n in top.nodes.values() if n.type is not NodeType.SWITCH
+                  and (label := ca_name_from_description(n.description)) is not None}
+        chosen = {h for h in chosen if fnmatch.fnmatchcase(h, hosts)}
+        if not chosen:
+            raise FabricError(f"no host in {discovered} matches --hosts {hosts!r}")
+    return plan_json(make_plan(build_routing(top, dump, chosen)))
+
+
 @burnin_app.command("plan")
 def plan_command(
-    discovered: Path = typer.Option(..., "--discovered", help="ibnetdiscover output of the fabric."),  # noqa: B008
-    routing: Path = typer.Option(..., "--routing", help="dump_lfts output, or every switch's ibroute."),  # noqa: B008
+    discovered: Path | None = typer.Option(None, "--discovered", help="ibnetdiscover output of the fabric."),  # noqa: B008
+    routing: str = typer.Option("live", "--routing", help="dump_lfts output or every switch's ibroute; "
+                                "`live`: read from the switches (with --site)."),
+    site: Path | None = SITE,
     hosts: str | None = typer.Option(None, "--hosts", help="Only hosts matching this glob take part."),
     as_json: bool = typer.Option(False, "--json", help="The plan as JSON (what `fabric burnin run` reads)."),
+    all_hosts: bool = typer.Option(False, "--all-hosts", help="With --site: hosts in any state, not only "
+                                   "healthy, burned_in or golden ones."),
+    db: Path | None = DB,
 ) -> None:
     """Stages of HCA-to-HCA flows that burn every routed directed link at full rate."""
     try:
-        top = parse_ibnetdiscover(_read(discovered), str(discovered))
-        dump = parse_lfts(_read(routing), str(routing))
-        chosen = None
-        if hosts is not None:
-            chosen = {label.split("/", 1)[0] for n in top.nodes.values() if n.type is not NodeType.SWITCH
-                      and (label := ca_name_from_description(n.description)) is not None}
-            chosen = {h for h in chosen if fnmatch.fnmatchcase(h, hosts)}
-            if not chosen:
-                raise FabricError(f"no host in {discovered} matches --hosts {hosts!r}")
-        plan = make_plan(build_routing(top, dump, chosen))
-        out = json.dumps(plan_json(plan), indent=1) + "\n" if as_json else plan_text(plan)
+        if site is not None:
+            plan = plan_site(site, routing, discovered, hosts, db=db, all_hosts=all_hosts)
+        elif discovered is None or routing == "live":
+            raise FabricError("without --site, give --discovered FILE and --routing FILE")
+        else:
+            plan = _plan_files(discovered, Path(routing), hosts)
     except FabricError as exc:
-        sys.stderr.write(f"fabric burnin: error: {str(exc).replace(chr(10), '; ')}\n")
-        raise typer.Exit(1) from None
-    sys.stdout.write(out)
+        raise _fail(exc) from None
+    sys.stdout.write(json.dumps(plan, indent=1) + "\n" if as_json else plan_summary(plan))
+
+
+@burnin_app.command("run")
+def run_command(
+    plan_file: Path = typer.Option(..., "--plan", help="A plan from `fabric burnin plan --json`."),  # noqa: B008
+    site: Path = typer.Option(..., "--site", help="Site file (SSH settings, state store)."),  # noqa: B008
+    duration: int = typer.Option(600, "--duration", min=1, max=86400, help="Seconds per stage (ib_write_bw -D)."),
+    gpudirect: bool = typer.Option(False, "--gpudirect", help="--use_cuda with the GPU each HCA pairs with."),
+    concurrency: int = typer.Option(128, "--concurrency", min=1, max=4096, help="SSH sessions at once."),
+    db: Path | None = DB,
+) -> None:
+    """Run each stage as ib_write_bw pairs over SSH; a killed run resumes at the stage it was in."""
+    try:
+        opened = open_site(site, db)
+        plan = load_plan(plan_file)
+
+        def progress(r: StageReport) -> None:
+            sys.stdout.write(f"stage {r.stage}: {r.flows} flows, {r.ok} measured, {r.unknown} unknown "
+                             f"({r.seconds:.1f} s)\n")
+            sys.stdout.flush()
+
+        report = run_site(opened, plan, RunOptions(duration, gpudirect, concurrency), progress=progress)
+    except FabricError as exc:
+        raise _fail(exc) from None
+    if report.skipped:
+        sys.stdout.write(f"run {report.run}: stages {', '.join(map(str, report.skipped))} were done before\n")
+    sys.stdout.write(f"run {report.run}: done; `fabric burnin judge --site {site}` judges it\n")
+
+
+@burnin_app.command("judge")
+def judge_command(
+    site: Path = typer.Option(..., "--site", help="Site file."),  # noqa: B008
+    run: int | None = typer.Option(None, "--run", help="Run id (default: the latest)."),
+    record: bool = typer.Option(False, "--record", help="Move hosts: burned_in / failed, then golden."),
+    as_json: bool = typer.Option(False, "--json", help="The verdicts as JSON."),
+    db: Path | None = DB,
+) -> None:
+    """Every link pass/fail/unknown/not_covered against the site's floor; failing links for the port plan."""
+    try:
+        opened = open_site(site, db)
+        run_id, j = judge_run(opened, run)
+        opened.history.record_links(run_id, None, link_rows(run_id, None, j, time.time()))
+        moved = record_verdicts(opened.site, opened.store, j.hosts, run_id) if record else None
+    except FabricError as exc:
+        raise _fail(exc) from None
+    sys.stdout.write(json.dumps(judgement_json(run_id, j, moved), indent=1) + "\n" if as_json
+                     else judgement_text(run_id, j, moved))
+    if j.failing():
+        raise typer.Exit(1)
+
+
+burnin_app.command("nightly")(nightly_command)
 
 
 @burnin_app.callback()

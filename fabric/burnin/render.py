@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from fabric.burnin.plan import Flow, Plan, plan_loads
-from fabric.burnin.routes import Routing
+from fabric.burnin.rates import line_rate_gbps
+from fabric.burnin.routes import DirectedLink, Routing
+from fabric.topology import End, Link
 
 NOT_ROUTED_FIX = ("no HCA-to-HCA route crosses this link under these forwarding tables, so it carries no data "
                   "traffic and no burn-in can load it: route it (another engine, e.g. `opensm -R updn`, or ftree "
@@ -29,10 +31,19 @@ def _flow(routing: Routing, flow: Flow) -> dict[str, Any]:
     }
 
 
+def _rate(trained: dict[frozenset[End], Link], link: DirectedLink) -> dict[str, Any]:
+    """The rate the link trained at, as the discovery shows it."""
+    seen = trained.get(frozenset((link.tail, link.head)))
+    if seen is None:
+        return {}
+    return {"width": seen.width, "speed": seen.speed, "trained_gbps": line_rate_gbps(seen.width, seen.speed)}
+
+
 def plan_json(plan: Plan) -> dict[str, Any]:
     routing = plan.routing
     loads = plan_loads(plan)
     top = routing.topology
+    trained = {frozenset((lk.a, lk.b)): lk for lk in top.links}
     return {
         "stages": [[_flow(routing, f) for f in stage] for stage in plan.stages],
         "lower_bound": plan.lower_bound,
@@ -40,7 +51,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "stages_needed": len(plan.stages),
         "hcas": len(routing.hcas),
         "links": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
-                   "kind": routing.links[i].kind, "load": load} for i, load in sorted(loads.items())],
+                   "kind": routing.links[i].kind, "load": load, **_rate(trained, routing.links[i])}
+                  for i, load in sorted(loads.items())],
         "not_routed": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
                         "kind": routing.links[i].kind, "fix": NOT_ROUTED_FIX} for i in plan.not_routed],
         "uncovered": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
@@ -52,6 +64,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
         "excluded": [{"what": e.what, "reason": e.reason} for e in routing.excluded],
         "unknown": [{"reason": reason, "flows": n} for reason, n in plan.unknown],
         "warnings": list(routing.warnings),
+        "switches": [{"guid": g, "name": routing.names.get(g, g), "lid": top.nodes[g].lid}
+                     for g in routing.switch_guids if top.nodes[g].lid is not None],
     }
 
 

@@ -132,6 +132,22 @@ HEALTH = StepSpec(
     host_timeout_s=300.0,
 )
 
+BURN_IN = StepSpec(
+    name="burn-in",
+    run_by="fabric burnin run --plan P --site S (judged by fabric burnin judge)",
+    summary="ib_write_bw over every routed IB link at full rate (stages from the real LFTs); a host whose every "
+    "HCA link passed is burned in",
+    takes=(State.healthy, State.burned_in),
+    moves_to=(State.burned_in,),
+    reasons={
+        "burnin_link_failed": "a link of this host's HCAs ran below the site's floor or its error counters rose: "
+        "reseat or replace the cable/transceiver named (the port plan has it as evidence source burnin), then "
+        "burn in again",
+    },
+    concurrency=256,
+    host_timeout_s=60.0,
+)
+
 GOLDEN = StepSpec(
     name="golden",
     run_by="provision health (promotes), provision golden (writes the hostfile)",
@@ -141,7 +157,7 @@ GOLDEN = StepSpec(
 )
 
 # The lifecycle in the order a host goes through it (power is a tool, not a stage).
-PIPELINE: tuple[StepSpec, ...] = (HARVEST, PXE, MAAS_DEPLOY, CONFIGURE, HEALTH, GOLDEN)
+PIPELINE: tuple[StepSpec, ...] = (HARVEST, PXE, MAAS_DEPLOY, CONFIGURE, HEALTH, BURN_IN, GOLDEN)
 ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from fabric.design import load_design
 from fabric.errors import FabricError
 from sim.ibfabric.harness import IbFabric, IbsimError
+from sim.sshhosts.linkfaults import LinkFaultsError, apply_widths, load_link_faults
 
 STATE_NAME = "ibfabric.json"
 
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--state-file", type=Path,
                        help=f"where to announce the fabric (default: <run-dir>/{STATE_NAME})")
     serve.add_argument("--switch-descriptions", choices=("factory", "location"), default="factory")
+    serve.add_argument("--link-faults", type=Path, help="links that train narrower (sim/sshhosts/linkfaults.py)")
     args = parser.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -37,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         design = load_design(args.design)
         args.run_dir.mkdir(parents=True, exist_ok=True)
-        fabric = IbFabric(design, switch_descriptions=args.switch_descriptions, workdir=args.run_dir,
+        widths = load_link_faults(args.link_faults)
+        fabric = IbFabric(design, lambda built: apply_widths(built, widths),
+                          switch_descriptions=args.switch_descriptions, workdir=args.run_dir,
                           state_file=args.state_file or args.run_dir / STATE_NAME)
         with fabric:
             sys.stdout.write(f"ibfabric: {len(fabric.asbuilt.nodes)} nodes up, ibsim pid {fabric.pid}, "
@@ -47,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not fabric.healthy():
                     sys.stderr.write("ibfabric: ibsim stopped answering\n")
                     return 1
-    except (FabricError, IbsimError) as e:
+    except (FabricError, IbsimError, LinkFaultsError) as e:
         sys.stderr.write(f"ibfabric: error: {e}\n")
         return 2
     return 0

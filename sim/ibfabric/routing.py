@@ -7,7 +7,12 @@ simulated switches, with the same tools one runs on a real fabric.
 
 from __future__ import annotations
 
+import argparse
+import json
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 from fabric.toolrun import run_tool
 from sim.ibfabric.harness import IbFabric, IbsimError
@@ -48,3 +53,44 @@ def ibroute(fabric: IbFabric, lids: list[int]) -> str:
 
 def ibtracert(fabric: IbFabric, src_lid: int, dst_lid: int) -> str:
     return fabric.tool(["ibtracert", str(src_lid), str(dst_lid)])
+
+
+def route_state(state_file: Path, engine: str = "ftree", timeout_s: float = 120.0) -> str:
+    """Run the real OpenSM once on the fabric a state file announces (the lab's, `SitePaths.ibsim_state`),
+    as the subnet manager of a real fabric would have: afterwards `dump_lfts` reads its tables."""
+    if engine not in ENGINES:
+        raise IbsimError(f"routing engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    try:
+        state = json.loads(state_file.read_text())
+        env = {"IBSIM_SOCKNAME": str(state["socket"])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise IbsimError(f"simulated fabric state {state_file} is unreadable: {e}") from None
+    with tempfile.TemporaryDirectory(prefix="opensm-") as tmp:
+        argv = ["ibsim-run", "opensm", "-o", "-R", engine, "-f", str(Path(tmp) / "opensm.log")]
+        try:
+            proc = run_tool(argv, env, timeout_s)
+        except subprocess.TimeoutExpired:
+            raise IbsimError(f"opensm -R {engine} did not finish within {timeout_s:g} s") from None
+    if proc.returncode != 0 or "Exiting SM" not in proc.stdout:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise IbsimError(f"opensm -R {engine} failed (rc {proc.returncode}): {tail[0]}")
+    return proc.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m sim.ibfabric.routing --state-file F [--engine ftree]`: route a running simulated fabric."""
+    parser = argparse.ArgumentParser(prog="python -m sim.ibfabric.routing")
+    parser.add_argument("--state-file", type=Path, required=True)
+    parser.add_argument("--engine", choices=ENGINES, default="ftree")
+    args = parser.parse_args(argv)
+    try:
+        route_state(args.state_file, args.engine)
+    except IbsimError as e:
+        sys.stderr.write(f"routing: error: {e}\n")
+        return 1
+    sys.stdout.write(f"routed with opensm -R {args.engine}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

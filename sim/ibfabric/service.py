@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from sim.lab import LabContext, Service, python_module
+from sim.sshhosts.linkfaults import FILE_NAME as LINK_FAULTS
 
 
 def _probe(state: Path) -> bool:
@@ -25,10 +26,11 @@ def services(ctx: LabContext) -> list[Service]:
     run_dir = ctx.run_dir / "ibfabric"
     # announced where live discovery looks for this site's fabric, and exported for shells (`sim env`)
     state = ctx.site.paths.ibsim_state
+    faults = ctx.site.directory / LINK_FAULTS  # links that train narrower, for burn-in rehearsals
     return [Service(
         name="ibfabric",
         argv=python_module("sim.ibfabric", "serve", "--design", str(design), "--run-dir", str(run_dir),
-                           "--state-file", str(state)),
+                           "--state-file", str(state), *(["--link-faults", str(faults)] if faults.is_file() else [])),
         probe=lambda: _probe(state),
         start_timeout_s=60.0,
         exports={"BRINGUP_IBSIM_STATE": str(state)},

@@ -1,9 +1,14 @@
-"""`python -m sim.sshhosts --site SITE --run-dir DIR [--faults FILE]`: serve every host of the site over SSH."""
+"""`python -m sim.sshhosts --site SITE --run-dir DIR [--faults FILE]`: serve every host of the site over SSH.
+
+The hosts' `ib_write_bw` runs over the site's simulated fabric: the one `$BRINGUP_IBSIM_STATE` or the state
+file announced beside the site names, with the link faults of `fabric-faults.yml` beside the site (or
+`--fabric-faults`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +18,8 @@ from provision.site import load_site
 from provision.site.model import Role
 from sim.sshhosts.addresses import DEFAULT_PORT
 from sim.sshhosts.faults import load_faults
+from sim.sshhosts.linkfaults import FILE_NAME, load_link_faults
+from sim.sshhosts.perftest_sim import Traffic
 from sim.sshhosts.server import Files, SshHostsServer, plan_hosts, quiet_asyncssh
 
 
@@ -25,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--first-index", type=int, default=0, help="offset into 127.0.32.0/20 (to run two labs)")
     p.add_argument("--agent-mode", choices=("fork", "spawn"), default="fork",
                    help="fork: the agent's main() in a child of a preloaded process; spawn: python3 -m tools.health")
+    p.add_argument("--fabric-faults", type=Path, help=f"link faults (default: {FILE_NAME} beside the site)")
     p.add_argument("--all-roles", action="store_true", help="serve every host, not only GPU hosts")
     return p
 
@@ -48,13 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         site = load_site(args.site)
         faults = load_faults(args.faults)
+        link_faults = load_link_faults(args.fabric_faults or site.directory / FILE_NAME)
     except BringupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     names = [h.hostname for h in site.hosts() if args.all_roles or h.role is Role.gpu]
     files = Files(args.run_dir / "sshhosts")
     hosts = plan_hosts(names, faults, files, args.port, args.first_index)
-    asyncio.run(_serve(SshHostsServer(hosts, files, faults, agent_mode=args.agent_mode)))
+    state = os.environ.get("BRINGUP_IBSIM_STATE")
+    traffic = Traffic(Path(state) if state else site.paths.ibsim_state, site.fabric_design, link_faults)
+    asyncio.run(_serve(SshHostsServer(hosts, files, faults, agent_mode=args.agent_mode, traffic=traffic)))
     return 0
 
 

@@ -12,6 +12,8 @@
       gpu-r1-07: {agent_output: garbled}              # the agent's report mangled in transit (truncated, empty;
                                                       #   flood: endless output on stdout, never exits)
       gpu-r2-01: {job: fail}                          # simulated jobs fail when this host takes part (or hang)
+      gpu-r2-04: {perftest: garbage}                  # its ib_write_bw misbehaves (exit_early, garbage, hang,
+                                                      #   drop: the SSH session drops mid-run)
 
 Host names may be shell globs (`gpu-r2-*`); the first entry that matches a host wins.
 """
@@ -55,6 +57,13 @@ class OutputFault(StrEnum):
     flood = "flood"
 
 
+class PerftestFault(StrEnum):
+    exit_early = "exit_early"  # ib_write_bw fails part-way (a completion error), as a flaky HCA does
+    garbage = "garbage"  # prints a report whose result row is not numbers
+    hang = "hang"  # never ends (until killed or the session closes)
+    drop = "drop"  # the SSH session drops mid-run
+
+
 class JobFault(StrEnum):
     fail = "fail"
     hang = "hang"
@@ -71,6 +80,7 @@ class HostFaults(_Model):
     agent_output: OutputFault | None = None
     tools: dict[str, ToolFault] = Field(default_factory=dict)
     job: JobFault | None = None
+    perftest: PerftestFault | None = None
 
 
 class FaultsSpec(_Model):

@@ -29,6 +29,8 @@ from sim.fdlimit import raise_fd_limit
 from sim.sshhosts.addresses import ssh_host_address
 from sim.sshhosts.agent_invocation import AGENT_PROGRAM, agent_level
 from sim.sshhosts.faults import EndpointFault, Faults, HostFaults, OutputFault
+from sim.sshhosts.perftest_session import handle
+from sim.sshhosts.perftest_sim import Traffic, parse_invocation
 from sim.sshhosts.replay import replay_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -113,13 +115,15 @@ def _mangle(text: str, fault: OutputFault | None) -> str:
 
 
 class SshHostsServer:
-    def __init__(self, hosts: list[SimHost], files: Files, faults: Faults, *, agent_mode: str = "fork") -> None:
+    def __init__(self, hosts: list[SimHost], files: Files, faults: Faults, *, agent_mode: str = "fork",
+                 traffic: Traffic | None = None) -> None:
         if agent_mode not in ("fork", "spawn"):
             raise ValueError(f"agent mode {agent_mode!r}: fork or spawn")
         self.hosts = hosts
         self.files = files
         self.faults = faults
         self.agent_mode = agent_mode
+        self.traffic = traffic
         self._listeners: list[Any] = []
         self._zygote: subprocess.Popen[bytes] | None = None
 
@@ -219,6 +223,8 @@ class SshHostsServer:
                 return
             if host.faults.delay_s:
                 await asyncio.sleep(host.faults.delay_s)
+            if self.traffic is not None and await self._perftest(host, command, process):
+                return
             level = agent_level(command)
             if level is not None and host.faults.agent_output is OutputFault.flood:
                 await _flood(process)
@@ -237,6 +243,25 @@ class SshHostsServer:
             log.exception("session on %s failed", host.name)
             process.stderr.write(f"sim.sshhosts: {type(exc).__name__}: {exc}\n")
             process.exit(255)
+
+    async def _perftest(self, host: SimHost, command: str, process: Any) -> bool:
+        """`ib_write_bw` over the simulated fabric, or the runner's `pkill` of it; False for other commands."""
+        assert self.traffic is not None
+        if self.traffic.kill(host.name, command):
+            process.exit(0)
+            return True
+        inv = parse_invocation(command)
+        if inv is None:
+            return False
+        result = await handle(self.traffic, host.name, inv, process, host.faults.perftest)
+        if result is None:  # the session drops mid-run
+            process.close()
+            return True
+        rc, out, err = result
+        process.stdout.write(out)
+        process.stderr.write(err)
+        process.exit(rc)
+        return True
 
     async def _agent(self, host: SimHost, level: str, config: str) -> tuple[int, str, str]:
         argv = ["--config", "{config}", "--level", level, "--json", "--replay", str(host.replay)]

@@ -1,0 +1,102 @@
+"""What each `fabric burnin` command does with a site: one call per command, rendering left to the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabric.burnin.fabric_io import IbTools
+from fabric.burnin.history import History, LinkRow
+from fabric.burnin.judge import Judgement, judge
+from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
+from fabric.burnin.site_plan import plan_for_site, read_fabric, site_hosts
+from fabric.errors import FabricError
+from provision.site import load_site
+from provision.site.model import Site
+from provision.ssh import SshSettings
+from provision.state import State, StateStore
+
+_HCA_INDEX = re.compile(r"(\d+)$")
+
+
+@dataclass(frozen=True)
+class Opened:
+    site: Site
+    store: StateStore
+    history: History
+
+
+def open_site(site_file: Path, db: Path | None) -> Opened:
+    site = load_site(site_file)
+    store = StateStore(site.paths.state_db(db))
+    return Opened(site, store, History(store))
+
+
+READY = (State.healthy, State.burned_in, State.golden)
+
+
+def plan_site(site_file: Path, routing: str, discovered: Path | None, hosts: str | None,
+              only: set[str] | None = None, timeout_s: float = 120.0, *, db: Path | None = None,
+              all_hosts: bool = False) -> dict[str, Any]:
+    """The site's GPU hosts (those healthy or further, unless `all_hosts`) on the fabric as it is now."""
+    site = load_site(site_file)
+    if only is None and not all_hosts:
+        store = StateStore(site.paths.state_db(db))
+        only = {h for state in READY for h in store.in_state(state)}
+        store.close()
+    names = site_hosts(site, hosts, only)
+    if not names:
+        raise FabricError("no GPU host of the site matches" + (f" --hosts {hosts!r}" if hosts else "")
+                          + ("" if all_hosts else " and is healthy, burned_in or golden (--all-hosts: any state)"))
+    fabric = read_fabric(site, discovered, routing, timeout_s)
+    return plan_for_site(site, fabric, names, site.spec.policy.burnin_floor_pct)
+
+
+def gpu_pairing(site: Site) -> Callable[[str, str], int | None]:
+    """The GPU an HCA is paired with for GPUDirect: HCA n of the class's hca_count maps to GPU n * gpus / hcas
+    (mlx5_0..7 on 8 GPUs: one each; on 2 GPUs: mlx5_0-3 -> 0, mlx5_4-7 -> 1)."""
+    def gpu_of(host: str, hca: str) -> int | None:
+        h = site.host(host)
+        cls = site.host_class(h) if h is not None else None
+        m = _HCA_INDEX.search(hca)
+        if cls is None or cls.gpu is None or cls.ib is None or m is None or cls.ib.hca_count == 0:
+            return None
+        return min(cls.gpu.count - 1, int(m.group(1)) * cls.gpu.count // cls.ib.hca_count)
+    return gpu_of
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FabricError(f"{path}: not a burn-in plan ({exc})") from None
+    if not isinstance(plan, dict) or not isinstance(plan.get("stages"), list):
+        raise FabricError(f"{path}: not a burn-in plan (no stages): write one with `fabric burnin plan --json`")
+    return plan
+
+
+def run_site(opened: Opened, plan: dict[str, Any], opts: RunOptions, *, kind: str = "run",
+             night: str | None = None, progress: Callable[[StageReport], None] | None = None) -> RunReport:
+    settings = SshSettings.from_site(opened.site)
+    settings.prepare()
+    tools = IbTools.for_site(opened.site.path)
+    return asyncio.run(run_plan(plan, opened.history, ssh_remote(settings), tools, gpu_pairing(opened.site), opts,
+                                kind=kind, night=night, progress=progress))
+
+
+def judge_run(opened: Opened, run: int | None) -> tuple[int, Judgement]:
+    run_id = run if run is not None else opened.history.latest_run()
+    if run_id is None:
+        raise FabricError("no burn-in run in the state store: `fabric burnin run --plan P --site S` first")
+    plan = opened.history.run_plan(run_id)
+    j = judge(plan, opened.history.flows(run_id), opened.history.ports(run_id))
+    return run_id, j
+
+
+def link_rows(run: int, night: str | None, j: Judgement, at: float) -> list[LinkRow]:
+    return [LinkRow(run, night, v.link, v.name, v.verdict, v.best_gbps, v.errors, v.reason, at) for v in j.links]

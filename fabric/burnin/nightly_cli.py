@@ -1,0 +1,102 @@
+"""`fabric burnin nightly --site S --budget 2h [--cycle 7] [--in-use HOSTFILE]`: burn idle golden hosts' links."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fabric.burnin.actions import Opened, judge_run, link_rows, open_site, plan_site, run_site
+from fabric.burnin.nightly import Flag, choose_stages, flags, hostfile_hosts, parse_budget, prometheus
+from fabric.burnin.runner import RunOptions
+from fabric.errors import FabricError
+from provision.state import State
+
+STAGE_OVERHEAD_S = 60.0  # launching, counters and cleanup around each stage's duration
+
+
+def _idle_golden(opened: Opened, in_use: Path | None) -> tuple[set[str], set[str]]:
+    golden = set(opened.store.in_state(State.golden))
+    busy = hostfile_hosts(in_use.read_text(encoding="utf-8", errors="replace")) if in_use is not None else set()
+    return golden - busy, golden & busy
+
+
+def _write(path: Path | None, text: str) -> None:
+    if path is None:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the textfile collector never reads half a file
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def nightly(site: Path, budget_s: float, cycle: int, in_use: Path | None, duration: int, routing: str,
+            db: Path | None, today: date) -> dict[str, Any]:
+    opened = open_site(site, db)
+    idle, busy = _idle_golden(opened, in_use)
+    if len(idle) < 2:
+        raise FabricError(f"{len(idle)} idle golden host(s) ({len(busy)} in the running job): nothing to burn")
+    plan = plan_site(site, routing, None, None, only=idle, db=db)
+    history = opened.history.link_history()
+    fits = int(budget_s // (duration + STAGE_OVERHEAD_S))
+    stages, due_left = choose_stages(plan, history, today, cycle, fits)
+    tonight = {**plan, "stages": [s if i in stages else [] for i, s in enumerate(plan["stages"], start=1)]}
+    night = today.isoformat()
+    report = run_site(opened, tonight, RunOptions(duration), kind="nightly", night=night)
+    run_id, j = judge_run(opened, report.run)
+    burned = {lk for i in stages for f in plan["stages"][i - 1] for lk in f["links"]}
+    rows = [r for r in link_rows(run_id, night, j, time.time()) if r.link in burned]
+    opened.history.record_links(run_id, night, rows)
+    history = opened.history.link_history()
+    flagged = flags(rows, history)
+    return {"night": night, "run": run_id, "idle_hosts": sorted(idle), "in_use": sorted(busy),
+            "stages_run": stages, "stages_in_plan": len(plan["stages"]), "links_burned": len(rows),
+            "due_but_over_budget": due_left, "flags": [f.__dict__ for f in flagged],
+            "counts": dict(j.counts), "prometheus": prometheus(history, flagged, today)}
+
+
+def _text(out: dict[str, Any]) -> str:
+    lines = [f"nightly burn-in {out['night']} (run {out['run']}): {len(out['idle_hosts'])} idle golden hosts, "
+             f"{len(out['in_use'])} in the running job left alone; stages {out['stages_run']} of "
+             f"{out['stages_in_plan']}, {out['links_burned']} links burned"]
+    lines += [f"FLAG {f['name']}: {f['why']}" for f in out["flags"]]
+    if out["due_but_over_budget"]:
+        lines.append(f"{len(out['due_but_over_budget'])} link(s) are due (cycle) but did not fit the budget: "
+                     "raise --budget or shorten --duration")
+    return "\n".join(lines) + "\n"
+
+
+def nightly_command(
+    site: Path = typer.Option(..., "--site", help="Site file."),  # noqa: B008
+    budget: str = typer.Option("2h", "--budget", help="Time for tonight's stages (2h, 90m)."),
+    cycle: int = typer.Option(7, "--cycle", min=1, max=365, help="Every link burned at least once every N nights."),
+    in_use: Path | None = typer.Option(None, "--in-use", help="The running job's hostfile: never touched."),  # noqa: B008
+    duration: int = typer.Option(600, "--duration", min=1, max=86400, help="Seconds per stage."),
+    routing: str = typer.Option("live", "--routing", help="`live`, or an LFT dump file."),
+    report: Path | None = typer.Option(None, "--report", help="Also write the report here."),  # noqa: B008
+    prom: Path | None = typer.Option(None, "--prom", help="Prometheus textfile (node exporter collector)."),  # noqa: B008
+    night: str | None = typer.Option(None, "--night", help="The night's date (default: today, UTC)."),
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
+    db: Path | None = typer.Option(None, "--db", help="State database."),  # noqa: B008
+) -> None:
+    """Burn the links of golden hosts not in a running job, within the budget, rotating over `cycle` nights."""
+    try:
+        today = date.fromisoformat(night) if night else datetime.now(UTC).date()
+        out = nightly(site, parse_budget(budget), cycle, in_use, duration, routing, db, today)
+    except (FabricError, ValueError, OSError) as exc:
+        sys.stderr.write(f"fabric burnin nightly: error: {str(exc).replace(chr(10), '; ')}\n")
+        raise typer.Exit(1) from None
+    text = json.dumps({k: v for k, v in out.items() if k != "prometheus"}, indent=1) + "\n" if as_json else _text(out)
+    _write(report, text)
+    _write(prom, out["prometheus"])
+    sys.stdout.write(text)
+    if out["flags"]:
+        raise typer.Exit(1)
+
+
+__all__ = ["Flag", "nightly_command"]
