@@ -156,3 +156,13 @@ def plan(
         sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
     else:
         sys.stdout.write(plan_text(result))
+
+
+def _register_ledger_commands() -> None:
+    from fabric.ports.cli_ledger import list_links, ticket
+
+    ports_app.command("list")(list_links)
+    ports_app.command("ticket")(ticket)
+
+
+_register_ledger_commands()
