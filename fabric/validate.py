@@ -156,15 +156,17 @@ def _missing_devices(c: CheckContext) -> None:
             continue
         kind = "switch" if node.type is NodeType.SWITCH else "HCA"
         peers = [str(dl.other(Port(name, dl.a.port if dl.a.node == name else dl.b.port))) for dl in links]
+        # The GUID the design (or the baseline it came from) knows: operators search UFM and ibnetdiscover by it.
+        search = f"; search UFM and ibnetdiscover for GUID 0x{node.guid}" if node.guid else ""
         if node.type is NodeType.SWITCH:
             fix = (f"check that switch {name} is installed, powered and cabled; if it is, it could not be "
-                   "placed: see the identification report")
+                   f"placed: see the identification report{search}")
         else:
             fix = (f"check host {node.host}: HCA {node.hca} present and up (ibstat), its cable to "
-                   f"{peers[0] if peers else 'its leaf'} seated")
+                   f"{peers[0] if peers else 'its leaf'} seated{search}")
         c.add(Finding(
             kind="missing_device",
-            a=FEnd(None, name, None, node.location, None), b=None,
+            a=FEnd(node.guid, name, None, node.location, None), b=None,
             expected=f"{kind} {name} with {len(links)} link(s)",
             seen="not discovered",
             fix=fix,
