@@ -5,11 +5,17 @@ machine, or an `op=` action such as allocate or deploy) is not idempotent: it is
 connection failed before anything was sent; once it may have reached MAAS, a lost answer is
 `MaasNoAnswer` and a 5xx is `MaasServerError`, raised at once. `create_machine` then reads MAAS back
 to tell an enlistment that happened from one that did not.
+
+Bounds, as the BMC client has them: each attempt has one deadline (`timeout_s`, connect to the last
+byte of the body, so a region answering a byte a second cannot hold a request past it), and the
+answer is streamed under a byte cap (`max_body_bytes`, declared or decoded), never read whole first.
+An answer over the cap, not JSON, or nested too deep to parse is `MaasBadResponse`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 import uuid
 from collections.abc import Mapping, Sequence
@@ -19,7 +25,14 @@ import httpx
 from oauthlib.oauth1 import SIGNATURE_PLAINTEXT, SIGNATURE_TYPE_AUTH_HEADER
 from oauthlib.oauth1 import Client as OAuthClient
 
-from provision.maas.errors import MaasError, MaasNoAnswer, MaasServerError, MaasUnreachable, error_for
+from provision.maas.errors import (
+    MaasBadResponse,
+    MaasError,
+    MaasNoAnswer,
+    MaasServerError,
+    MaasUnreachable,
+    error_for,
+)
 from provision.maas.machine import MaasMachine, parse_machine
 from provision.site.credentials import Secret
 from provision.state.secret_values import hold_maas_key
@@ -29,6 +42,8 @@ FormValue = str | Sequence[str]
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 # Failures that happen before any byte of the request is written: safe to re-send whatever the method.
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# A region's machine list is ~10 KB a machine: 64 MiB is thousands of machines.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 def _mac(mac: str) -> str:
@@ -59,6 +74,7 @@ class MaasClient:
         retries: int = 3,
         verify: bool | ssl.SSLContext = True,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         parts = api_key.reveal().split(":")
         hold_maas_key(api_key.reveal())  # the OAuth header carries the parts, the signature as %26<secret>
@@ -74,6 +90,8 @@ class MaasClient:
         )
         self.base = url.rstrip("/") + "/api/2.0"
         self.retries = retries
+        self.timeout_s = timeout_s
+        self.max_body_bytes = max_body_bytes
         self._http = httpx.AsyncClient(timeout=timeout_s, verify=verify, transport=transport)
 
     async def __aenter__(self) -> MaasClient:
@@ -110,11 +128,12 @@ class MaasClient:
             if ctype:
                 headers["Content-Type"] = ctype
             try:
-                response = await self._http.request(method, full, content=body or None, headers=headers)
+                status, raw = await self._exchange(method, full, body, headers, what)
             except NOT_SENT as exc:
                 error: MaasError = MaasUnreachable(f"MAAS at {self.base} is unreachable ({what}): {type(exc).__name__}")
-            except httpx.TimeoutException:
-                error = MaasNoAnswer(f"MAAS at {self.base} did not answer in time ({what})")
+            except (httpx.TimeoutException, TimeoutError):
+                error = MaasNoAnswer(
+                    f"MAAS at {self.base} did not answer in time ({what}: {self.timeout_s:g} s deadline)")
                 if not resend:
                     raise error from None
             except httpx.HTTPError as exc:
@@ -122,14 +141,9 @@ class MaasClient:
                 if not resend:
                     raise error from None
             else:
-                if response.status_code < 400:
-                    if response.status_code == 204 or not response.content:
-                        return None
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise MaasError(f"MAAS answered {what} with something that is not JSON") from None
-                error = error_for(response.status_code, response.text, what)
+                if status < 400:
+                    return None if status == 204 or not raw else self._json(raw, what)
+                error = error_for(status, raw.decode("utf-8", errors="replace"), what)
                 if not isinstance(error, MaasServerError) or not resend:
                     raise error
             if attempt == self.retries:
@@ -137,6 +151,33 @@ class MaasClient:
             await asyncio.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+    async def _exchange(self, method: str, url: str, body: bytes, headers: Mapping[str, str],
+                        what: str) -> tuple[int, bytes]:
+        """One attempt under one deadline: the status and the body, streamed under the byte cap."""
+        cap = self.max_body_bytes
+        async with asyncio.timeout(self.timeout_s), self._http.stream(
+                method, url, content=body or None, headers=headers) as response:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > cap:
+                raise MaasBadResponse(f"MAAS answered {what} with {declared} bytes, over the {cap}-byte limit")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():  # decoded: a compressed answer is capped as it expands
+                size += len(chunk)
+                if size > cap:
+                    raise MaasBadResponse(f"MAAS's answer to {what} is over the {cap}-byte limit")
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks)
+
+    @staticmethod
+    def _json(raw: bytes, what: str) -> Any:
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise MaasBadResponse(f"MAAS answered {what} with something that is not JSON ({len(raw)} bytes)") from None
+        except RecursionError:
+            raise MaasBadResponse(f"MAAS answered {what} with JSON nested too deeply to parse") from None
 
     async def version(self) -> str:
         data = await self._request("GET", "version/", what="version")

@@ -33,6 +33,10 @@ class MaasServerError(MaasError):
     """5xx: MAAS itself failed or is overloaded."""
 
 
+class MaasBadResponse(MaasError):
+    """MAAS's answer cannot be used: over the size cap, not JSON, or JSON nested too deeply to parse."""
+
+
 class MaasUnreachable(MaasError):
     """No answer: connection refused, DNS, TLS or timeout."""
 
@@ -53,7 +57,7 @@ def error_for(status: int, text: str, what: str) -> MaasError:
 
         try:
             fields = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             fields = None
         if isinstance(fields, dict):
             detail = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in fields.items())
