@@ -148,8 +148,10 @@ def restore(source: Path, path: Path) -> None:
     finally:
         src.close()
     os.chmod(tmp, 0o600)
+    aside = path.with_name(f"{path.name}.damaged")
     if path.exists():
-        os.replace(path, path.with_name(f"{path.name}.damaged"))
-    for suffix in ("-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)  # belong to the old file
+        os.replace(path, aside)
+    if Path(f"{path}-wal").exists():
+        os.replace(f"{path}-wal", f"{aside}-wal")  # the old file's log goes aside with it
+    Path(f"{path}-shm").unlink(missing_ok=True)
     os.replace(tmp, path)

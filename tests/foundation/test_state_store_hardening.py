@@ -45,7 +45,7 @@ def test_another_sites_database_is_refused_unless_adopted(tmp_path: Path, capsys
     ours, theirs = _site(tmp_path), _site(tmp_path, "second-site", "second")
     db = ours.parent / "state" / "sim.db"
     assert _run(capsys, "status", "--site", str(ours))[0] == 0
-    code, out, err = _run(capsys, "status", "--site", str(theirs), "--db", str(db))
+    code, _, err = _run(capsys, "status", "--site", str(theirs), "--db", str(db))
     assert code == 1 and "state store of site 'sim'" in err and "provision db adopt" in err, err
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM hosts").fetchone()[0] == 17, "nothing of the other site was written"
