@@ -136,8 +136,8 @@ def run_ours(work: Path) -> dict[str, object]:
     from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
     from fabric.ports.counters import parse_counters
     from fabric.ports.plan import plan_ports
-    from fabric.ports.policy import PortPolicy
     from fabric.ufm.events import iter_event_log
+    from provision.site.port_policy import PortPolicy
 
     t0 = time.perf_counter()
     topology = parse_ibnetdiscover((work / "ibnetdiscover.txt").read_text())

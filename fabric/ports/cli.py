@@ -26,11 +26,11 @@ from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import CounterSweep, parse_counters
 from fabric.ports.linkstate import findings_from_iblinkinfo
 from fabric.ports.plan import plan_ports
-from fabric.ports.policy import PortPolicy
 from fabric.ports.render import plan_text, plan_to_dict
 from fabric.topology import End, Topology, merge
 from fabric.ufm.events import Rejected, UfmEvent, iter_event_log, parse_rest_events
 from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
+from provision.site.port_policy import PortPolicy
 
 EXIT_ERROR = 1
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from fabric.ports.policy import PORT_UNHEALTHY, PortPolicy
 from fabric.topology import End
 from fabric.ufm.events import Rejected, UfmEvent
 from fabric.ufm.portrefs import event_ports
+from provision.site.port_policy import PORT_UNHEALTHY, PortPolicy
 
 
 @dataclass(frozen=True, slots=True)

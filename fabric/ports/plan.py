@@ -16,12 +16,12 @@ from fabric.design import Design
 from fabric.findings import Finding
 from fabric.ports.counters import CounterRate, CounterSweep, counter_rates, resolve_lids
 from fabric.ports.evidence import Burst, Evidence, scan_events
-from fabric.ports.policy import LINK_WENT_DOWN, PortPolicy
 from fabric.ports.resolve import LinkEnd, Resolver
 from fabric.topology import End, Link, Topology
 from fabric.ufm.events import Rejected, UfmEvent
 from fabric.ufm.portrefs import event_ports
 from fabric.ufm.resources import UfmPort
+from provision.site.port_policy import LINK_WENT_DOWN, PortPolicy
 
 DISABLE, WATCH = "disable", "watch"
 _WHY = {"counter": "an error counter rising above its threshold", "degraded": "trained below its rate"}

@@ -23,6 +23,7 @@ from pydantic import (
 
 from provision.site.endpoints import split_host_port
 from provision.site.paths import SitePaths
+from provision.site.port_policy import PortPolicy
 
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -236,8 +237,20 @@ class Maas(_Model):
     ca_bundle: str | None = Field(None, description="CA file for the MAAS certificate, relative to the site file")
 
 
+class Ufm(_Model):
+    """The site's UFM Enterprise, through which `fabric ports` reads events and disables ports."""
+
+    url: HttpUrl
+    credential: str = Field(min_length=1, description="entry of `credentials` (UFM user, password env/vault)")
+    verify_tls: bool = Field(True, description="check UFM's certificate")
+    ca_bundle: str | None = Field(None, description="CA file for UFM's certificate, relative to the site file")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="deadline of each UFM request")
+
+
 class FabricRef(_Model):
     design: str = Field(min_length=1, description="cabling design file, relative to the site file")
+    port_policy: PortPolicy = Field(default_factory=PortPolicy, description="which evidence disables a link")
+    ufm: Ufm | None = Field(None, description="UFM REST; without it `fabric ports` acts in-band (ibportstate)")
 
 
 class Tls(_Model):

@@ -23,10 +23,10 @@ from fabric.ports.actuate import IbPortState, attach_guid, dr_path, lids_from_ib
 from fabric.ports.apply import apply_plan
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, REENABLE_REFUSED, REENABLED, Ledger
 from fabric.ports.plan import PlannedLink, PortPlan, plan_ports
-from fabric.ports.policy import PortPolicy
 from fabric.ports.reenable import reenable
 from fabric.topology import End, Topology
 from fabric.ufm.events import iter_event_log
+from provision.site.port_policy import PortPolicy
 from provision.state import StateStore
 from sim.ibfabric import IbFabric
 from sim.ibfabric.routing import route

@@ -10,9 +10,9 @@ from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import parse_counters
 from fabric.ports.linkstate import findings_from_iblinkinfo
 from fabric.ports.plan import PortPlan, plan_ports
-from fabric.ports.policy import PortPolicy
 from fabric.topology import End, Topology
 from fabric.ufm.events import iter_event_log, parse_event_log
+from provision.site.port_policy import PortPolicy
 from tests.fabric.ports.helpers import IBSIM, LEAF, REPO, SPINE
 
 NOW = datetime(2026, 12, 1, 19, 0, tzinfo=UTC)
