@@ -113,3 +113,14 @@ def test_out_of_range_values_are_refused_with_their_path() -> None:
     assert accepted == []
     parse_config(_with("gpu", "count", 64))  # the bounds themselves are accepted
     parse_config(_with("long", "stress_seconds", 600.0))
+
+
+@pytest.mark.parametrize(("only", "level"), [("nope", "fast"), ("gpu_stress", "fast"), ("gpu_ecc,typo", "all")])
+def test_a_selection_of_no_known_check_is_unknown_not_ok(capsys: pytest.CaptureFixture[str], only: str,
+                                                         level: str) -> None:
+    # Before: `--only nope` ran nothing and reported "ok", exit 0.
+    rc = cli.main(["--config", str(CONFIG), "--replay", str(REPLAY / "h200x2-healthy"), "--only", only,
+                   "--level", level, "--json"])
+    out = capsys.readouterr()
+    assert rc == 3 and json.loads(out.out)["error"] == "usage"
+    assert "--only" in out.err

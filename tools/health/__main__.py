@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from . import agent, textfile
+from . import agent, catalog, textfile
 from .catalog import CHECKS
 from .config import load_config
 from .errors import ConfigError
@@ -81,6 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         return _unknown(args, "agent_error", f"health agent failed, no verdict: {detail}")
 
 
+def _check_selection(level: str, only: tuple[str, ...]) -> None:
+    """A run that selects no check would report "ok" having looked at nothing: a usage error instead."""
+    unknown_names = sorted(set(only) - {c.name for c in CHECKS})
+    if unknown_names:
+        raise UsageError(f"--only: no such check {', '.join(unknown_names)} (see --list-checks)")
+    if only and not catalog.select(level, only):
+        raise UsageError(f"--only {','.join(only)}: none of these is a {level} check (see --list-checks)")
+
+
 def _main(argv: list[str]) -> int:
     if "--list-checks" in argv:
         for c in CHECKS:
@@ -90,6 +99,7 @@ def _main(argv: list[str]) -> int:
     exp = load_config(args.config)
     runner = ReplayRunner(args.replay) if args.replay else LiveRunner(root=args.root)
     only = tuple(x for x in args.only.split(",") if x)
+    _check_selection(args.level, only)
     report = agent.run(exp, runner, args.level, only, record_dir=args.record)
     if args.textfile:
         textfile.write_atomically(args.textfile, textfile.render(report.outcomes, report.level, report.host,
