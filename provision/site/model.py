@@ -284,6 +284,10 @@ class Policy(_Model):
     """Site decisions the lifecycle follows."""
 
     golden_requires_burn_in: bool = True
+    burnin_floor_pct: float = Field(
+        default=90.0, gt=0, le=100,
+        description="a burned-in link must carry this share of the design's line rate per direction (fabric burnin)",
+    )
     health_concurrency: int = Field(default=64, ge=1, le=4096)
     health_timeout_s: float = Field(default=120.0, gt=0)
     pxe_boot_mode: Literal["UEFI", "Legacy", "keep"] = Field(
