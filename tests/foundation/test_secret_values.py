@@ -30,5 +30,5 @@ def test_each_part_of_a_maas_key_is_masked() -> None:
 
 def test_a_short_secret_is_masked_as_a_token_not_inside_words() -> None:
     Secret("qzxw7")
-    assert mask("password qzxw7 rejected; qzxw7s and aqzxw7 are other words") == (
-        f"password {MASK} rejected; qzxw7s and aqzxw7 are other words")
+    assert mask("password qzxw7 rejected; qzxw7s and aqzxw7 are longer words") == (
+        f"password {MASK} rejected; qzxw7s and aqzxw7 are longer words")
