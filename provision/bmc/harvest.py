@@ -40,6 +40,7 @@ from provision.site.model import HostClass
 
 IDRAC_SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
 IDRAC_CHASSIS_PREFIX = "/redfish/v1/Chassis/System.Embedded."
+_LOOKED_SHOWN = 12  # places named in a "no MAC anywhere" detail; the evidence keeps them all
 T = TypeVar("T")
 # What the NIC parser reads, as the BMC sent it: the evidence behind each harvested MAC and link state.
 _NIC_EVIDENCE = ("@odata.id", "Id", "Description", "MACAddress", "PermanentMACAddress", "LinkStatus", "SpeedMbps",
@@ -218,9 +219,13 @@ def _raw(system: Resource, got: _Read, attributes: Any) -> dict[str, Any]:
 
 def _no_mac_anywhere(system: Resource, found: ChassisNics) -> PxeChoice:
     listed = f"{len(found.nics)} port(s)/function(s) without one" if found.nics else "no ports or functions"
+    shown = "; ".join(found.looked[:_LOOKED_SHOWN])
+    more = len(found.looked) - _LOOKED_SHOWN
+    if more > 0:
+        shown += f"; and {more} more places (evidence: raw.chassis_nics)"
     return PxeChoice(None, "chassis:NetworkAdapters", "no_pxe_nic",
                      f"the BMC reports no MAC address anywhere ({listed}): {system.path} has no EthernetInterfaces; "
-                     f"looked at {'; '.join(found.looked)}")
+                     f"looked at {shown}")
 
 
 async def harvest(client: RedfishClient, host_class: HostClass, system: Resource | None = None) -> HostInventory:
