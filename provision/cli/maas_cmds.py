@@ -67,8 +67,8 @@ def deploy(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=1024)] = 32,
     timeout: Annotated[float, typer.Option("--timeout", help="Per-host deadline in seconds (1 to 604800).",
                                            callback=lambda v: _seconds("--timeout", v, 1.0, 7 * 86400.0))] = 1800.0,
-    poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls (0.1 to 600).",
-                                        callback=lambda v: _seconds("--poll", v, 0.1, 600.0))] = 2.0,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between status polls (0.01 to 600).",
+                                        callback=lambda v: _seconds("--poll", v, 0.01, 600.0))] = 2.0,
     *,
     common: Common,
 ) -> None:
