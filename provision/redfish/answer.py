@@ -84,6 +84,9 @@ class AnswerReader:
             return {}
         try:
             data = json.loads(raw)
+        except RecursionError:
+            raise self._protocol_error(f"answer is JSON nested too deeply to parse ({len(raw)} bytes)", resp, method,
+                                       path) from None
         except (ValueError, UnicodeDecodeError) as exc:
             kind = resp.headers.get("Content-Type", "no content type")
             raise self._protocol_error(f"answer is not JSON ({kind}, {len(raw)} bytes: {exc})", resp, method,
@@ -102,7 +105,7 @@ class AnswerReader:
         cls = error_for_status(status)
         try:
             body: Any = json.loads(resp.content) if resp.content.strip() else None
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         messages, ids = extended_info(body)
         if 300 <= status < 400:

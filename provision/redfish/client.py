@@ -36,7 +36,7 @@ from provision.redfish.errors import (
 )
 from provision.redfish.resource import ROOT, Resource, is_expanded, odata_id, sessions_path
 from provision.redfish.tls import ssl_cause, tls_context
-from provision.redfish.transport import BmcTransport
+from provision.redfish.transport import BmcTransport, MalformedAnswer
 from provision.site.credentials import Login
 
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
@@ -261,6 +261,8 @@ class RedfishClient:
             describe = getattr(self._transport, "describe", None)
             where = f" ({describe()})" if callable(describe) else ""
             raise RedfishTimeout(f"no answer within {self.options.timeout_s:g} s{where}", **err) from None
+        except MalformedAnswer as exc:  # it answered, with something that is not HTTP: not a cabling fault
+            raise RedfishProtocolError(f"malformed HTTP answer: {exc}", **err) from None
         except httpx.TransportError as exc:
             cause = ssl_cause(exc)
             if cause is not None:

@@ -58,6 +58,26 @@ class RawAnswer(NamedTuple):
     body: httpx.AsyncByteStream
 
 
+class MalformedAnswer(httpx.RemoteProtocolError):
+    """The BMC's bytes are not an HTTP answer (a bad status line, a bad Content-Length, a header block
+    without end, garbage): the message says which, in words of our own (never the peer's bytes)."""
+
+
+_H11_WORDS = {
+    "illegal request line": "bad status line",  # h11 says "request" for a response's status line too
+    "illegal status line": "bad status line",
+    "no response line received": "no status line",
+    "bad content-length": "bad Content-Length header",
+    "conflicting content-length headers": "conflicting Content-Length headers",
+    "receive buffer too long": "header block over 16 KiB without an end",
+}
+
+
+def _malformed(exc: h11.RemoteProtocolError) -> MalformedAnswer:
+    words = str(exc).split(":", 1)[0].strip()  # what follows a colon is the peer's own bytes
+    return MalformedAnswer(_H11_WORDS.get(words.lower(), words[:80] or "not HTTP"))
+
+
 class _StaleConnection(Exception):
     """A reused keep-alive connection that the BMC had closed before it read our request."""
 
@@ -72,6 +92,8 @@ class _Connection:
         self.requests = 0
         self.received = 0  # bytes read from the BMC, all requests together
         self.answer_start = 0  # `received` when the current request was sent
+        self.eof = False  # the BMC closed its end
+        self.head_checked = False  # the current answer starts like an HTTP status line
 
     def reusable(self, origin: tuple[str, str, int]) -> bool:
         return (origin == self.origin and self.h11.our_state is h11.IDLE and self.h11.their_state is h11.IDLE
@@ -87,7 +109,11 @@ class _Connection:
             try:
                 event = self.h11.next_event()
             except h11.RemoteProtocolError as exc:
-                raise httpx.RemoteProtocolError(_text(exc)) from exc
+                if self.eof:  # the BMC hung up part-way: a lost answer, not a malformed one
+                    raise httpx.RemoteProtocolError(_text(exc)) from exc
+                raise _malformed(exc) from exc
+            if event is h11.NEED_DATA and not self.head_checked:
+                self._check_head()
             if event is not h11.NEED_DATA:
                 return event
             try:
@@ -101,10 +127,21 @@ class _Connection:
             except (OSError, ssl.SSLError) as exc:
                 raise httpx.ReadError(_text(exc)) from exc
             self.received += len(data)
+            self.eof = self.eof or not data
             try:
                 self.h11.receive_data(data)  # b"" tells h11 the BMC closed the connection
             except h11.RemoteProtocolError as exc:
                 raise httpx.RemoteProtocolError(_text(exc)) from exc
+
+    def _check_head(self) -> None:
+        """Garbage instead of a status line is refused on its first bytes: h11 would wait for a line end
+        (or 16 KiB) that a garbage-sending BMC may never send, and the request would end as a timeout."""
+        if self.h11.their_state is not h11.SEND_RESPONSE:
+            return
+        start = self.h11.trailing_data[0].lstrip(b"\r\n")[:5]
+        if not (start.startswith(b"HTTP/") or b"HTTP/".startswith(start)):
+            raise MalformedAnswer("the answer does not start with an HTTP status line")
+        self.head_checked = len(start) == 5
 
 
 class _Body(httpx.AsyncByteStream):
@@ -235,6 +272,7 @@ class BmcTransport(httpx.AsyncBaseTransport):
         reused = conn.requests > 0
         conn.requests += 1
         received = conn.answer_start = conn.received
+        conn.head_checked = False
         self._current = conn
         self.phase = "sending the request"
         retryable = retry_stale and reused and method in _IDEMPOTENT

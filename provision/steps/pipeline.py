@@ -17,6 +17,9 @@ _BMC_REASONS = {
     "bmc_auth": "check the credential the site file names for this BMC (account, password, lockout)",
     "bmc_timeout": "the BMC accepted the connection but did not answer: reset the iDRAC (racreset)",
     "bmc_error_5xx": "the BMC kept answering server errors: retry later or reset the iDRAC",
+    "bmc_bad_response": "the BMC answered, but not with usable Redfish over HTTP (the detail says what: a bad "
+    "status line or header, an oversized or unparseable body): check that the address is the BMC's and not "
+    "another service or a proxy, then reset the iDRAC (racreset) or update its firmware",
 }
 
 HARVEST = StepSpec(
@@ -148,6 +151,22 @@ BURN_IN = StepSpec(
     host_timeout_s=60.0,
 )
 
+PORTS = StepSpec(
+    name="ports",
+    run_by="fabric ports apply --apply, fabric ports reenable LINK --repaired (after they change the port ledger)",
+    summary="a host whose HCA link the port ledger has down fails (ib_port_disabled); once the link is "
+    "re-enabled it goes back to configured, to earn healthy, burned_in and golden again",
+    takes=(State.deployed, State.configured, State.healthy, State.burned_in, State.golden),
+    moves_to=(State.configured,),
+    reasons={
+        "ib_port_disabled": "a link of this host's HCAs is out of service (the evidence names it and its port "
+        "ledger row): `fabric ports ticket LINK` is the datacenter ticket; once the cable or transceiver is "
+        "replaced, `fabric ports reenable LINK --repaired`, then health and burn-in earn golden again",
+    },
+    concurrency=512,
+    host_timeout_s=30.0,
+)
+
 GOLDEN = StepSpec(
     name="golden",
     run_by="provision health (promotes), provision golden (writes the hostfile)",
@@ -158,7 +177,7 @@ GOLDEN = StepSpec(
 
 # The lifecycle in the order a host goes through it (power is a tool, not a stage).
 PIPELINE: tuple[StepSpec, ...] = (HARVEST, PXE, MAAS_DEPLOY, CONFIGURE, HEALTH, BURN_IN, GOLDEN)
-ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER)
+ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER, PORTS)
 
 
 def remediation_for(reason: str | None) -> str:

@@ -118,11 +118,12 @@ def json_answer(doc: object) -> Behaviour:
 
 
 def raw(data: bytes, *, then_stall: bool = True) -> Behaviour:
-    """Send `data` as it is (a bad status line, garbage), then hold the connection open."""
+    """Send `data` as it is (a bad status line, garbage), then hold the connection open (or hang up)."""
     async def run(p: Peer, _: bytes, w: asyncio.StreamWriter) -> None:
         await p.send(w, data)
         if then_stall:
             await asyncio.sleep(3600)
+        w.close()
     return run
 
 
