@@ -39,13 +39,15 @@ HostsOpt = Annotated[
 
 @dataclass(frozen=True)
 class Common:
-    """--site, --db and --json: every command that reads a site takes them."""
+    """--site, --db, --adopt-db and --json: every command that reads a site takes them."""
 
     site: SiteOpt = None
     db: DbOpt = None
+    adopt_db: Annotated[bool, typer.Option(
+        "--adopt-db", help="Take over a state database that records another site (it becomes this site's).")] = False
     json_out: JsonOpt = False
 
 
 def common_options(func: Callable[..., R]) -> Callable[..., R]:
-    """The command gets --site, --db and --json as `common: Common`."""
+    """The command gets --site, --db, --adopt-db and --json as `common: Common`."""
     return with_group("common", Common)(func)

@@ -71,7 +71,7 @@ def harvest_macs(
     """Ask every BMC for its NICs, pick the PXE NIC, record macs_harvested (or failed with a reason)."""
     given = {"csv": csv_path, "yaml": yaml_path, "dhcpd": dhcpd_path, "dnsmasq": dnsmasq_path}
     require_directories(given)
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     selected = select_hosts(ctx.site, hosts, everyone=True)
     options = bmc.run_options(HARVEST)
     results, exports = with_progress(
@@ -129,7 +129,7 @@ def pxe_boot(
     """Arm a one-time PXE boot on every harvested host, power it on (off first if on), record pxe_armed."""
     if boot_mode not in (None, "UEFI", "Legacy", "keep"):
         raise typer.BadParameter("--boot-mode must be UEFI, Legacy or keep")
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     opts = bmc.run_options(PXE, boot_mode=boot_mode, power_policy=power_policy, power_timeout_s=wait.power_timeout,
                            poll_s=wait.poll)
     selected = select_hosts(ctx.site, hosts, everyone=True)
@@ -175,7 +175,7 @@ def power_cmd(
     common: Common,
 ) -> None:
     """Power hosts on/off/cycle through their BMCs, or show their power state (no lifecycle change)."""
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     opts = bmc.run_options(POWER, power_timeout_s=wait.power_timeout, poll_s=wait.poll)
     selected = select_hosts(ctx.site, hosts, everyone=True)
     results = with_progress(

@@ -8,7 +8,7 @@ takes one over), and only the site's default state directory is created: a direc
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ from provision.state import StateStore
 from provision.state.opening import SiteIdentity
 
 if TYPE_CHECKING:
+    from provision.cli.app import Common
     from provision.site.model import Site
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,31 +53,34 @@ def require_directories(paths: dict[str, Path | None]) -> None:
 
 @dataclass
 class Context:
-    """The fully validated site and its store, for commands that act on hosts."""
+    """The site and its store, for every command.
 
-    site: Site
+    `index` is the fast view every command has (names, racks, GPUs per host: `provision status` on a
+    511-host site must not revalidate it); `site` is the fully validated model, loaded on first use by
+    the commands that act on hosts. Both come from the same file: the index exists only for content
+    that validated.
+    """
+
+    index: SiteIndex
     store: StateStore
+    _site: Site | None = field(default=None, repr=False)
+
+    @property
+    def site(self) -> Site:
+        if self._site is None:
+            from provision.site.loader import load_site
+
+            self._site = load_site(self.index.path)
+        return self._site
 
     @classmethod
-    def open(cls, site_path: Path | None, db: Path | None) -> Context:
-        from provision.site.loader import load_site
-
-        site = load_site(site_path or default_site_path())
-        store = open_store(site, db)
-        store.sync_site((h.hostname, h.rack) for h in site.hosts())
-        return cls(site, store)
-
-
-@dataclass
-class IndexContext:
-    """The site's index and its store, for commands that only read or record lifecycle state."""
-
-    site: SiteIndex
-    store: StateStore
-
-    @classmethod
-    def open(cls, site_path: Path | None, db: Path | None) -> IndexContext:
+    def open(cls, site_path: Path | None, db: Path | None, *, adopt: bool = False) -> Context:
         index = load_index(site_path or default_site_path())
-        store = open_store(index, db)
+        store = open_store(index, db, adopt=adopt)
         store.sync_site((h.hostname, h.rack) for h in index.hosts)
         return cls(index, store)
+
+    @classmethod
+    def of(cls, common: Common) -> Context:
+        """The context for a command's --site, --db and --adopt-db."""
+        return cls.open(common.site, common.db, adopt=common.adopt_db)

@@ -83,7 +83,7 @@ def health(
     """Run the health agent on every host over SSH; record healthy or failed (reason + evidence); golden set."""
     if level not in ("fast", "long"):
         raise typer.BadParameter("--level is fast or long")
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     from rich.progress import Progress
 
     with Progress(console=err_console, transient=True, disable=common.json_out or not sys.stderr.isatty()) as bar:
@@ -149,7 +149,7 @@ def bisect(
     common: Common,
 ) -> None:
     """Find the bad host(s) in a group whose multi-host job fails, by running it on sub-groups over SSH."""
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     group = [h.hostname for h in select_hosts(ctx.site, hosts)]
     try:
         planner_check = make_planner(strategy, group, min_hosts=min_hosts, rounds=rounds)

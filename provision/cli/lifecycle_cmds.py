@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from provision.cli.app import Common, JsonOpt, app, common_options
-from provision.cli.context import IndexContext
+from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.hostfiles import HostfileFormat, golden_hosts, render_hostfile
@@ -26,7 +26,7 @@ def _ts(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
-def status_payload(ctx: IndexContext, records: list[HostRecord]) -> dict[str, Any]:
+def status_payload(ctx: Context, records: list[HostRecord]) -> dict[str, Any]:
     in_site = [r for r in records if r.in_site]
     by_state = Counter(r.state.value for r in in_site)
     by_rack: dict[str, Counter[str]] = {}
@@ -44,7 +44,7 @@ def status_payload(ctx: IndexContext, records: list[HostRecord]) -> dict[str, An
         if r.state is State.failed
     ]
     return {
-        "site": ctx.site.name,
+        "site": ctx.index.name,
         "state_db": str(ctx.store.path),
         "hosts": len(in_site),
         "by_state": {s.value: by_state.get(s.value, 0) for s in State},
@@ -95,7 +95,7 @@ def _render_status(payload: dict[str, Any]) -> None:
 @common_options
 def status(*, common: Common) -> None:
     """Hosts per lifecycle state, per rack, and the failed hosts with their reasons."""
-    ctx = IndexContext.open(common.site, common.db)
+    ctx = Context.of(common)
     payload = status_payload(ctx, ctx.store.hosts())
     if common.json_out:
         emit_json(payload)
@@ -111,7 +111,7 @@ def history(
     common: Common,
 ) -> None:
     """Every recorded event of one host, oldest first."""
-    ctx = IndexContext.open(common.site, common.db)
+    ctx = Context.of(common)
     events = ctx.store.history(host)
     if common.json_out:
         emit_json(
@@ -154,7 +154,7 @@ def mark(
     common: Common,
 ) -> None:
     """Operator override: put a host in any state, recorded as an override with its reason."""
-    ctx = IndexContext.open(common.site, common.db)
+    ctx = Context.of(common)
     outcome = ctx.store.mark(host, parse_state(state), reason=reason)
     if common.json_out:
         emit_json({"host": host, "from": outcome.before.value, "to": outcome.after.value, "override": True})
@@ -183,7 +183,7 @@ def record(
             evidence = json.loads(raw)
         except (OSError, ValueError) as exc:
             raise BringupError(f"evidence {evidence_file}: not readable JSON ({exc})") from None
-    ctx = IndexContext.open(common.site, common.db)
+    ctx = Context.of(common)
     outcome = ctx.store.transition(host, parse_state(state), command=command, reason=reason, evidence=evidence)
     if common.json_out:
         emit_json(
@@ -206,10 +206,10 @@ def golden(
     common: Common,
 ) -> None:
     """The golden hostfile: hosts that passed health and burn-in, for training jobs."""
-    ctx = IndexContext.open(common.site, common.db)
-    hosts = golden_hosts(ctx.site, ctx.store)
+    ctx = Context.of(common)
+    hosts = golden_hosts(ctx.index, ctx.store)
     if common.json_out:
-        emit_json({"site": ctx.site.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})
+        emit_json({"site": ctx.index.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})
         return
     text = render_hostfile(hosts, fmt, rdzv_port=rdzv_port)
     if output is not None:
@@ -218,7 +218,7 @@ def golden(
     else:
         sys.stdout.write(text)
     if not hosts:
-        sys.stderr.write(f"no golden hosts yet in {ctx.site.name} (hosts earn it through health and burn-in)\n")
+        sys.stderr.write(f"no golden hosts yet in {ctx.index.name} (hosts earn it through health and burn-in)\n")
 
 
 __all__ = ["FLOW", "status_payload"]

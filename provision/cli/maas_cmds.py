@@ -76,7 +76,7 @@ def deploy(
     from provision.maas.client import MaasClient
     from provision.maas.flow import DeployOptions, deploy_hosts
 
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     selected = select_hosts(ctx.site, hosts, everyone=True)
     maas = _maas(ctx)
     client = _client(ctx)
@@ -114,7 +114,7 @@ def machines(*, common: Common) -> None:
     """What MAAS knows: every machine with its status."""
     from provision.maas.client import MaasClient
 
-    ctx = Context.open(common.site, common.db)
+    ctx = Context.of(common)
     client = _client(ctx)
     assert isinstance(client, MaasClient)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.cli.context import IndexContext, state_path
+from provision.cli.context import Context, state_path
 from provision.site.index import load_index
 from provision.site.loader import load_site
 from provision.site.paths import ENV_STATE_DB, SitePaths, cache_dir, resolve_site_path, state_dir
@@ -72,7 +72,7 @@ def test_the_cli_honours_the_state_db_variable_unless_given_db(tmp_path: Path,
     monkeypatch.setenv(ENV_STATE_DB, str(tmp_path / "env.db"))
     assert state_path(index, None) == tmp_path / "env.db"
     assert state_path(index, tmp_path / "given.db") == tmp_path / "given.db"
-    ctx = IndexContext.open(site_file, None)
+    ctx = Context.open(site_file, None)
     ctx.store.close()
     assert (tmp_path / "env.db").is_file() and not index.default_state_path().exists()
 
