@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.packet import PacketDecodeError
 
 from provision.site.endpoints import split_host_port
 from provision.site.model import Site
@@ -30,6 +31,7 @@ from provision.ssh.errors import (
     SshDisconnected,
     SshError,
     SshHostKeyMismatch,
+    SshProtocolError,
     SshRefused,
     SshTimeout,
 )
@@ -187,11 +189,18 @@ def _map_connect_error(host: str, exc: BaseException) -> SshError:
         return SshRefused(host, "connection refused")
     if isinstance(exc, TimeoutError):
         return SshConnectTimeout(host, "no SSH handshake within the connect timeout")
+    if isinstance(exc, asyncssh.ProtocolError | PacketDecodeError):
+        return SshProtocolError(host, f"the peer does not speak SSH: {_short(exc)}")
     if isinstance(exc, asyncssh.DisconnectError | asyncssh.ConnectionLost | ConnectionError | EOFError):
         return SshDisconnected(host, f"connection dropped while connecting: {exc}")
     if isinstance(exc, OSError):
         return SshRefused(host, f"cannot connect: {exc.strerror or exc}")
     return SshError(host, f"{type(exc).__name__}: {exc}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 async def _read_limited(stream: Any, limit: int) -> tuple[bytes, bool]:
@@ -230,7 +239,7 @@ async def run_command(
                     connect_timeout=min(settings.connect_timeout_s, timeout_s),
                     **settings.connect_options(),
                 )
-            except (OSError, asyncssh.Error, EOFError) as exc:
+            except (OSError, asyncssh.Error, EOFError, PacketDecodeError) as exc:
                 raise _map_connect_error(endpoint.host, exc) from None
             settings.pin(endpoint, conn)
             phase = "run"
@@ -258,8 +267,8 @@ async def run_command(
         if phase == "connect":
             raise SshConnectTimeout(endpoint.host, f"no SSH session within {timeout_s:g} s") from None
         raise SshTimeout(endpoint.host, f"the command did not finish within {timeout_s:g} s") from None
-    except (asyncssh.Error, ConnectionError, EOFError) as exc:
-        if phase == "connect":
+    except (asyncssh.Error, ConnectionError, EOFError, PacketDecodeError) as exc:
+        if phase == "connect" or isinstance(exc, asyncssh.ProtocolError | PacketDecodeError):
             raise _map_connect_error(endpoint.host, exc) from None
         raise SshDisconnected(endpoint.host, f"connection dropped while the command ran: {exc}") from None
     finally:

@@ -42,6 +42,12 @@ class SshDisconnected(SshError):
     reason = "ssh_disconnected"
 
 
+class SshProtocolError(SshError):
+    """The peer does not speak SSH as it should: a bad banner, a malformed or impossible packet."""
+
+    reason = "ssh_bad_response"
+
+
 class SshTimeout(SshError):
     """The command did not finish within the per-host timeout (the host or its agent hangs)."""
 

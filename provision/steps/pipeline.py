@@ -128,6 +128,8 @@ HEALTH = StepSpec(
         "site's known_hosts; otherwise investigate",
         "ssh_auth_failed": "install the controller's SSH key on the host (the site's ssh settings)",
         "ssh_disconnected": "the session dropped mid-check: run the health check again",
+        "ssh_bad_response": "what answers on the host's SSH port does not speak SSH (a bad banner, malformed "
+        "packets): check that the address and port are the host's sshd and not another service, then its sshd",
         "health_timeout": "the agent did not finish in time: look for a hung GPU or disk, or raise the timeout",
         "controller_error": "a bug in the controller: run again with BRINGUP_DEBUG=1 and report it",
     },
