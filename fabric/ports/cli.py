@@ -1,7 +1,9 @@
 """`fabric ports`: port health from UFM events, port counters and link state.
 
 `plan` needs no site: it reads files a user saved (ibnetdiscover, UFM event.log or its REST JSON,
-perfquery/ibqueryerrors sweeps, iblinkinfo) and prints what it would disable or watch. Errors are one
+perfquery/ibqueryerrors sweeps, iblinkinfo) and prints what it would disable or watch. `apply --site S`
+plans from the site's fabric now and disables the links (dry run unless --apply), `reenable LINK
+--repaired` brings a repaired link back, `list` and `ticket` read the port ledger. Errors are one
 readable line on stderr and exit code 1.
 """
 
@@ -41,7 +43,7 @@ ports_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__
 
 @ports_app.callback()
 def _group() -> None:
-    """Port health: plan which links to disable or watch (apply comes later)."""
+    """Port health: plan which links to disable or watch, apply it, list, ticket and re-enable them."""
 
 
 class PortsInputError(FabricError):
@@ -159,8 +161,11 @@ def plan(
 
 
 def _register_ledger_commands() -> None:
+    from fabric.ports.cli_apply import apply_command, reenable_command
     from fabric.ports.cli_ledger import list_links, ticket
 
+    ports_app.command("apply")(apply_command)
+    ports_app.command("reenable")(reenable_command)
     ports_app.command("list")(list_links)
     ports_app.command("ticket")(ticket)
 

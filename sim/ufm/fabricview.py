@@ -5,8 +5,8 @@ watches the fabric with the real tools, turns what changes into UFM events, and 
   two downs of one link within `FLAP_WINDOW_S` make the SM call its switch port unhealthy (702 FLAPPING).
 - A switch port whose `SymbolErrorCounter` or `LinkDownedCounter` rose between two sweeps (`perfquery -l
   <lid> 255`, every port of a switch at once) is a 110 or 112 threshold event.
-- Disable/enable go through the real `ibportstate` over directed routes (an HCA end first, while its link
-  still carries SMPs; its enable from the HCA itself); ibsim retrains a port disabled through its SMA only
+- Disable/enable go through the real `ibportstate`: a switch port over a directed route, an HCA port from
+  the HCA itself (an SMP over the link being disabled loses its answer); ibsim retrains a port disabled through its SMA only
   when it is cabled again, so after both ends are enabled the link is re-cabled through ibsim's console.
 """
 
@@ -84,9 +84,12 @@ class FabricView:
         self.actuator = SimActuator(self.discover_text, env=self.env, wrapper=["ibsim-run"])
         self.poll()
 
-    def tool(self, argv: list[str], sim_host: str | None = None) -> str:
+    def tool(self, argv: list[str], sim_host: str | None = None, check: bool = False) -> str:
         env = {**self.env, **({"SIM_HOST": sim_host} if sim_host else {})}
         proc = run_tool(["ibsim-run", *argv], env, self.timeout_s)
+        if check and proc.returncode != 0:
+            last = [ln for ln in proc.stderr.splitlines() if "sim_connect" not in ln][-1:]
+            raise RuntimeError(f"{' '.join(argv)} failed (rc {proc.returncode}): {last[0] if last else 'no output'}")
         return proc.stdout
 
     def discover_text(self) -> str:
@@ -184,9 +187,11 @@ class FabricView:
         import asyncio
 
         with self.lock:
-            if enabled and end.guid in self.nodes and not self.is_switch(end.guid):
-                self.tool(["ibportstate", "-D", "0", str(end.port), "enable"], sim_host=f"H-{end.guid}")
-                self.actuator.down.discard(end)
+            if end.guid in self.nodes and not self.is_switch(end.guid):
+                # from the HCA itself: an SMP over its own link loses its answer when the link goes down
+                action = "enable" if enabled else "disable"
+                self.tool(["ibportstate", "-D", "0", str(end.port), action], sim_host=f"H-{end.guid}", check=True)
+                (self.actuator.down.discard if enabled else self.actuator.down.add)(end)
             else:
                 asyncio.run(self.actuator.set_enabled(end, enabled))
             if enabled:

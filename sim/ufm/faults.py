@@ -56,6 +56,8 @@ class Faults:
                 time.sleep(0.05)
                 view.poll()
         self.tick(view, 6.0)
+        if self.bers:
+            view.poll()  # the rising counters' first threshold events, before anyone asks
 
     def tick(self, view: View, seconds: float) -> None:
         for ber in self.bers:

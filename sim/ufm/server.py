@@ -77,7 +77,10 @@ class UfmSim:
         end = End(guid.lower(), int(port))
         if end.guid not in self.view.nodes:
             return Response.of(400, {"error": f"port {guid}_{port} is not in the fabric"})
-        await asyncio.to_thread(self.view.set_enabled, end, action == "enable")
+        try:
+            await asyncio.to_thread(self.view.set_enabled, end, action == "enable")
+        except Exception as e:  # the job failed in the fabric: UFM answers 500 with what went wrong
+            return Response.of(500, {"error": f"{action} {guid}_{port}: {type(e).__name__}: {e}"})
         self.jobs += 1
         return Response(202, b"", {"Location": f"/ufmRest/jobs/{self.jobs}"})
 
@@ -90,7 +93,11 @@ class UfmSim:
                 seen.add(end)
                 out.append(self._port(end, "LinkUp", "Active", link.width, link.speed))
         for end in sorted(view.actuator.down - seen):
+            seen.add(end)
             out.append(self._port(end, "Disabled", "Down", None, None))
+        cabled = {e for key in view.cabling for e in key if e.guid in view.nodes}
+        for end in sorted(cabled - seen):  # a cabled port whose peer is disabled or unplugged: no light
+            out.append(self._port(end, "Polling", "Down", None, None))
         return out
 
     def _port(self, end: End, phys: str, logical: str, width: str | None, speed: str | None) -> dict[str, Any]:

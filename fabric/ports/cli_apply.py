@@ -1,0 +1,140 @@
+"""`fabric ports apply --site S [--apply] [--force]` and `fabric ports reenable LINK --repaired --site S`.
+
+`apply` plans from the site's fabric now (live discovery, the site's UFM or `--events` files, live counter
+sweeps with `--sweep`), prints the plan and what it did: a dry run unless `--apply`; a plan over the site's
+caps applies nothing without `--force`. After an apply or a re-enable the hosts follow their ports (the
+`ports` lifecycle step, fabric/ports/hosts.py). Errors are one readable line on stderr and exit 1; a
+refused plan, an apply that stopped or a re-enable that found the link still bad also exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fabric.ports.apply import ApplyReport
+from fabric.ports.cli import _events, _zone, parse_duration, parse_now
+from fabric.ports.hosts import hosts_follow
+from fabric.ports.render import plan_text, plan_to_dict
+from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
+from fabric.ports.ticket import entry_ticket
+from provision.errors import BringupError
+from provision.state.secret_values import mask
+from provision.steps.runner import HostResult
+
+SiteOption = Annotated[Path, typer.Option("--site", help="Site file (its fabric, UFM, policy and state store).")]
+DbOption = Annotated[Path | None, typer.Option("--db", help="State database (default: $BRINGUP_STATE_DB, else "
+                                               "the site's).")]
+
+
+def _fail(err: BaseException) -> typer.Exit:
+    sys.stderr.write(mask(f"error: {str(err).replace(chr(10), '; ')}") + "\n")
+    return typer.Exit(1)
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(mask(text))
+
+
+def report_text(report: ApplyReport) -> str:
+    if report.refused:
+        return ("REFUSED, nothing applied (the plan is over the site's caps; --force applies it anyway): "
+                + "; ".join(report.refused) + "\n")
+    head = f"applied via {report.via}" if report.applied else f"dry run (via {report.via}): nothing sent"
+    lines = [head]
+    lines += [f"  {o.state:<16} {o.link}: {o.detail}" for o in report.outcomes]
+    if report.stopped:
+        lines.append(f"STOPPED: {report.stopped} (the ledger says what was done; run again to finish)")
+    return "\n".join(lines) + "\n"
+
+
+def hosts_text(results: list[HostResult]) -> str:
+    lines = []
+    for r in results:
+        to = r.state.value if r.state else "?"
+        lines.append(f"  host {r.host}: {to}" + (f" ({r.reason}: {r.detail})" if r.reason else ""))
+    return ("hosts:\n" + "\n".join(lines) + "\n") if lines else "hosts: none moved\n"
+
+
+def _follow(ps: PortsSite) -> list[HostResult]:
+    return asyncio.run(hosts_follow(ps.site, ps.store, list(ps.ledger.current().values())))
+
+
+def apply_command(
+    site: SiteOption,
+    apply: Annotated[bool, typer.Option("--apply", help="Disable the links (default: a dry run).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Apply a plan over the site's caps.")] = False,
+    events: Annotated[list[Path] | None, typer.Option(
+        "--events", help="UFM event.log or REST JSON files, instead of the site's UFM (repeatable).")] = None,
+    sweep: Annotated[str | None, typer.Option("--sweep", help="Two live counter sweeps this far apart (30s).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Window, e.g. 24h (default: the policy's).")] = None,
+    now: Annotated[str | None, typer.Option("--now", help="ISO time the window ends (default: now).")] = None,
+    tickets: Annotated[bool, typer.Option("--tickets", help="Print the ticket of every link disabled.")] = False,
+    db: DbOption = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Disable (both ends of) every link the plan condemns, each step in the port ledger; dry run unless --apply."""
+    try:
+        ps = open_ports_site(site, db)
+        try:
+            policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric else None
+            tz = _zone(policy.ufm_timezone if policy else "UTC")
+            inputs = ApplyInputs(parse_duration(since) if since else None, parse_now(now) if now else None,
+                                 tuple(_events(events, tz)) if events else None,
+                                 parse_duration(sweep).total_seconds() if sweep else None, apply, force)
+            run = asyncio.run(plan_and_apply(ps, inputs))
+            moved = _follow(ps) if run.report.applied else []
+            disabled = [ps.ledger.find(o.link) for o in run.report.outcomes] if tickets and run.report.applied else []
+        finally:
+            ps.close()
+    except BringupError as err:
+        raise _fail(err) from None
+    if json_out:
+        out: dict[str, Any] = {"plan": plan_to_dict(run.plan), "report": run.report.to_dict(),
+                               "hosts": [_host_dict(r) for r in moved]}
+        _out(json.dumps(out, indent=2) + "\n")
+    else:
+        _out(plan_text(run.plan) + report_text(run.report) + (hosts_text(moved) if run.report.applied else "")
+             + "".join(f"\n--- ticket {e.link} (ledger row {e.id})\n{entry_ticket(e)}" for e in disabled))
+    if not run.report.ok:
+        raise typer.Exit(1)
+
+
+def _host_dict(r: HostResult) -> dict[str, Any]:
+    return {"host": r.host, "ok": r.ok, "state": r.state.value if r.state else None, "reason": r.reason,
+            "detail": r.detail}
+
+
+def reenable_command(
+    link: Annotated[str, typer.Argument(help="Ledger link id, or one end as NAME[PORT] / 0xGUID[PORT].")],
+    site: SiteOption,
+    repaired: Annotated[bool, typer.Option("--repaired", help="The cable or transceiver was replaced.")] = False,
+    window: Annotated[str, typer.Option("--window", help="Error-counter window after it trains.")] = "30s",
+    train: Annotated[str, typer.Option("--train", help="How long the link may take to train.")] = "15s",
+    db: DbOption = None,
+) -> None:
+    """Re-enable both ends of a repaired link if it trains at its design rate with no errors; else it stays out."""
+    try:
+        if not repaired:
+            raise BringupError("say --repaired once the cable or transceiver was replaced (a link is re-enabled "
+                               "only after a repair)")
+        window_s, train_s = parse_duration(window).total_seconds(), parse_duration(train).total_seconds()
+        ps = open_ports_site(site, db)
+        try:
+            result = asyncio.run(reenable_link(ps, link, window_s, train_s))
+            moved = _follow(ps)
+        finally:
+            ps.close()
+    except BringupError as err:
+        raise _fail(err) from None
+    entry = result.entry
+    verdict = "re-enabled" if result.ok else "still out of service (disabled again)"
+    lines = [f"{entry.link}: {verdict} (ledger row {entry.id})", *(f"  {f}" for f in result.findings)]
+    _out("\n".join(lines) + "\n" + hosts_text(moved))
+    if not result.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,242 @@
+"""`fabric ports apply|reenable` on a site: the plan from the fabric as it is now, the actuator the site
+calls for, the port ledger in the site's state store, and the hosts behind the links.
+
+The plan reads live discovery (`fabric.live`: ibnetdiscover from each attachment point, the lab's ibsim
+when the site has one), UFM's events, ports and links from the site's UFM (`fabric.ufm`; or `--events`
+files, which replace them), and, when asked, two live counter sweeps (`perfquery` of every switch port,
+`sweep_s` apart). Ports change through UFM when the site has `fabric.ufm`, else in-band (`ibportstate`).
+The UFM credential is resolved here (environment or vault, `provision.site.credentials`) and handed to
+the client only: it is never in argv, a log line, the ledger or the output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from fabric import live
+from fabric.design import Design, Port, load_design
+from fabric.errors import FabricError
+from fabric.pipeline import topology_from_texts, with_site_locations
+from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
+from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
+from fabric.ports.counters import CounterSweep, parse_perfquery
+from fabric.ports.ledger import Ledger, LedgerEntry
+from fabric.ports.plan import PlannedLink, PortPlan, plan_ports
+from fabric.ports.reenable import ReenableResult, reenable
+from fabric.ports.ticket import ticket_text
+from fabric.topology import End, NodeType, Topology
+from fabric.ufm.client import UfmActuator, UfmClient
+from fabric.ufm.events import Rejected, UfmEvent, parse_rest_events
+from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
+from provision.site import load_site
+from provision.site.credentials import login
+from provision.site.model import Site
+from provision.state import StateStore
+
+DISCOVERY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class PortsSite:
+    """A site opened for `fabric ports`: its model, state store, ledger, design and fabric tools."""
+
+    site: Site
+    store: StateStore
+    design: Design | None
+    wrapper: tuple[str, ...] = ()  # ("ibsim-run",) on the lab's simulated fabric
+    env: dict[str, str] = field(default_factory=dict)
+    sim_state: Path | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        return Ledger(self.store)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_ports_site(site_file: Path, db: Path | None) -> PortsSite:
+    site = load_site(site_file)
+    design_path = site.fabric_design
+    design = with_site_locations(load_design(design_path), site) if design_path is not None else None
+    state = Path(os.environ[live.SIM_STATE_ENV]) if os.environ.get(live.SIM_STATE_ENV) else None
+    state = state or live.lab_state_for_site(site_file)
+    wrapper: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    if state is not None:
+        points = live.sim_attachments(state)
+        if points:
+            wrapper = (points[0].argv[0],)
+            env = {k: v for k, v in points[0].env.items() if k == "IBSIM_SOCKNAME"}
+    return PortsSite(site, StateStore(site.paths.state_db(db)), design, wrapper, env, state)
+
+
+def actor() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def discover_texts(ps: PortsSite) -> list[tuple[str, str]]:
+    return list(live.discover(DISCOVERY_TIMEOUT_S, ps.sim_state).captures)
+
+
+def ufm_client(ps: PortsSite) -> UfmClient | None:
+    """The site's UFM client (credential resolved now, from the environment or the vault); None without UFM."""
+    fabric = ps.site.spec.fabric
+    ufm = fabric.ufm if fabric is not None else None
+    if ufm is None:
+        return None
+    ca = ps.site.directory / ufm.ca_bundle if ufm.ca_bundle else None
+    return UfmClient(str(ufm.url), login(ps.site, ufm.credential), verify=ufm.verify_tls, ca_bundle=ca,
+                     timeout_s=ufm.timeout_s)
+
+
+@dataclass(frozen=True)
+class UfmView:
+    events: tuple[UfmEvent | Rejected, ...] = ()
+    ports: Mapping[End, UfmPort] = field(default_factory=dict)
+
+
+async def read_ufm(client: UfmClient, tz: str) -> UfmView:
+    """UFM's events, ports (states, labels) and links (cable serials)."""
+    events, ports, links = await client.events(), await client.ports(), await client.links()
+    log = parse_rest_events(events, "ufm:/ufmRest/app/events", ZoneInfo(tz))
+    out: dict[End, UfmPort] = dict(parse_link_cables(links, "ufm:/ufmRest/resources/links").ports)
+    out.update(parse_ufm_ports(ports, "ufm:/ufmRest/resources/ports").ports)
+    return UfmView((*log.rejected, *log.events), out)
+
+
+def switch_lids(texts: Sequence[tuple[str, str]], top: Topology) -> dict[str, int]:
+    lids: dict[str, int] = {}
+    for _label, text in texts:
+        lids.update(lids_from_ibnetdiscover(text))
+    return {g: lid for g, lid in lids.items() if g in top.nodes and top.nodes[g].type is NodeType.SWITCH}
+
+
+async def _tool(ps: PortsSite, argv: Sequence[str], timeout_s: float) -> str:
+    proc = await asyncio.create_subprocess_exec(*ps.wrapper, *argv, stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, **ps.env}, start_new_session=True)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise FabricError(f"{' '.join(argv)} did not answer within {timeout_s:g} s") from None
+    if proc.returncode != 0:
+        lines = [ln for ln in err.decode(errors="replace").splitlines() if "sim_connect" not in ln]
+        raise FabricError(f"{' '.join(argv)} failed (rc {proc.returncode}): {(lines or ['no output'])[-1]}")
+    return out.decode(errors="replace")
+
+
+async def live_sweep(ps: PortsSite, lids: Mapping[str, int], timeout_s: float = 30.0) -> CounterSweep:
+    """Every switch port's error counters now (`perfquery -l <lid> 255`, one switch after another)."""
+    taken = datetime.now(UTC)
+    values: dict[End, Mapping[str, int]] = {}
+    for guid, lid in sorted(lids.items()):
+        swept = parse_perfquery(await _tool(ps, ["perfquery", "-l", str(lid), "255"], timeout_s), "perfquery")
+        values.update({End(guid, e.port): v for e, v in swept.values.items() if e.port > 0})
+    return CounterSweep("perfquery (live)", taken, values, by_lid=False, complete=True)
+
+
+async def live_sweeps(ps: PortsSite, lids: Mapping[str, int], sweep_s: float) -> list[CounterSweep]:
+    first = await live_sweep(ps, lids)
+    await asyncio.sleep(sweep_s)
+    return [first, await live_sweep(ps, lids)]
+
+
+def ticket_for(design: Design | None) -> Any:
+    """`apply_plan`'s ticket callback: the ticket text, and the design's cable id and rate for the ledger."""
+    def ticket(pl: PlannedLink) -> tuple[str, Mapping[str, Any]]:
+        dl = None
+        if design is not None and pl.b is not None:
+            dl = design.by_port.get(Port(pl.a.name, pl.a.port)) or design.by_port.get(Port(pl.b.name, pl.b.port))
+        extra = {"design_cable": dl.cable if dl else None, "expected": dl.rate() if dl else None}
+        evidence = [e.to_dict() for e in pl.evidence]
+        text = ticket_text(ledger_ends(pl), pl.reason, evidence, pl.cable_serial, extra["design_cable"],
+                           extra["expected"])
+        return text, extra
+    return ticket
+
+
+@dataclass(frozen=True)
+class ApplyInputs:
+    since: timedelta | None = None
+    now: datetime | None = None
+    events: tuple[UfmEvent | Rejected, ...] | None = None  # files given: they replace UFM's events
+    sweep_s: float | None = None  # two live counter sweeps this far apart
+    apply: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class ApplyRun:
+    plan: PortPlan
+    report: ApplyReport
+
+
+async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
+    """Plan from the site's fabric now, then dry-run or apply it (the caps hold without `force`)."""
+    policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric is not None else None
+    if policy is None:
+        raise FabricError(f"{ps.site.path}: the site has no `fabric:` section")
+    texts = await asyncio.to_thread(discover_texts, ps)
+    top = topology_from_texts(texts)
+    async with AsyncExitStack() as stack:
+        client = ufm_client(ps)
+        if client is not None:
+            await stack.enter_async_context(client)
+        view = await read_ufm(client, policy.ufm_timezone) if client is not None else UfmView()
+        events = inputs.events if inputs.events is not None else view.events
+        sweeps = await live_sweeps(ps, switch_lids(texts, top), inputs.sweep_s) if inputs.sweep_s else []
+        plan = plan_ports(top, events, sweeps, (), policy, inputs.now or datetime.now(UTC), ps.design,
+                          since=inputs.since, ufm_ports=view.ports)
+        actuator = actuator_for(ps, client, texts)
+        report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
+                                  actor=actor(), ticket=ticket_for(ps.design))
+    return ApplyRun(plan, report)
+
+
+def actuator_for(ps: PortsSite, client: UfmClient | None, texts: Sequence[tuple[str, str]]) -> Actuator:
+    """UFM when the site has it; else in-band from the first attachment point's view of the fabric."""
+    if client is not None:
+        return UfmActuator(client)
+    pending = [texts[0][1]]  # the capture just taken serves the first look; later looks rediscover
+
+    def discover() -> str:
+        return pending.pop() if pending else discover_texts(ps)[0][1]
+    return IbPortState(discover, env=ps.env, wrapper=ps.wrapper)
+
+
+async def reenable_link(ps: PortsSite, spec: str, window_s: float, train_s: float) -> ReenableResult:
+    """Re-enable the ledger's link `spec` after the repair, if it trains clean; else it stays disabled."""
+    entry: LedgerEntry = ps.ledger.find(spec)
+    texts = await asyncio.to_thread(discover_texts, ps)
+    async with AsyncExitStack() as stack:
+        client = ufm_client(ps)
+        if client is not None:
+            await stack.enter_async_context(client)
+        actuator = actuator_for(ps, client, texts)
+        inband = actuator if isinstance(actuator, IbPortState) else IbPortState(
+            lambda: discover_texts(ps)[0][1], env=ps.env, wrapper=ps.wrapper)
+        return await reenable(entry, actuator, ps.ledger, _fresh_counters(ps, inband), actor=actor(),
+                              window_s=window_s, train_s=train_s)
+
+
+def _fresh_counters(ps: PortsSite, inband: IbPortState) -> Any:
+    """perfquery is LID-routed: after a re-enable the SM has swept the link; rediscover for its LIDs first."""
+    async def read(end: End) -> Mapping[str, int]:
+        await asyncio.to_thread(inband.refresh)
+        return await inband.counters(end)
+    return read
