@@ -58,8 +58,13 @@ def main(argv: list[str]) -> int:
     socket_path = argv[0]
     with contextlib.suppress(FileNotFoundError):
         os.unlink(socket_path)
+    parent = os.getppid()
     with _Server(socket_path, _Handler) as server:
-        server.serve_forever(poll_interval=0.2)
+        server.timeout = 0.2  # handle_request returns (and reaps children) at least this often
+        # Serve while the SSH host server that started us lives: killed with SIGKILL, it cannot stop us,
+        # and an orphaned zygote would outlive the lab.
+        while os.getppid() == parent:
+            server.handle_request()
     return 0
 
 
