@@ -129,6 +129,12 @@ def judge(run: RemoteRun, *, expected_host: str, level: str) -> HostHealth:
     if isinstance(report, dict) and report.get("error") == "config":
         said = "; ".join(str(p) for p in report.get("problems", []))[:300]
         return _unknown(run, "agent_config_rejected", f"the agent rejected its expectations: {said}")
+    if isinstance(report, dict) and isinstance(report.get("error"), str) and "checks" not in report:
+        # The agent reached no verdict and said why (exit 3): its own reason, not "garbled".
+        said = "; ".join(str(p) for p in report.get("problems", []) if p)[:300] or "no detail"
+        error = machine_reason(str(report["error"]), "failed")
+        reason = error if error.startswith("agent_") else f"agent_{error}"
+        return _unknown(run, reason[:64], f"the agent reached no verdict ({report['error']}): {said}")
     if not isinstance(report, dict) or not isinstance(report.get("checks"), list):
         return _unknown(run, "agent_output_garbled", "the agent's report has no list of checks")
     if report.get("host") != expected_host:

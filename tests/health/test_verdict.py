@@ -112,3 +112,11 @@ def test_ssh_failures_are_unknown_with_their_reason() -> None:
 )
 def test_reasons_become_what_the_state_store_accepts(raw: str, reason: str) -> None:
     assert machine_reason(raw) == reason
+
+
+@pytest.mark.parametrize(("error", "reason"), [("agent_error", "agent_error"), ("usage", "agent_usage")])
+def test_an_agent_that_reached_no_verdict_is_unknown_with_its_own_reason(error: str, reason: str) -> None:
+    stdout = json.dumps({"verdict": "unknown", "exit_code": 3, "error": error, "problems": ["ValueError: boom"]})
+    result = judge(_run(stdout, 3), expected_host="gpu-01", level="fast")
+    assert (result.verdict, result.reason) == (Verdict.unknown, reason)
+    assert "boom" in result.summary
