@@ -14,7 +14,7 @@ from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History, LinkRow
 from fabric.burnin.judge import Judgement, judge
 from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
-from fabric.burnin.site_plan import plan_for_site, read_fabric, site_hosts
+from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, site_hosts
 from fabric.errors import FabricError
 from provision.site import load_site
 from provision.site.model import Site
@@ -45,16 +45,19 @@ def plan_site(site_file: Path, routing: str, discovered: Path | None, hosts: str
               all_hosts: bool = False) -> dict[str, Any]:
     """The site's GPU hosts (those healthy or further, unless `all_hosts`) on the fabric as it is now."""
     site = load_site(site_file)
-    if only is None and not all_hosts:
-        store = StateStore(site.paths.state_db(db))
-        only = {h for state in READY for h in store.in_state(state)}
+    store = StateStore(site.paths.state_db(db))
+    try:
+        if only is None and not all_hosts:
+            only = {h for state in READY for h in store.in_state(state)}
+        out_of_service = ledger_out_of_service(store)
+    finally:
         store.close()
     names = site_hosts(site, hosts, only)
     if not names:
         raise FabricError("no GPU host of the site matches" + (f" --hosts {hosts!r}" if hosts else "")
                           + ("" if all_hosts else " and is healthy, burned_in or golden (--all-hosts: any state)"))
     fabric = read_fabric(site, discovered, routing, timeout_s)
-    return plan_for_site(site, fabric, names, site.spec.policy.burnin_floor_pct)
+    return plan_for_site(site, fabric, names, site.spec.policy.burnin_floor_pct, out_of_service)
 
 
 def gpu_pairing(site: Site) -> Callable[[str, str], int | None]:

@@ -11,8 +11,10 @@ answer in time is listed, never read as zero.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,7 +63,8 @@ class IbTools:
             try:
                 out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
             except TimeoutError:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # its own session: the tool and anything it started
                 await proc.wait()
                 raise FabricError(f"{' '.join(argv)} did not answer within {timeout_s:g} s") from None
         if proc.returncode != 0:

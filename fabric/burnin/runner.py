@@ -1,10 +1,10 @@
 """`fabric burnin run`: each stage of a plan as `ib_write_bw` server/client pairs over SSH, with every switch
 port's counters read before and after, results stored per flow and per port, resumable per stage.
 
-A stage: read counters; start every receiver's server (bounded concurrency, each under its host's
-deadline); after a grace period start every sender's client; wait for all of them (a host that hangs is
-cut off at its deadline, and the remote command is itself under `timeout`, so it dies even when the
-session is lost); then on every host of the stage kill whatever this stage started there; read counters
+A stage: read counters; start every receiver's server (at most `concurrency` sessions being set up at once,
+each under its host's deadline); after a grace period start every sender's client; wait for all of them
+(a host that hangs is cut off at its deadline, and the remote command is itself under `timeout`, so it dies even
+when the session is lost); then on every host of the stage kill whatever this stage started there; read counters
 again; write the stage's flows, port deltas and its `done` mark in one transaction. A flow is `ok` only
 when both ends printed a perftest report for the right device and every switch on its path answered
 `perfquery` both times; anything else is `unknown` with the reason, never a rate.
@@ -43,6 +43,7 @@ class RunOptions:
     gpudirect: bool = False
     concurrency: int = 128
     start_grace_s: float = 1.0  # servers listen before clients start
+    launch_window_s: float = 0.5  # a session holds its launch slot this long at most
     slack_s: float = 30.0  # a host's deadline beyond the duration
     counter_timeout_s: float = 30.0
     cleanup_timeout_s: float = 15.0
@@ -127,10 +128,13 @@ async def run_stage(stage_no: int, flows: Sequence[Mapping[str, Any]], remote: C
     gate = asyncio.Semaphore(opts.concurrency)
     deadline = opts.duration_s + opts.slack_s
 
-    async def bounded(host: str, command: str, timeout_s: float) -> RemoteRun:
+    async def launch(host: str, command: str, timeout_s: float) -> asyncio.Future[RemoteRun]:
+        """Start one session; the gate bounds sessions being set up, not those running (a stage needs all of
+        its servers and clients at once)."""
         async with gate:
-            result: RemoteRun = await remote(host, command, timeout_s)
-            return result
+            task: asyncio.Future[RemoteRun] = asyncio.ensure_future(remote(host, command, timeout_s))
+            await asyncio.wait({task}, timeout=opts.launch_window_s)
+        return task
 
     before = await read_counters(tools, switches, opts.counter_timeout_s)
     ports = [BASE_TCP_PORT + i for i in range(len(flows))]
@@ -138,15 +142,15 @@ async def run_stage(stage_no: int, flows: Sequence[Mapping[str, Any]], remote: C
     def gpu(host: str, hca: str) -> int | None:
         return gpu_of(host, hca) if opts.gpudirect else None
 
-    servers = [asyncio.ensure_future(bounded(
+    servers = await asyncio.gather(*(launch(
         f["dst_host"], server_command(f["dst_hca"], int(f["dst_port"]), p, opts.duration_s,
                                       gpu(f["dst_host"], f["dst_hca"]), int(deadline + opts.start_grace_s)),
-        deadline + opts.start_grace_s + 5)) for f, p in zip(flows, ports, strict=True)]
-    await asyncio.sleep(opts.start_grace_s)
-    clients = [asyncio.ensure_future(bounded(
+        deadline + opts.start_grace_s + 5) for f, p in zip(flows, ports, strict=True)))
+    await asyncio.sleep(opts.start_grace_s)  # every server is listening (or has failed) before any client
+    clients = await asyncio.gather(*(launch(
         f["src_host"], client_command(f["src_hca"], int(f["src_port"]), p, opts.duration_s,
                                       gpu(f["src_host"], f["src_hca"]), f["dst_host"], int(deadline)),
-        deadline + 5)) for f, p in zip(flows, ports, strict=True)]
+        deadline + 5) for f, p in zip(flows, ports, strict=True)))
     try:
         got_clients = await asyncio.gather(*clients, return_exceptions=True)
         got_servers = await asyncio.gather(*servers, return_exceptions=True)

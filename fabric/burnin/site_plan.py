@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,11 @@ from fabric.design import Design, load_design
 from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
+from fabric.ports.ledger import OUT_OF_SERVICE, Ledger
 from fabric.ports.resolve import Resolver
 from fabric.topology import End, NodeType, Topology
 from provision.site.model import Site
+from provision.state import StateStore
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,33 @@ def _read(path: Path) -> str:
         raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
-def hosts_left_out(top: Topology, hosts: Collection[str]) -> dict[str, str]:
-    """Hosts with an HCA port the discovery shows down or disabled -> why they are left out."""
+def ledger_out_of_service(store: StateStore) -> dict[End, str]:
+    """Ends of links the port ledger has out of service (planned, disabled, failed to apply or refused
+    re-enabling) -> why, so the plan goes around them even before the discovery shows them down."""
+    out: dict[End, str] = {}
+    for entry in Ledger(store).current().values():
+        if entry.state in OUT_OF_SERVICE:
+            for end in entry.ends:
+                out[End(end.guid.removeprefix("0x"), end.port)] = (
+                    f"the port ledger has its link {entry.state} ({entry.why}): planned around")
+    return out
+
+
+def hosts_left_out(top: Topology, hosts: Collection[str], ledger: Mapping[End, str] | None = None,
+                   ) -> dict[str, str]:
+    """Hosts with an HCA port the discovery shows down or disabled, or the port ledger has out of service,
+    -> why they are left out."""
     out: dict[str, str] = {}
+    for end, why in (ledger or {}).items():
+        node = top.nodes.get(end.guid)
+        label = ca_name_from_description(node.description) if node and node.type is not NodeType.SWITCH else None
+        if label is None:  # a switch end: its HCA peer, if any
+            peer = next((lk.other(end) for lk in top.links if end in (lk.a, lk.b)), None)
+            pnode = top.nodes.get(peer.guid) if peer else None
+            label = ca_name_from_description(pnode.description) if pnode and pnode.type is not NodeType.SWITCH \
+                else None
+        if label is not None and label.split("/", 1)[0] in hosts:
+            out.setdefault(label.split("/", 1)[0], f"{label}: {why}")
     for down in top.down_ports:
         node = top.nodes.get(down.end.guid)
         if node is None or node.type is NodeType.SWITCH:
@@ -98,10 +124,11 @@ def site_hosts(site: Site, pattern: str | None, only: Collection[str] | None = N
     return names
 
 
-def plan_for_site(site: Site, fabric: SiteFabric, hosts: Collection[str], floor_pct: float) -> dict[str, Any]:
+def plan_for_site(site: Site, fabric: SiteFabric, hosts: Collection[str], floor_pct: float,
+                  ledger: Mapping[End, str] | None = None) -> dict[str, Any]:
     """The plan's JSON for these hosts, with the site's floor, switch LIDs and located link ends."""
     top = fabric.topology
-    skipped = hosts_left_out(top, hosts)
+    skipped = hosts_left_out(top, hosts, ledger)
     chosen = [h for h in hosts if h not in skipped]
     if not chosen:
         raise FabricError("no GPU host is left to burn in" + (f" ({len(skipped)} left out: "

@@ -18,6 +18,7 @@ Result = tuple[int, str, str] | None
 
 
 async def handle(traffic: Traffic, host: str, inv: Invocation, process: Any, fault: PerftestFault | None) -> Result:
+    """Either side on a faulty host misbehaves as its fault says (the client also cuts its flow short)."""
     key = (host, inv.tcp_port)
     if key in traffic.running:
         return 1, "", f" Couldn't bind to port {inv.tcp_port}: Address already in use\n"
@@ -25,7 +26,7 @@ async def handle(traffic: Traffic, host: str, inv: Invocation, process: Any, fau
     traffic.killed.discard(key)
     try:
         if inv.server is None:
-            return await _server(traffic, host, inv, process)
+            return _mangle(await _server(traffic, host, inv, process, fault), fault)
         return await _client(traffic, host, inv, process, fault)
     finally:
         traffic.running.discard(key)
@@ -36,7 +37,20 @@ def _limit(inv: Invocation, default: float) -> float:
     return min(default, inv.cut_at) if inv.cut_at is not None else default
 
 
-async def _server(traffic: Traffic, host: str, inv: Invocation, process: Any) -> Result:
+def _mangle(result: Result, fault: PerftestFault | None) -> Result:
+    if result is None or fault is None or result[0] != 0:
+        return result
+    if fault is PerftestFault.drop:
+        return None
+    if fault is PerftestFault.exit_early:
+        return 1, "", " Failed to complete run_iter_bw function successfully\n"
+    if fault is PerftestFault.garbage:
+        return 0, result[1].replace(" 65536 ", " 6\x1b5536 ").replace(".", "\ufffd"), result[2]
+    return result
+
+
+async def _server(traffic: Traffic, host: str, inv: Invocation, process: Any,
+                  fault: PerftestFault | None = None) -> Result:
     slot = _Slot(inv, host)
     traffic.slots[(host, inv.tcp_port)] = slot
     started = time.monotonic()
@@ -45,12 +59,14 @@ async def _server(traffic: Traffic, host: str, inv: Invocation, process: Any) ->
     def stop() -> bool:
         return (host, inv.tcp_port) in traffic.killed
 
+    if fault is PerftestFault.hang:
+        limit = _limit(inv, 10.0**6)
     try:
         while not slot.flow.done():
             if not await wait_closed_or(process, 0.1, stop) or time.monotonic() - started > limit:
                 return _killed(inv, time.monotonic() - started >= limit)
         flow = slot.flow.result()
-        while not flow.done.done():
+        while not flow.done.done() or fault is PerftestFault.hang:
             if not await wait_closed_or(process, 0.1, stop) or time.monotonic() - started > limit:
                 return _killed(inv, time.monotonic() - started >= limit)
     finally:
