@@ -29,6 +29,9 @@ MiB = 1024 * 1024
 MAX_SITE_BYTES = 16 * MiB
 MAX_SITE_NODES = 1_000_000
 MAX_DEPTH = 64
+MAX_DESIGN_BYTES = 64 * MiB
+MAX_DESIGN_NODES = 5_000_000
+MAX_OVERLAY_BYTES = 4 * MiB
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
