@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from provision.site.bounded import MAX_SITE_BYTES, InputRefused, read_text
 from provision.site.cache import IndexedHost, content_key, index_hosts, read_index
 from provision.site.paths import SitePaths, resolve_site_path
 
@@ -43,8 +44,8 @@ class SiteIndex:
 def load_index(path: Path | str) -> SiteIndex:
     file = resolve_site_path(path)
     try:
-        indexed = read_index(file, content_key(file.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError):
+        indexed = read_index(file, content_key(read_text(file, limit=MAX_SITE_BYTES, what="site file")))
+    except (OSError, UnicodeDecodeError, InputRefused):
         indexed = None  # the loader reports an unreadable file with its own message
     if indexed is not None:
         name, hosts = indexed

@@ -4,6 +4,9 @@ same bounds (provision/site/bounded.py): regular files only, a size cap, YAML al
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from fabric.errors import DesignError
 from provision.health.errors import HealthError
 from provision.health.expectations import ENV_OVERLAY, load_overlay
 from provision.site import load_site
+from tests.sites import copy_sim_site
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_SITE = REPO / "inventory" / "sim" / "site.yml"
@@ -115,3 +119,37 @@ def test_a_health_overlay_over_the_size_limit_is_refused(sim_site: Path) -> None
 def test_no_overlay_file_is_still_no_overlay(sim_site: Path) -> None:
     assert load_overlay(load_site(sim_site), {}) == {}
     assert load_overlay(load_site(sim_site), {ENV_OVERLAY: str(sim_site.parent / "absent.yml")}) == {}
+
+
+# The commands themselves (issue 16: `--site /dev/zero` hung, `--hosts @/dev/zero` was OOM-killed,
+# `--hosts 'gpu-r1-[0-99999999]'` expanded without limit): one clear line and exit 1, in seconds.
+
+
+def _provision(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    def limit_memory() -> None:  # a regression must fail here as a MemoryError, not take the machine down
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
+
+    return subprocess.run([sys.executable, "-m", "provision", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=30, preexec_fn=limit_memory, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.parametrize(("site", "expected"), [("/dev/zero", "is a character device: only a regular file is read"),
+                                                ("fifo", "is a pipe (FIFO): only a regular file is read")],
+                         ids=["dev-zero", "fifo"])
+def test_status_of_a_site_that_is_a_device_or_fifo_is_one_clear_error(tmp_path: Path, site: str,
+                                                                      expected: str) -> None:
+    if site == "fifo":
+        site = str(tmp_path / "site.yml")
+        os.mkfifo(site)
+    done = _provision("status", "--site", site, cwd=tmp_path)
+    assert done.returncode == 1 and expected in done.stderr and "internal error" not in done.stderr
+
+
+@pytest.mark.parametrize(("hosts", "expected"), [
+    ("@/dev/zero", "hostfile /dev/zero is a character device"),
+    ("gpu-r1-[0-99999999]", "names more than 100000 hosts"),
+], ids=["hostfile-dev-zero", "huge-range"])
+def test_a_hostile_host_selection_is_one_clear_error(tmp_path: Path, hosts: str, expected: str) -> None:
+    site = copy_sim_site(tmp_path / "site")
+    done = _provision("power", "status", "--site", str(site), "--hosts", hosts, cwd=tmp_path)
+    assert done.returncode == 1 and expected in done.stderr and "internal error" not in done.stderr
