@@ -34,7 +34,7 @@ from provision.redfish.errors import (
     RedfishUnreachable,
     RedfishUnsupported,
 )
-from provision.redfish.resource import ROOT, Resource, is_expanded, odata_id, sessions_path
+from provision.redfish.resource import ROOT, Resource, is_expanded, next_page, odata_id, sessions_path
 from provision.redfish.tls import ssl_cause, tls_context
 from provision.redfish.transport import BmcTransport, MalformedAnswer
 from provision.site.credentials import Login
@@ -369,17 +369,18 @@ class RedfishClient:
             collection = await self.get_expanded(collection, levels)
         out: list[Resource] = []
         page: Resource | None = collection
+        seen = {collection.path}
         while page is not None:
             raw = page.data.get("Members")
             if not isinstance(raw, list):
                 raise RedfishProtocolError(f"{page.path} is not a collection (no Members list)",
                                            endpoint=self.endpoint, path=page.path)
+            nxt = next_page(page, len(out) + len(raw), seen, self.endpoint)  # before fetching any of them
             inline = [Resource(odata_id(m) or page.path, m) if is_expanded(m) else None for m in raw]
             missing = [m for m, got in zip(raw, inline, strict=True) if got is None]
             fetched = iter(await gather_or_cancel(*(self.resolve(m, page.path) for m in missing)) if missing else [])
             out.extend(got if got is not None else next(fetched) for got in inline)
-            nxt = page.data.get("Members@odata.nextLink")
-            page = await self.get(nxt) if isinstance(nxt, str) and nxt.startswith("/") else None
+            page = await self.get(nxt) if nxt is not None else None
         return out
 
     async def child_members(self, resource: Resource, key: str) -> list[Resource]:

@@ -9,6 +9,8 @@ from typing import Any
 from provision.redfish.errors import RedfishProtocolError
 
 ROOT = "/redfish/v1/"
+# The largest collections a bring-up reads (DIMMs, PCIe functions, NIC ports) hold hundreds of members.
+MAX_MEMBERS = 10_000
 
 
 @dataclass(frozen=True)
@@ -53,3 +55,20 @@ def sessions_path(root: Resource) -> str | None:
             return found
     service = root.link("SessionService")
     return f"{service.rstrip('/')}/Sessions" if service else None
+
+
+def next_page(page: Resource, members: int, seen: set[str], endpoint: str) -> str | None:
+    """The `Members@odata.nextLink` of a collection page, refusing a BMC whose pages loop back or whose
+    collection outgrows `MAX_MEMBERS` (`members`: counted so far, this page included): such a walk
+    would never end on its own."""
+    if members > MAX_MEMBERS:
+        raise RedfishProtocolError(f"{page.path}: the collection has more than {MAX_MEMBERS} members",
+                                   endpoint=endpoint, path=page.path)
+    nxt = page.data.get("Members@odata.nextLink")
+    if not (isinstance(nxt, str) and nxt.startswith("/")):
+        return None
+    if nxt in seen:
+        raise RedfishProtocolError(f"{page.path}: Members@odata.nextLink leads back to {nxt[:200]}",
+                                   endpoint=endpoint, path=page.path)
+    seen.add(nxt)
+    return nxt

@@ -22,6 +22,7 @@ from provision.steps.pipeline import HARVEST, remediation_for
 from tests.hostile.peers import (
     Behaviour,
     MiB,
+    answer,
     deep_json,
     drip,
     echo_in_status_line,
@@ -50,10 +51,11 @@ def _run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 15))  # the test's own bound, far past the client's
 
 
-async def _against(behaviour: Behaviour, tls: tuple[ssl.SSLContext, ssl.SSLContext], *,
-                   cap: int | None = None) -> tuple[RedfishError, float, int]:
+async def _against(behaviour: Behaviour, tls: tuple[ssl.SSLContext, ssl.SSLContext], *, cap: int | None = None,
+                   members: bool = False) -> tuple[RedfishError, float, int]:
     """Open a session with a BMC whose service root is sound (read without credentials), then GET its
-    Systems with Basic auth and get `behaviour`: (the error, seconds the GET took, bytes the BMC got out)."""
+    Systems with Basic auth and get `behaviour`: (the error, seconds the GET took, bytes the BMC got out).
+    `members`: read Systems as a collection (its members and further pages)."""
     server_ctx, client_ctx = tls
     options = ClientOptions(timeout_s=DEADLINE_S, retries=0, auth="basic",
                             max_body_bytes=ClientOptions.max_body_bytes if cap is None else cap)
@@ -63,7 +65,7 @@ async def _against(behaviour: Behaviour, tls: tuple[ssl.SSLContext, ssl.SSLConte
         async with client:
             started = time.monotonic()
             with pytest.raises(RedfishError) as info:
-                await client.get("/redfish/v1/Systems")
+                await (client.members("/redfish/v1/Systems") if members else client.get("/redfish/v1/Systems"))
             took = time.monotonic() - started
         assert BASIC.encode() in bmc.requests[-1]  # the credential was in flight
         return info.value, took, bmc.sent
@@ -134,3 +136,27 @@ def test_a_bmc_that_hangs_up_in_the_middle_of_its_head_is_unreachable_too(
         tls: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
     error, _, _ = _run(_against(raw(b"HTTP/1.1 200 OK\r\nContent-Le", then_stall=False), tls))
     assert error.reason == "bmc_unreachable"
+
+
+def test_a_400_answer_with_deeply_nested_json_is_still_the_bmc_refusing_the_request(
+        tls: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
+    error, _, _ = _run(_against(answer(400, b"[" * 100_000 + b"]" * 100_000), tls))
+    assert error.reason == "bmc_rejected"
+
+
+def test_collection_pages_that_link_back_are_refused_not_followed_forever(
+        tls: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
+    page = json_answer({"@odata.id": "/redfish/v1/Systems", "Members": [],
+                        "Members@odata.nextLink": "/redfish/v1/Systems?$skip=0"})
+    error, took, _ = _run(_against(page, tls, members=True))
+    _bad_response(error, "Members@odata.nextLink leads back to /redfish/v1/Systems?$skip=0")
+    assert took < DEADLINE_S
+
+
+def test_a_collection_of_more_members_than_any_bmc_has_is_refused_before_any_is_fetched(
+        tls: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
+    links = [{"@odata.id": f"/redfish/v1/Systems/{i}"} for i in range(20_000)]
+    error, took, _ = _run(_against(json_answer({"@odata.id": "/redfish/v1/Systems", "Members": links}), tls,
+                                   members=True))
+    _bad_response(error, "the collection has more than 10000 members")
+    assert took < DEADLINE_S
