@@ -6,8 +6,9 @@ watches the fabric with the real tools, turns what changes into UFM events, and 
 - A switch port whose `SymbolErrorCounter` or `LinkDownedCounter` rose between two sweeps (`perfquery -l
   <lid> 255`, every port of a switch at once) is a 110 or 112 threshold event.
 - Disable/enable go through the real `ibportstate`: a switch port over a directed route, an HCA port from
-  the HCA itself (an SMP over the link being disabled loses its answer); ibsim retrains a port disabled through its SMA only
-  when it is cabled again, so after both ends are enabled the link is re-cabled through ibsim's console.
+  the HCA itself (an SMP over the link being disabled loses its answer); ibsim retrains a port disabled
+  through its SMA only when it is cabled again, so after both ends are enabled the link is re-cabled
+  through ibsim's console.
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""A small hostile UFM on loopback (plain HTTP, threads): port state, events, Basic auth, and faults on cue.
+
+`fail_after`: after this many accepted POST /ufmRest/actions, every later action answers `fault`: 401,
+503, or "hang" (sleeps past the client's deadline, then drops the answer); with no `fail_after`, every
+request does. `heal()` ends the fault. Every
+request is counted, so a test can prove a rerun sends nothing twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class UfmState:
+    user: str
+    password: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    disabled: set[str] = field(default_factory=set)  # "<guid>_<port>"
+    actions: list[tuple[str, str]] = field(default_factory=list)  # (action, port) accepted
+    fault: str | None = None  # 401 | 503 | hang
+    fail_after: int | None = None
+    hang_s: float = 1.5
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def heal(self) -> None:
+        with self.lock:
+            self.fault, self.fail_after = None, None
+
+    def faulty(self, post: bool) -> str | None:
+        with self.lock:
+            if self.fault and (self.fail_after is None or (post and len(self.actions) >= self.fail_after)):
+                return self.fault
+            return None
+
+
+def _handler(state: UfmState) -> type[BaseHTTPRequestHandler]:
+    expected = "Basic " + base64.b64encode(f"{state.user}:{state.password}".encode()).decode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _gate(self, post: bool = False) -> bool:
+            fault = state.faulty(post)
+            if fault == "hang":
+                time.sleep(state.hang_s)
+                self.close_connection = True
+                return False
+            if fault in ("401", "503"):
+                self._send(int(fault), {"error": "fault"})
+                return False
+            if self.headers.get("Authorization") != expected:
+                self._send(401, {"error": "Unauthorized"})
+                return False
+            return True
+
+        def do_GET(self) -> None:
+            if not self._gate():
+                return
+            path = self.path
+            if path == "/ufmRest/app/events":
+                return self._send(200, state.events)
+            if path in ("/ufmRest/resources/ports", "/ufmRest/resources/links"):
+                return self._send(200, [])
+            if path.startswith("/ufmRest/resources/ports/"):
+                name = path.rsplit("/", 1)[1]
+                guid, port = name.split("_")
+                phys = "Disabled" if name in state.disabled else "LinkUp"
+                return self._send(200, [{"guid": guid, "number": int(port), "name": name,
+                                         "physical_state": phys, "logical_state": "Down" if phys == "Disabled"
+                                         else "Active", "active_width": "4x", "active_speed": "HDR"}])
+            self._send(404, {"error": "no such resource"})
+
+        def do_POST(self) -> None:
+            if not self._gate(post=True):
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            name, action = body["params"]["port_id"], body["action"]
+            with state.lock:
+                state.actions.append((action, name))
+                (state.disabled.add if action == "disable" else state.disabled.discard)(name)
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    return Handler
+
+
+@contextmanager
+def fake_ufm(state: UfmState, address: str = "127.0.0.1") -> Iterator[str]:
+    server = ThreadingHTTPServer((address, 0), _handler(state))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{address}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
