@@ -78,11 +78,11 @@ def test_a_host_that_floods_stdout_is_cut_at_the_output_limit(tmp_path: Path) ->
 
     async def scenario() -> tuple[RemoteRun | SshError, float]:
         async with _ssh_server(tmp_path, flood) as port:
-            return await _command(tmp_path, port)
+            return await _command(tmp_path, port, timeout_s=5.0)  # ends at the cap, long before this
 
     result, took = _run(scenario())
     assert isinstance(result, RemoteRun) and result.truncated and len(result.stdout) == LIMIT
-    assert took < DEADLINE_S + 1.0
+    assert took < 5.0
 
 
 def test_a_host_that_stalls_in_the_middle_of_its_answer_is_a_timeout(tmp_path: Path) -> None:
@@ -107,11 +107,11 @@ def test_a_host_that_drops_the_session_mid_answer_is_a_disconnect(tmp_path: Path
 
     async def scenario() -> tuple[RemoteRun | SshError, float]:
         async with _ssh_server(tmp_path, drop) as port:
-            return await _command(tmp_path, port)
+            return await _command(tmp_path, port, timeout_s=5.0)  # ends at the drop, long before this
 
     result, took = _run(scenario())
     assert isinstance(result, SshDisconnected), result
-    assert took < DEADLINE_S + 1.0
+    assert took < 5.0
 
 
 def _raw_peer(data: bytes, *, repeat: int = 1) -> Behaviour:
