@@ -29,6 +29,7 @@ class UfmState:
     fault: str | None = None  # 401 | 503 | hang
     fail_after: int | None = None
     hang_s: float = 1.5
+    delay_s: float = 0.0  # every answer this late (a test sampling the client's processes meanwhile)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def heal(self) -> None:
@@ -58,6 +59,7 @@ def _handler(state: UfmState) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _gate(self, post: bool = False) -> bool:
+            time.sleep(state.delay_s)
             fault = state.faulty(post)
             if fault == "hang":
                 time.sleep(state.hang_s)
