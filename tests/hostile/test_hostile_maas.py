@@ -12,7 +12,9 @@ import pytest
 
 from provision.maas.client import MaasClient
 from provision.maas.errors import MaasBadResponse, MaasError, MaasNoAnswer
+from provision.maas.flow import MaasDeployStep
 from provision.site.credentials import Secret
+from provision.steps.pipeline import MAAS_DEPLOY
 from tests.hostile.peers import (
     Behaviour,
     MiB,
@@ -52,9 +54,13 @@ async def _against(behaviour: Behaviour, *, retries: int = 0,
         return info.value, time.monotonic() - started, region.sent
 
 
-def _clean(error: BaseException) -> None:
+def _clean(error: BaseException, reason: str | None = None) -> None:
+    """No part of the key in what the error says; with `reason`: the deploy step's triage of it."""
     for text in (str(error), repr(error), repr(error.args)):
         assert SECRET_PART not in text and KEY not in text
+    if reason is not None:
+        step = MaasDeployStep.__new__(MaasDeployStep)  # triage reads nothing of the step's state
+        assert step.triage(error, 60.0).reason == reason and reason in MAAS_DEPLOY.reasons
 
 
 def test_a_region_answering_a_byte_a_second_is_cut_off_at_the_deadline() -> None:
@@ -63,7 +69,7 @@ def test_a_region_answering_a_byte_a_second_is_cut_off_at_the_deadline() -> None
     error, took, _ = _run(_against(drip(head, interval_s=0.1)))
     assert isinstance(error, MaasNoAnswer) and "did not answer in time" in str(error)
     assert took < DEADLINE_S + 1.0
-    _clean(error)
+    _clean(error, "maas_unreachable")
 
 
 def test_a_100_mb_answer_is_refused_at_the_cap_not_read_whole() -> None:
@@ -72,7 +78,7 @@ def test_a_100_mb_answer_is_refused_at_the_cap_not_read_whole() -> None:
     assert isinstance(error, MaasBadResponse) and f"over the {CAP}-byte limit" in str(error)
     assert sent < CAP + 16 * MiB  # the cap plus what the kernel's socket buffers took, not 100 MB
     assert took < DEADLINE_S + 1.0
-    _clean(error)
+    _clean(error, "maas_error")
 
 
 def test_a_declared_100_mb_answer_is_refused_before_its_body_is_read() -> None:
@@ -85,6 +91,7 @@ def test_a_declared_100_mb_answer_is_refused_before_its_body_is_read() -> None:
 def test_deeply_nested_json_is_a_bad_response_not_a_recursion_error() -> None:
     error, _, _ = _run(_against(deep_json()))
     assert isinstance(error, MaasBadResponse) and "nested too deeply" in str(error)
+    _clean(error, "maas_error")
 
 
 def test_deeply_nested_json_in_a_400_answer_is_still_a_maas_error() -> None:
@@ -106,7 +113,7 @@ def test_malformed_or_missing_answers_end_in_a_typed_error_within_the_deadline(b
     assert isinstance(error, MaasError)
     assert took < DEADLINE_S + 1.0
     assert sent < 16 * MiB
-    _clean(error)
+    _clean(error, "maas_unreachable" if isinstance(error, MaasNoAnswer) else "maas_error")
 
 
 def test_the_deadline_holds_for_every_retry_of_an_idempotent_request() -> None:
