@@ -27,6 +27,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("Validate the InfiniBand cabling against the design", "fabric", ["validate", "--live"]),
     ("Configure the deployed hosts", "configure", []),
     ("Health checks on every host", "provision", ["health"]),
+    ("Port health: disable the links UFM condemns (plan, then apply)", "ports", []),
     ("Burn in every InfiniBand link at full rate", "burnin", []),
     ("Lifecycle status", "provision", ["status"]),
     ("Golden hostfile", "provision", ["golden", "--format", "deepspeed"]),
@@ -75,8 +76,19 @@ def _burnin(site_file: str, run_dir: Path) -> int:
         return code
     plan.write_text(buffer.getvalue(), encoding="utf-8")
     console.print(f"plan: {plan} ({len(json.loads(buffer.getvalue())['stages'])} stages)")
-    code = fabric_main(["burnin", "run", "--plan", str(plan), "--site", site_file, "--duration", "1"])
+    code = fabric_main(["burnin", "run", "--plan", str(plan), "--site", site_file, "--duration", "1",
+                       "--grace", "0.5"])
     return max(code, fabric_main(["burnin", "judge", "--site", site_file, "--record"]))
+
+
+def _ports(site_file: str) -> int:
+    """The port plan from the fabric as it is (UFM's events: the flapping links and the high-BER port of
+    inventory/sim/ufm-faults.yml) as a dry run, then applied through UFM with each link's ticket; the hosts
+    behind those links leave the flow (failed ib_port_disabled) until the links are repaired and re-enabled."""
+    code = fabric_main(["ports", "apply", "--site", site_file])
+    if code != 0:
+        return code
+    return fabric_main(["ports", "apply", "--site", site_file, "--apply", "--tickets"])
 
 
 def run_demo(site_path: Path | None) -> int:
@@ -96,6 +108,10 @@ def run_demo(site_path: Path | None) -> int:
             if program == "configure":
                 console.rule(f"[bold]{title}[/]  [dim]provision mark HOST configured")
                 worst = max(worst, _configure(site_file))
+                continue
+            if program == "ports":
+                console.rule(f"[bold]{title}[/]  [dim]fabric ports apply, then --apply --tickets")
+                worst = max(worst, _ports(site_file))
                 continue
             if program == "burnin":
                 console.rule(f"[bold]{title}[/]  [dim]fabric burnin plan | run --duration 1 | judge --record")

@@ -38,12 +38,17 @@ def test_demo_takes_the_site_from_declared_to_golden_and_names_every_failure(tmp
         "gpu-r1-06": "pcie_width_x4",
         "gpu-r2-02": "ecc_uncorrected",
         "gpu-r1-02": "burnin_link_failed",  # inventory/sim/fabric-faults.yml: mlx5_3 trained at 1X
+        "gpu-r1-05": "ib_port_disabled",    # inventory/sim/ufm-faults.yml: mlx5_1's cable flaps
+        "gpu-r2-06": "ib_port_disabled",    # mlx5_6's cable flaps
+        "gpu-r1-07": "ib_port_disabled",    # mlx5_5's symbol errors keep rising
     }
     golden = sorted(h for h, r in records.items() if r.state is State.golden)
-    # burned in: every HCA link passed; gpu-r1-01's mlx5_4 was only reached by flows the lossy spine link
-    # slowed, so it is not covered and the host stays healthy (never golden on an unproven link)
-    assert golden == ["gpu-r1-04", "gpu-r1-05", "gpu-r1-07", "gpu-r1-08", "gpu-r2-01", "gpu-r2-04", "gpu-r2-06"]
+    # burned in: every HCA link passed; gpu-r1-01's mlx5_4 and gpu-r2-04's mlx5_6 were only reached by flows
+    # the lossy spine link slowed, so they are not covered and the hosts stay healthy (never golden on an
+    # unproven link)
+    assert golden == ["gpu-r1-04", "gpu-r1-08", "gpu-r2-01"]
     assert records["gpu-r1-01"].state is State.healthy
+    _assert_port_health(out.stdout)
     assert "gpu-r1-04 slots=2" in out.stdout
     assert "degraded leaf-A-r3-U34[2] (row A rack r3 U34) <-> gpu-r1-02/mlx5_3[1] (row A rack r1 U6)" in out.stdout
     # exactly the injected 1X and lossy links fail the burn-in, named with both ends' locations
@@ -55,3 +60,24 @@ def test_demo_takes_the_site_from_declared_to_golden_and_names_every_failure(tmp
     assert configured and configured[0].override, "the demo's configure step must show as an override"
     # the lab is down again: nothing listens on its BMC, MAAS or SSH addresses
     assert not any(_listening(a, p) for a, p in (("127.0.16.1", 8443), ("127.0.2.1", 5240)))
+
+
+PORT_LINKS = ("leaf-A-r3-U28[14] (row A rack r3 U28) <-> gpu-r2-06/mlx5_6[1] (row A rack r2 U22)",
+              "leaf-A-r3-U30[7] (row A rack r3 U30) <-> gpu-r1-07/mlx5_5[1] (row A rack r1 U26)",
+              "leaf-A-r3-U38[5] (row A rack r3 U38) <-> gpu-r1-05/mlx5_1[1] (row A rack r1 U18)")
+
+
+def _assert_port_health(stdout: str) -> None:
+    """The port-health stage: a dry run first, then the apply through UFM; exactly the two flapping links and
+    the high-BER port of inventory/sim/ufm-faults.yml are disabled, each with its ticket; the hosts fail."""
+    stage = stdout[stdout.index("Port health"):stdout.index("Burn in every InfiniBand link")]
+    dry, applied = stage.index("dry run (via ufm): nothing sent"), stage.index("applied via ufm")
+    assert dry < applied
+    assert stage.count("DISABLE ") == 6 and all(stage.count(f"DISABLE {link}") == 2 for link in PORT_LINKS)
+    assert stage.count("  disabled         0x") == 3 and "apply_failed" not in stage
+    assert stage.count("--- ticket ") == 3 and stage.count("Fabric link out of service: ") == 3
+    assert "Cable S/N: C00054 (design cable id)" in stage and "[110] Symbol error counter" in stage
+    assert "[702] Peer Port gpu-r1-05 mlx5_1:1 is considered by SM as unhealthy due to FLAPPING" in stage
+    for host in ("gpu-r1-05", "gpu-r1-07", "gpu-r2-06"):
+        assert f"host {host}: failed (ib_port_disabled: HCA link out of service" in stage
+        assert f"{host} slots=" not in stdout
