@@ -18,7 +18,7 @@ from provision.errors import BringupError
 from provision.hostfiles import HostfileFormat, golden_hosts, render_hostfile
 from provision.state import HostRecord, State, parse_state
 from provision.state.lifecycle import FLOW
-from provision.steps.pipeline import PIPELINE, POWER
+from provision.steps.pipeline import ALL_STEPS, PIPELINE
 from provision.steps.spec import StepSpec
 
 
@@ -235,7 +235,7 @@ def spec_json(spec: StepSpec) -> dict[str, Any]:
 def steps(json_out: JsonOpt = False) -> None:
     """Every lifecycle step in order: the states it takes and moves hosts to, the facts it reads and writes,
     and its failure reasons with what to do about each."""
-    rows = [spec_json(s) for s in (*PIPELINE, POWER)]
+    rows = [spec_json(s) for s in (*PIPELINE, *(s for s in ALL_STEPS if s not in PIPELINE))]
     if json_out:
         emit_json(rows)
         return
