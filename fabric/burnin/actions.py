@@ -12,9 +12,9 @@ from typing import Any
 
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History, LinkRow
-from fabric.burnin.judge import Judgement, judge
+from fabric.burnin.judge import NOT_COVERED, SLOWED, Judgement, judge
 from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
-from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, site_hosts
+from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, retry_for, site_hosts
 from fabric.errors import FabricError
 from provision.site import load_site
 from provision.site.model import Site
@@ -84,12 +84,32 @@ def load_plan(path: Path) -> dict[str, Any]:
 
 
 def run_site(opened: Opened, plan: dict[str, Any], opts: RunOptions, *, kind: str = "run",
-             night: str | None = None, progress: Callable[[StageReport], None] | None = None) -> RunReport:
+             night: str | None = None, progress: Callable[[StageReport], None] | None = None,
+             retry: bool = True, routing: str = "live") -> RunReport:
+    """Every stage of the plan, then (`retry`) one round of extra stages for the links only slowed flows
+    reached, routed around the links that failed, in the same run."""
     settings = SshSettings.from_site(opened.site)
     settings.prepare()
     tools = IbTools.for_site(opened.site.path)
-    return asyncio.run(run_plan(plan, opened.history, ssh_remote(settings), tools, gpu_pairing(opened.site), opts,
-                                kind=kind, night=night, progress=progress))
+
+    def go(run: int | None, finish: bool) -> RunReport:
+        return asyncio.run(run_plan(plan, opened.history, ssh_remote(settings), tools, gpu_pairing(opened.site),
+                                    opts, kind=kind, night=night, progress=progress, run=run, finish=finish))
+
+    report = go(None, not retry)
+    if not retry:
+        return report
+    stored = opened.history.run_plan(report.run)
+    if "retry_from" not in stored:
+        j = judge(stored, opened.history.flows(report.run), opened.history.ports(report.run))
+        targets = [v.link for v in j.links if v.verdict == NOT_COVERED and v.reason.startswith(SLOWED)]
+        if targets:
+            fabric = read_fabric(opened.site, None, routing, 120.0)
+            extra, _missing = retry_for(opened.site, fabric, stored, targets, [v.link for v in j.failing()])
+            stored = {**stored, "stages": stored["stages"] + extra, "retry_from": len(stored["stages"]) + 1}
+            opened.history.extend_plan(report.run, stored)
+    again = go(report.run, True)
+    return RunReport(report.run, report.resumed_from, report.stages + again.stages, report.skipped)
 
 
 def judge_run(opened: Opened, run: int | None) -> tuple[int, Judgement]:

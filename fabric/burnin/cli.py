@@ -95,7 +95,11 @@ def run_command(
     site: Path = typer.Option(..., "--site", help="Site file (SSH settings, state store)."),  # noqa: B008
     duration: int = typer.Option(600, "--duration", min=1, max=86400, help="Seconds per stage (ib_write_bw -D)."),
     gpudirect: bool = typer.Option(False, "--gpudirect", help="--use_cuda with the GPU each HCA pairs with."),
-    concurrency: int = typer.Option(128, "--concurrency", min=1, max=4096, help="SSH sessions at once."),
+    concurrency: int = typer.Option(128, "--concurrency", min=1, max=4096, help="SSH sessions set up at once."),
+    grace: float = typer.Option(2.0, "--grace", min=0.0, max=600.0, help="Seconds between the servers' start and "
+                                "the clients' (the servers must be listening)."),
+    retry: bool = typer.Option(True, "--retry/--no-retry", help="Burn again, around the links that failed, the "
+                               "links only slowed flows reached."),
     db: Path | None = DB,
 ) -> None:
     """Run each stage as ib_write_bw pairs over SSH; a killed run resumes at the stage it was in."""
@@ -108,7 +112,8 @@ def run_command(
                              f"({r.seconds:.1f} s)\n")
             sys.stdout.flush()
 
-        report = run_site(opened, plan, RunOptions(duration, gpudirect, concurrency), progress=progress)
+        opts = RunOptions(duration, gpudirect, concurrency, start_grace_s=grace)
+        report = run_site(opened, plan, opts, progress=progress, retry=retry)
     except FabricError as exc:
         raise _fail(exc) from None
     if report.skipped:

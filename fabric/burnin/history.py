@@ -121,6 +121,15 @@ class History:
                            [(run, stage, p.guid, p.port, p.counter, p.delta, p.status, p.reason) for p in ports])
             db.execute("INSERT OR REPLACE INTO burnin_stage VALUES (?, ?, ?, ?)", (run, stage, started, time.time()))
 
+    def extend_plan(self, run: int, plan: dict[str, Any]) -> None:
+        """The run's plan with stages added (a retry round): a resumed run runs those too."""
+        with self.store.transaction() as db:
+            db.execute("UPDATE burnin_run SET plan = ?, stages = ? WHERE id = ?",
+                       (json.dumps(plan), len(plan.get("stages", [])), run))
+
+    def done_stages(self, run: int) -> frozenset[int]:
+        return frozenset(int(r[0]) for r in self._read("SELECT stage FROM burnin_stage WHERE run = ?", (run,)))
+
     def finish_run(self, run: int) -> None:
         with self.store.transaction() as db:
             db.execute("UPDATE burnin_run SET finished = ? WHERE id = ?", (time.time(), run))

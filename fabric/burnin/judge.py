@@ -25,6 +25,7 @@ ERROR_COUNTERS = frozenset({"symbol_errors", "link_downed", "rcv_errors", "link_
                             "rcv_remote_physical_errors", "local_link_integrity_errors",
                             "excessive_buffer_overrun_errors"})
 PASS, FAIL, UNKNOWN, NOT_COVERED = "pass", "fail", "unknown", "not_covered"
+SLOWED = "only flows slowed by a failing link"
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,8 @@ def _verdict(entry: Mapping[str, Any], direct: Mapping[str, list[str]], covered:
         return LinkVerdict(*base, UNKNOWN, f"only unknown flows crossed it ({unknown[link]})", None, errs,
                            "fix what made the flow unknown (the host or switch named), then run again")
     if any(link in links for links in slow.values()):
-        return LinkVerdict(*base, NOT_COVERED, "only flows slowed by a failing link elsewhere crossed it, so it "
-                           "was never seen at full rate", None, errs,
+        return LinkVerdict(*base, NOT_COVERED, f"{SLOWED} elsewhere crossed it, so it was never seen at full rate",
+                           None, errs,
                            "burn in again once the failing link is repaired or disabled")
     return LinkVerdict(*base, NOT_COVERED, "no flow reached it at full rate in this run", None, errs,
                        "plan again: it was not burned")

@@ -270,3 +270,26 @@ def plan_loads(plan: Plan) -> dict[int, list[int]]:
 
 def excluded_lines(excluded: Sequence[Excluded]) -> list[str]:
     return [f"{e.what}: {e.reason}" for e in excluded]
+
+
+def retry_stages(routing: Routing, targets: set[int], avoid: set[int], max_stages: int = 8,
+                 ) -> tuple[list[tuple[Flow, ...]], set[int]]:
+    """Stages that burn `targets` again without crossing `avoid` (links that failed: flows through them are
+    slowed, so they prove nothing about the rest of their path); and the targets no such flow reaches."""
+    table = route_table(routing)
+    up = uplink_index(routing)
+    routes = tuple({leaf: r for leaf, r in rs.items() if avoid.isdisjoint(r)} for rs in table.routes)
+    senders = {leaf: tuple(h for h in hs if up[h.end] not in avoid) for leaf, hs in table.senders.items()}
+    unions = tuple(frozenset().union(*r.values()) for r in routes)
+    narrowed = RouteTable(routes, unions, senders, table.reach, table.routed, table.unknown)
+    owns = own_links(narrowed)
+    uncovered = set(targets)
+    stages: list[tuple[Flow, ...]] = []
+    while uncovered and len(stages) < max_stages:
+        stage = [f for f in _one_stage(routing, narrowed, owns, up, uncovered) if avoid.isdisjoint(f.links)]
+        gained = uncovered & {link for f in stage for link in f.links}
+        if not stage or not gained:
+            break
+        uncovered -= gained
+        stages.append(tuple(stage))
+    return stages, uncovered

@@ -19,7 +19,7 @@ NOT_ROUTED_FIX = ("no HCA-to-HCA route crosses this link under these forwarding 
                   "with the right root GUIDs) and plan again, or burn it from a switch-side test")
 
 
-def _flow(routing: Routing, flow: Flow) -> dict[str, Any]:
+def flow_json(routing: Routing, flow: Flow) -> dict[str, Any]:
     src_host, src_hca = flow.src.name.split("/", 1)
     dst_host, dst_hca = flow.dst.name.split("/", 1)
     return {
@@ -45,7 +45,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
     top = routing.topology
     trained = {frozenset((lk.a, lk.b)): lk for lk in top.links}
     return {
-        "stages": [[_flow(routing, f) for f in stage] for stage in plan.stages],
+        "stages": [[flow_json(routing, f) for f in stage] for stage in plan.stages],
         "lower_bound": plan.lower_bound,
         "lower_bound_reason": plan.bound_reason,
         "stages_needed": len(plan.stages),

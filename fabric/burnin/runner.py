@@ -188,12 +188,19 @@ def plan_switches(plan: Mapping[str, Any]) -> list[tuple[str, int]]:
 
 async def run_plan(plan: Mapping[str, Any], history: History, remote: Callable[[str, str, float], Any],
                    tools: IbTools, gpu_of: GpuOf, opts: RunOptions, *, kind: str = "run", night: str | None = None,
-                   progress: Callable[[StageReport], None] | None = None) -> RunReport:
-    run, done = history.open_run(dict(plan), opts.duration_s, opts.gpudirect, kind=kind, night=night)
-    switches = plan_switches(plan)
+                   progress: Callable[[StageReport], None] | None = None, run: int | None = None,
+                   finish: bool = True) -> RunReport:
+    """Every stage of the run not done yet (the run of this plan left unfinished, else a new one; or `run`),
+    as the run stored its plan (with any retry stages added since)."""
+    if run is None:
+        run, done = history.open_run(dict(plan), opts.duration_s, opts.gpudirect, kind=kind, night=night)
+    else:
+        done = history.done_stages(run)
+    stored = history.run_plan(run)
+    switches = plan_switches(stored)
     reports: list[StageReport] = []
     first: int | None = None
-    for n, flows in enumerate(plan.get("stages", []), start=1):
+    for n, flows in enumerate(stored.get("stages", []), start=1):
         if n in done or not flows:
             continue
         first = n if first is None else first
@@ -205,7 +212,8 @@ async def run_plan(plan: Mapping[str, Any], history: History, remote: Callable[[
         reports.append(report)
         if progress is not None:
             progress(report)
-    history.finish_run(run)
+    if finish:
+        history.finish_run(run)
     return RunReport(run, first if done else None, tuple(reports), tuple(sorted(done)))
 
 

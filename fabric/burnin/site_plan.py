@@ -19,9 +19,9 @@ from typing import Any
 
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.lft import parse_lfts
-from fabric.burnin.plan import make_plan
+from fabric.burnin.plan import make_plan, retry_stages
 from fabric.burnin.rates import line_rate_gbps
-from fabric.burnin.render import plan_json
+from fabric.burnin.render import flow_json, plan_json
 from fabric.burnin.routes import build_routing
 from fabric.design import Design, load_design
 from fabric.errors import FabricError
@@ -157,3 +157,16 @@ def _describe(resolver: Resolver, text: str) -> str:
         return resolver.link_end(end).describe()
     except (KeyError, ValueError):
         return text
+
+
+def retry_for(site: Site, fabric: SiteFabric, plan: Mapping[str, Any], targets: Collection[str],
+              avoid: Collection[str]) -> tuple[list[list[dict[str, Any]]], list[str]]:
+    """Extra stages (as the plan's JSON has them) that burn `targets` again around the `avoid` links, for the
+    plan's hosts on the fabric as it is now; and the targets they cannot reach."""
+    hosts = {f[k] for stage in plan.get("stages", []) for f in stage for k in ("src_host", "dst_host")}
+    routing = build_routing(fabric.topology, parse_lfts(fabric.lfts, fabric.lfts_source), hosts)
+    index = {str(link): i for i, link in enumerate(routing.links)}
+    stages, left = retry_stages(routing, {index[t] for t in targets if t in index},
+                                {index[a] for a in avoid if a in index})
+    missing = [t for t in targets if t not in index] + [str(routing.links[i]) for i in sorted(left)]
+    return [[flow_json(routing, f) for f in stage] for stage in stages], missing

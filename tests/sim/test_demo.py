@@ -43,11 +43,10 @@ def test_demo_takes_the_site_from_declared_to_golden_and_names_every_failure(tmp
         "gpu-r1-07": "ib_port_disabled",    # mlx5_5's symbol errors keep rising
     }
     golden = sorted(h for h, r in records.items() if r.state is State.golden)
-    # burned in: every HCA link passed; gpu-r1-01's mlx5_4 and gpu-r2-04's mlx5_6 were only reached by flows
-    # the lossy spine link slowed, so they are not covered and the hosts stay healthy (never golden on an
-    # unproven link)
-    assert golden == ["gpu-r1-04", "gpu-r1-08", "gpu-r2-01"]
-    assert records["gpu-r1-01"].state is State.healthy
+    # burned in: every HCA link passed (gpu-r1-01's mlx5_4 and gpu-r2-04's mlx5_6 were first reached only by
+    # flows the lossy spine link slowed; the retry stage routed around it proved them)
+    assert golden == ["gpu-r1-01", "gpu-r1-04", "gpu-r1-08", "gpu-r2-01", "gpu-r2-04"]
+    assert "stage 8: " in out.stdout, "a retry stage around the failing links"
     _assert_port_health(out.stdout)
     assert "gpu-r1-04 slots=2" in out.stdout
     assert "degraded leaf-A-r3-U34[2] (row A rack r3 U34) <-> gpu-r1-02/mlx5_3[1] (row A rack r1 U6)" in out.stdout
