@@ -76,8 +76,10 @@ def read_bytes(path: Path, *, limit: int, what: str = "file") -> bytes:
 
 
 def read_text(path: Path, *, limit: int, what: str = "file") -> str:
-    """`read_bytes` decoded as UTF-8 (`UnicodeDecodeError` propagates)."""
-    return read_bytes(path, limit=limit, what=what).decode("utf-8")
+    """`read_bytes` decoded as UTF-8 with universal newlines, as `Path.read_text` reads it
+    (`UnicodeDecodeError` propagates)."""
+    text = read_bytes(path, limit=limit, what=what).decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def _size(n: int) -> str:

@@ -18,6 +18,7 @@ from fabric.errors import DesignError
 from provision.health.errors import HealthError
 from provision.health.expectations import ENV_OVERLAY, load_overlay
 from provision.site import load_site
+from provision.site.bounded import InputRefused, read_text
 from tests.sites import copy_sim_site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,3 +154,12 @@ def test_a_hostile_host_selection_is_one_clear_error(tmp_path: Path, hosts: str,
     site = copy_sim_site(tmp_path / "site")
     done = _provision("power", "status", "--site", str(site), "--hosts", hosts, cwd=tmp_path)
     assert done.returncode == 1 and expected in done.stderr and "internal error" not in done.stderr
+
+
+def test_the_bounded_reader_reads_text_as_path_read_text_does(tmp_path: Path) -> None:
+    # Same text, so the same content key for the site caches whichever way a file was read.
+    crlf = tmp_path / "site.yml"
+    crlf.write_bytes(b"name: lab\r\nracks: []\rx: 1\n")
+    assert read_text(crlf, limit=1024) == crlf.read_text(encoding="utf-8")
+    with pytest.raises(InputRefused, match="larger than the 8 bytes limit"):
+        read_text(crlf, limit=8)
