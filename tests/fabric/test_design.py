@@ -10,8 +10,8 @@ import pytest
 
 from fabric.baseline import design_from_topology
 from fabric.design import Design, Port, load_design, parse_design
-from fabric.design_dump import dump_design
 from fabric.design_csv import parse_cabling_csv
+from fabric.design_dump import dump_design
 from fabric.errors import DesignError, GeneratorError
 from fabric.generate import FatTreeParams, generate_fat_tree
 from fabric.pipeline import load_captures
