@@ -22,7 +22,7 @@ from fabric.burnin.lft import parse_lfts
 from fabric.burnin.plan import make_plan, retry_stages
 from fabric.burnin.rates import line_rate_gbps
 from fabric.burnin.render import flow_json, plan_json
-from fabric.burnin.routes import build_routing
+from fabric.burnin.routes import Hca, build_routing
 from fabric.design import Design, load_design
 from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description
@@ -115,6 +115,22 @@ def hosts_left_out(top: Topology, hosts: Collection[str], ledger: Mapping[End, s
     return out
 
 
+def _missing_hcas(site: Site, hcas: Collection[Hca], hosts: Collection[str]) -> dict[str, str]:
+    """Hosts with fewer HCAs on the fabric than their class has: not all their links can be burned."""
+    seen: dict[str, list[str]] = {}
+    for h in hcas:
+        seen.setdefault(h.host, []).append(h.name.split("/", 1)[-1])
+    out = {}
+    for name in hosts:
+        host = site.host(name)
+        ib = site.host_class(host).ib if host is not None else None
+        if ib is not None and len(seen.get(name, [])) < ib.hca_count:
+            out[name] = (f"only {len(seen.get(name, []))} of its {ib.hca_count} HCAs take part (seen: "
+                         f"{', '.join(sorted(seen.get(name, []))) or 'none'}): a cable or port is down or the SM has "
+                         "not routed it; fix it, then plan again")
+    return out
+
+
 def site_hosts(site: Site, pattern: str | None, only: Collection[str] | None = None) -> list[str]:
     names = [h.hostname for h in site.hosts() if h.role == "gpu"]
     if pattern is not None:
@@ -135,6 +151,13 @@ def plan_for_site(site: Site, fabric: SiteFabric, hosts: Collection[str], floor_
                           f"{next(iter(skipped.values()))})" if skipped else ""))
     dump = parse_lfts(fabric.lfts, fabric.lfts_source)
     routing = build_routing(top, dump, set(chosen))
+    short = _missing_hcas(site, routing.hcas, chosen)
+    if short:
+        skipped.update(short)
+        chosen = [h for h in chosen if h not in short]
+        if not chosen:
+            raise FabricError(f"no GPU host is left to burn in ({next(iter(short.values()))})")
+        routing = build_routing(top, dump, set(chosen))
     plan = make_plan(routing)
     out = plan_json(plan)
     design = load_design(site.fabric_design) if site.fabric_design is not None else None
