@@ -18,6 +18,7 @@ from fabric.identify import Identification, identify
 from fabric.parsers import parse_any, parse_ufm_links
 from fabric.topology import Topology, merge
 from fabric.validate import Report, validate
+from provision.site.bounded import MAX_CAPTURE_BYTES, InputRefused, read_bytes
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,9 @@ def gc_paused() -> Iterator[None]:
 
 def read_text(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, limit=MAX_CAPTURE_BYTES, what="capture")
+    except InputRefused as e:
+        raise FabricError(str(e)) from None
     except OSError as e:
         raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
     if b"\x00" in data[:65536]:

@@ -32,6 +32,7 @@ from fabric.ports.render import plan_text, plan_to_dict
 from fabric.topology import End, Topology, merge
 from fabric.ufm.events import Rejected, UfmEvent, iter_event_log, parse_rest_events
 from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
+from provision.site.bounded import MAX_CAPTURE_BYTES, InputRefused, read_bytes
 from provision.site.port_policy import PortPolicy
 
 EXIT_ERROR = 1
@@ -69,7 +70,9 @@ def parse_now(text: str | None) -> datetime:
 
 def _read(path: Path, what: str) -> str:
     try:
-        return path.read_text(errors="replace")
+        return read_bytes(path, limit=MAX_CAPTURE_BYTES, what=what).decode("utf-8", errors="replace")
+    except InputRefused as e:
+        raise PortsInputError(str(e)) from None
     except OSError as e:
         raise PortsInputError(f"{what} {path}: {e.strerror or e}") from None
 

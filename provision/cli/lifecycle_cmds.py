@@ -16,6 +16,7 @@ from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.hostfiles import HostfileFormat, golden_hosts, render_hostfile
+from provision.site.bounded import MAX_EVIDENCE_BYTES, InputRefused, read_text
 from provision.state import HostRecord, State, parse_state
 from provision.state.lifecycle import FLOW
 from provision.steps.pipeline import ALL_STEPS, PIPELINE
@@ -179,9 +180,14 @@ def record(
     evidence: Any = None
     if evidence_file is not None:
         try:
-            raw = sys.stdin.read() if str(evidence_file) == "-" else evidence_file.read_text(encoding="utf-8")
+            if str(evidence_file) == "-":
+                raw = sys.stdin.read(MAX_EVIDENCE_BYTES + 1)
+                if len(raw) > MAX_EVIDENCE_BYTES:
+                    raise InputRefused(f"more than {MAX_EVIDENCE_BYTES} bytes on standard input")
+            else:
+                raw = read_text(evidence_file, limit=MAX_EVIDENCE_BYTES, what="evidence file")
             evidence = json.loads(raw)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, InputRefused) as exc:
             raise BringupError(f"evidence {evidence_file}: not readable JSON ({exc})") from None
     ctx = Context.of(common)
     outcome = ctx.store.transition(host, parse_state(state), command=command, reason=reason, evidence=evidence)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from provision.errors import BringupError
+
+if TYPE_CHECKING:  # imported where YAML is read: the file readers serve `provision status`, which reads none
+    import yaml
 
 MiB = 1024 * 1024
 # A 511-host site is 67 KB and 9k YAML nodes; a 13k-link cabling design 0.8 MB and 88k nodes.
@@ -32,8 +33,11 @@ MAX_DEPTH = 64
 MAX_DESIGN_BYTES = 64 * MiB
 MAX_DESIGN_NODES = 5_000_000
 MAX_OVERLAY_BYTES = 4 * MiB
+# A saved fabric capture (ibnetdiscover, LFT dumps, a day of UFM events: the Imbue-size LFT dump is ~110 MB)
+MAX_CAPTURE_BYTES = 1024 * MiB
+MAX_EVIDENCE_BYTES = 4 * MiB  # `provision record --evidence-file`
+MAX_CACHE_BYTES = 256 * MiB  # a site's parsed-YAML cache (16 MiB of YAML, expanded)
 
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class InputRefused(BringupError):
@@ -120,11 +124,14 @@ def expanded_size(root: yaml.Node, *, max_nodes: int, max_depth: int = MAX_DEPTH
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
+    # By the shape of `value` (yaml is not imported here): a scalar's is a string, a sequence's a list of
+    # nodes, a mapping's a list of (key, value) node pairs.
+    value = node.value
+    if not isinstance(value, list):
+        return []
+    if value and isinstance(value[0], tuple):
+        return [part for pair in value for part in pair]
+    return list(value)
 
 
 def _mark(node: yaml.Node) -> str:
@@ -134,7 +141,10 @@ def _mark(node: yaml.Node) -> str:
 def load_yaml(text: str, *, max_nodes: int = MAX_SITE_NODES, max_depth: int = MAX_DEPTH) -> Any:
     """`yaml.safe_load(text)` (libyaml when present) that refuses a document over the bounds before
     constructing it. `yaml.YAMLError` propagates for the caller to word, `InputRefused` for a bound."""
-    loader = _SafeLoader(text)
+    import yaml
+
+    safe_loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = safe_loader(text)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -40,7 +40,13 @@ def _is_cache_of(name: str, stem: str, kind: str) -> bool:
 
 def read_cached(site_file: Path, key: str, kind: str) -> Any:
     """The cached JSON of `kind` for content `key`; raises OSError or ValueError when there is none."""
-    return json.loads(_cache_file(site_file, key, kind).read_text(encoding="utf-8"))
+    from provision.site.bounded import MAX_CACHE_BYTES, InputRefused, read_text  # not yaml on the index's path
+
+    try:
+        text = read_text(_cache_file(site_file, key, kind), limit=MAX_CACHE_BYTES, what="site cache")
+    except InputRefused as exc:  # not a cache this code wrote: there is none, validate again
+        raise ValueError(str(exc)) from None
+    return json.loads(text)
 
 
 def write_cached(site_file: Path, key: str, kind: str, blob: str) -> None:
