@@ -3,6 +3,7 @@ the timer and the service it runs, a second run and a --check run that change no
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,8 +15,8 @@ pytestmark = pytest.mark.slow
 
 PLAYBOOK = REPO / "playbooks" / "controller.yml"
 HOST = "gpu-r1-04"
-VARS = ["-e", f"burnin_nightly_hosts={HOST}", "-e", "burnin_nightly_manage_services=false",
-        "-e", "burnin_nightly_budget=90m", "-e", "burnin_nightly_in_use_hostfile=/etc/bringup/job.hosts"]
+VARS = ["-e", json.dumps({"burnin_nightly_hosts": HOST, "burnin_nightly_manage_services": False,
+                          "burnin_nightly_budget": "90m", "burnin_nightly_in_use_hostfile": "/etc/bringup/job.hosts"})]
 
 
 def test_controller_playbook_installs_the_nightly_burn_in_timer_idempotently(lab: Any) -> None:
