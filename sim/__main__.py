@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
 
+
+def _single_quoted(value: str) -> str:
+    """`value` as one literal shell word, always in single quotes (as shlex.quote writes unsafe words): a
+    quote, `$(...)` or a newline in it stays text under `eval "$(python -m sim env)"`."""
+    return "'" + value.replace("'", "'\"'\"'") + "'"
 
 def _unshadow() -> None:
     """`python -m sim` in a directory with its own `sim/` imports that one as `sim` (the working directory
@@ -144,8 +148,7 @@ def env(site: SiteOpt = None) -> None:
     lab = open_lab(site)
     values = {**secrets.load_or_create(lab.run_dir), **lab.exports()}
     for name, value in values.items():
-        # shlex.quote: a value with a quote, `$(...)` or a newline in it stays one literal word under eval
-        sys.stdout.write(f"export {name}={shlex.quote(value)}\n")
+        sys.stdout.write(f"export {name}={_single_quoted(value)}\n")
 
 
 @app.command()
