@@ -48,9 +48,18 @@ class ModelConfig:
     def num_params(self) -> int:
         return self.num_layers * self.layer_params() + self.embedding_params() + self.hidden_size
 
+    def input_embedding_params(self) -> int:
+        """The input embedding's parameters: a table lookup, no matmul. With tied embeddings the
+        same matrix is the output head, which does a matmul, so nothing is subtracted."""
+        return 0 if self.tie_embeddings else self.vocab_size * self.hidden_size
+
     def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token: 6·N for the dense matmuls plus 12·L·h·s for attention scores."""
-        return 6.0 * self.num_params() + 12.0 * self.num_layers * self.hidden_size * seq_len
+        """Training FLOPs per token, counted as torchtitan does: 6 x (parameters minus the input
+        embedding) for the matmuls of forward and backward, plus 12 x layers x hidden x sequence for
+        the attention scores and values (full causal square, as torchtitan). Recomputation
+        (activation checkpointing, chunked-loss head) earns no credit: this is the model's work."""
+        dense = self.num_params() - self.input_embedding_params()
+        return 6.0 * dense + 12.0 * self.num_layers * self.hidden_size * seq_len
 
     def with_layers(self, num_layers: int) -> ModelConfig:
         """A slice of this model: same width and heads, fewer decoder layers."""

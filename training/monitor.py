@@ -65,6 +65,36 @@ class StepRecord:
     mem_allocated_gb: float
     mem_peak_gb: float
     slow: bool
+    data_seconds: float = 0.0  # waiting for this step's micro-batches (prefetch queue empty = data-bound)
+    mem_reserved_gb: float = 0.0  # the caching allocator's peak reservation this step
+    alloc_retries: int = 0  # cudaMalloc retries after freeing the cache, since the start (fragmentation)
+    host: str = ""
+    goodput_mfu: float | None = None  # over the logging interval's wall time (GC, checkpoints included)
+    interval_seconds: float = 0.0  # wall time of that interval (0 on steps that end none)
+
+
+class GoodputMeter:
+    """MFU over wall time: every second between two logging points counts (data waits, GC,
+    checkpoint writes, evaluation), not only the timed steps, so periodic stalls show as a drop."""
+
+    def __init__(self, flops_per_token: float, peak_tflops: float | None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.flops_per_token, self.peak = flops_per_token, peak_tflops
+        self._clock = clock
+        self._start = clock()
+        self._tokens = 0
+
+    def add(self, tokens: int) -> None:
+        self._tokens += tokens
+
+    def close_interval(self) -> tuple[float | None, float]:
+        """(goodput MFU, interval seconds) since the last call, and start the next interval."""
+        now = self._clock()
+        seconds = now - self._start
+        tokens, self._start, self._tokens = self._tokens, now, 0
+        if seconds <= 0:
+            return None, 0.0
+        return mfu(tokens / seconds, self.flops_per_token, self.peak), seconds
 
 
 class GcController:
@@ -223,6 +253,10 @@ class MetricsWriter:
             "training_step_seconds": rec.step_seconds,
             "training_tokens_per_second_per_gpu": rec.tokens_per_s_per_gpu,
             "training_mfu_ratio": rec.mfu if rec.mfu is not None else float("nan"),
+            "training_goodput_mfu_ratio": rec.goodput_mfu if rec.goodput_mfu is not None else float("nan"),
+            "training_data_wait_seconds": rec.data_seconds,
+            "training_gpu_memory_reserved_bytes": rec.mem_reserved_gb * 2**30,
+            "training_allocator_retries": rec.alloc_retries,
             "training_gpu_memory_allocated_bytes": rec.mem_allocated_gb * 2**30,
             "training_gpu_memory_peak_bytes": rec.mem_peak_gb * 2**30,
         }

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, fields, replace
@@ -28,7 +29,16 @@ from training.checkpoint import (
 from training.configs import ModelConfig, TrainConfig, model_config, recommended_train
 from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
 from training.engines import Engine, lr_at
-from training.monitor import GcController, MetricsWriter, SlowStepDetector, StepRecord, log, mfu, peak_tflops
+from training.monitor import (
+    GcController,
+    GoodputMeter,
+    MetricsWriter,
+    SlowStepDetector,
+    StepRecord,
+    log,
+    mfu,
+    peak_tflops,
+)
 from training.profile import profiled_step
 from training.tokenizer import load_tokenizer
 
@@ -179,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
     flops_tok = mcfg.flops_per_token(tcfg.seq_len)
     gc_ctl = GcController(tcfg.gc_every)
+    goodput = GoodputMeter(flops_tok, peak)
     detector = SlowStepDetector(tcfg.slow_step_factor, tcfg.slow_step_window, run_dir / "stacks", rank,
                                 dumps_first=tcfg.slow_step_dumps_first,
                                 dump_interval_s=tcfg.slow_step_dump_interval_s)
@@ -201,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             detector.begin(step)
             t = time.perf_counter()
             pairs = [next(prefetch) for _ in range(tcfg.grad_accum)]
+            data_seconds = time.perf_counter() - t
             last_state = pairs[-1][1]
             lr = lr_at(step, tcfg)
             profiling = profiled_step(step, args.run_dir / "profile", rank == 0) if step == args.profile_step \
@@ -209,16 +221,13 @@ def run(args: argparse.Namespace) -> int:
                 loss, gnorm = engine.train_step([b for b, _ in pairs], lr)
             seconds = time.perf_counter() - t
             slow = detector.end(seconds)
-            tps = tokens_per_step / seconds
-            mem_alloc = torch.cuda.memory_allocated(device) / 2**30 if cuda else 0.0
-            mem_peak = torch.cuda.max_memory_allocated(device) / 2**30 if cuda else 0.0
-            rec = StepRecord(step, loss, gnorm, lr, seconds, tokens_per_step, tps, mfu(tps, flops_tok, peak),
-                             mem_alloc, mem_peak, slow)
+            goodput.add(tokens_per_step)
+            logging = step % tcfg.log_every == 0 or step == end_step
+            rec = _step_record(step, loss, gnorm, lr, seconds, data_seconds, tokens_per_step, flops_tok, peak,
+                               device if cuda else None, slow, goodput if logging else None)
             metrics.step(rec, detector.slow_steps)
-            if rank == 0 and (step % tcfg.log_every == 0 or step == end_step):
-                m = f" mfu {rec.mfu:.1%}" if rec.mfu is not None else ""
-                log(f"step {step} loss {loss:.4f} gnorm {gnorm:.3f} lr {lr:.2e} {seconds * 1e3:.0f} ms "
-                    f"{tps:,.0f} tok/s/gpu{m} mem {mem_peak:.1f} GiB{' SLOW' if slow else ''}")
+            if rank == 0 and logging:
+                log(_step_line(rec))
             # The last step of this run is saved too: the end of training, or the cap of
             # --max-steps-this-run (else a capped run loses up to checkpoint_every - 1 steps).
             if tcfg.checkpoint_every > 0 and (step % tcfg.checkpoint_every == 0 or step == end_step):
@@ -241,6 +250,33 @@ def run(args: argparse.Namespace) -> int:
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def _step_record(step: int, loss: float, gnorm: float, lr: float, seconds: float, data_seconds: float,
+                 tokens: int, flops_tok: float, peak: float | None, device: torch.device | None, slow: bool,
+                 goodput: GoodputMeter | None) -> StepRecord:
+    """One step's record; `goodput` is given on logging steps, whose interval it closes."""
+    tps = tokens / seconds
+    alloc = peak_mem = reserved = 0.0
+    retries = 0
+    if device is not None:
+        alloc = torch.cuda.memory_allocated(device) / 2**30
+        peak_mem = torch.cuda.max_memory_allocated(device) / 2**30
+        reserved = torch.cuda.max_memory_reserved(device) / 2**30
+        retries = int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
+    good, interval = goodput.close_interval() if goodput is not None else (None, 0.0)
+    return StepRecord(step, loss, gnorm, lr, seconds, tokens, tps, mfu(tps, flops_tok, peak), alloc, peak_mem, slow,
+                      data_seconds=data_seconds, mem_reserved_gb=reserved, alloc_retries=retries,
+                      host=socket.gethostname(), goodput_mfu=good, interval_seconds=interval)
+
+
+def _step_line(rec: StepRecord) -> str:
+    m = f" mfu {rec.mfu:.1%}" if rec.mfu is not None else ""
+    g = f" goodput {rec.goodput_mfu:.1%}" if rec.goodput_mfu is not None else ""
+    return (f"step {rec.step} loss {rec.loss:.4f} gnorm {rec.grad_norm:.3f} lr {rec.lr:.2e} "
+            f"{rec.step_seconds * 1e3:.0f} ms (data {rec.data_seconds * 1e3:.0f} ms) "
+            f"{rec.tokens_per_s_per_gpu:,.0f} tok/s/gpu{m}{g} mem {rec.mem_peak_gb:.1f} GiB "
+            f"(reserved {rec.mem_reserved_gb:.1f}, retries {rec.alloc_retries}){' SLOW' if rec.slow else ''}")
 
 
 def _sdpa_preference(name: str) -> contextlib.AbstractContextManager[object]:
