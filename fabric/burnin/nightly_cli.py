@@ -47,7 +47,9 @@ def nightly(site: Path, budget_s: float, cycle: int, in_use: Path | None, durati
     stages, due_left = choose_stages(plan, history, today, cycle, fits)
     tonight = {**plan, "stages": [s if i in stages else [] for i, s in enumerate(plan["stages"], start=1)]}
     night = today.isoformat()
-    report = run_site(opened, tonight, RunOptions(duration), kind="nightly", night=night)
+    # a retry stage (around links that failed) only when the budget has room for one more stage
+    report = run_site(opened, tonight, RunOptions(duration), kind="nightly", night=night, retry=fits > len(stages),
+                      routing=routing)
     run_id, j = judge_run(opened, report.run)
     burned = {lk for i in stages for f in plan["stages"][i - 1] for lk in f["links"]}
     rows = [r for r in link_rows(run_id, night, j, time.time()) if r.link in burned]
