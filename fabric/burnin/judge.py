@@ -153,7 +153,9 @@ def _verdict(entry: Mapping[str, Any], direct: Mapping[str, list[str]], covered:
     tail, head = (_end(t) for t in link.split("->"))
     ends = tuple(entry.get("ends") or entry["name"].split(" -> "))
     errs = errors.get(tail, 0) + errors.get(head, 0)
-    base = (link, entry["name"], (ends[0], ends[-1]), entry["kind"])
+    # the design's names where the plan has them (a factory switch description names no switch)
+    name = " -> ".join(e.split(" (", 1)[0] for e in (ends[0], ends[-1])) if entry.get("ends") else entry["name"]
+    base = (link, name, (ends[0], ends[-1]), entry["kind"])
     fix = "reseat or replace the cable/transceiver, clean the connectors, then burn it in again"
     if link in direct:
         return LinkVerdict(*base, FAIL, "; ".join(direct[link]), fast.get(link), errs, fix)
