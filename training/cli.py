@@ -8,7 +8,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train", "launch", "plan", "merge", "tokenizer"}
+    commands = {"train", "launch", "plan", "merge", "tokenizer", "prepare-data"}
     if not argv or argv[0] not in commands:
         print(f"usage: python -m training {{{','.join(sorted(commands))}}} ...", file=sys.stderr)
         return 2
@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from training.launcher import main as launch_main
 
         return launch_main(rest)
+    if cmd == "prepare-data":
+        from training.prepared import main as prepare_main
+
+        return prepare_main(rest)
     if cmd == "merge":
         from training.merge import main as merge_main
 

@@ -26,6 +26,9 @@ class ModelConfig:
     max_seq_len: int = 8192
     tie_embeddings: bool = False
     init_std: float = 0.02
+    # Llama 3.1/3.3 "llama3" RoPE scaling: (factor, low_freq_factor, high_freq_factor,
+    # original_max_position_embeddings); None = plain RoPE.
+    rope_scaling: tuple[float, float, float, int] | None = None
 
     @property
     def head_dim(self) -> int:

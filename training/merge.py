@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import warnings
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def _dcp_model_state(ckpt: Path) -> dict[str, torch.Tensor]:
@@ -55,18 +58,33 @@ def engine_of(ckpt: Path) -> str:
 
 
 def merge(ckpt: Path, out: Path, dtype: torch.dtype = torch.float32) -> dict[str, tuple[int, ...]]:
+    """OUT ending in .safetensors: that one file. Otherwise OUT is a Hugging Face model folder
+    (model.safetensors, config.json from the checkpoint, the tokenizer files saved with it) that
+    `transformers.AutoModelForCausalLM.from_pretrained(OUT)` loads."""
     state = _dcp_model_state(ckpt) if engine_of(ckpt) == "fsdp" else _zero_model_state(ckpt)
+    folder = out.suffix != ".safetensors"
+    if folder and not (ckpt / "config.json").exists():
+        raise FileNotFoundError(f"{ckpt}/config.json: this checkpoint predates the HF export; "
+                                f"merge to a .safetensors file instead")
     # Convert tensor by tensor, dropping each original, so the full model is never held twice.
     tensors = {k: state.pop(k).to(dtype).contiguous() for k in sorted(state)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(out), metadata={"format": "pt", "source": str(ckpt)})
+    target = out / "model.safetensors" if folder else out
+    target.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(target), metadata={"format": "pt", "source": str(ckpt)})
+    if folder:
+        config = json.loads((ckpt / "config.json").read_text())
+        config["torch_dtype"] = str(dtype).removeprefix("torch.")
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        for name in TOKENIZER_FILES:
+            if (ckpt / name).exists():
+                shutil.copyfile(ckpt / name, out / name)
     return {k: tuple(v.shape) for k, v in tensors.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m training merge")
     p.add_argument("checkpoint", type=Path, help="a checkpoint directory, e.g. RUN/checkpoints/step_00001000")
-    p.add_argument("out", type=Path)
+    p.add_argument("out", type=Path, help="OUT.safetensors, or a folder for a Hugging Face model (config.json too)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
     a = p.parse_args(argv)
     shapes = merge(a.checkpoint, a.out, getattr(torch, a.dtype))

@@ -47,9 +47,24 @@ class RMSNorm(nn.Module):
         return self.norm_fn(x, self.weight, self.eps)
 
 
-def rope_tables(head_dim: int, max_len: int, theta: float, device: torch.device | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def llama3_scaled(inv: torch.Tensor, scaling: tuple[float, float, float, int]) -> torch.Tensor:
+    """Llama 3.1's frequency-dependent RoPE scaling: long wavelengths slowed by `factor`, short ones
+    kept, the band between interpolated (as Meta's reference and transformers' `llama3` rope type)."""
+    factor, low, high, original = scaling
+    low_wavelen, high_wavelen = original / low, original / high
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope_tables(head_dim: int, max_len: int, theta: float, device: torch.device | None = None,
+                scaling: tuple[float, float, float, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim))
+    if scaling is not None:
+        inv = llama3_scaled(inv, scaling)
     t = torch.arange(max_len, dtype=torch.float64, device=device)
     freqs = torch.outer(t, inv)
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -223,7 +238,8 @@ class Llama(nn.Module):
     def _rope_at(self, position_ids: torch.Tensor, device: torch.device
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         if self._rope is None or self._rope[0].device != device:
-            self._rope = rope_tables(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, device)
+            self._rope = rope_tables(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, device,
+                                     self.cfg.rope_scaling)
         cos, sin = self._rope
         return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)
 
@@ -238,10 +254,14 @@ class Llama(nn.Module):
         out: torch.Tensor = self.model.norm(x)
         return out
 
-    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor,
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor | None = None,
                 doc_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Returns the summed token loss (fp32) over labels != -100; the caller normalises."""
+        """Returns the summed token loss (fp32) over labels != -100 (the caller normalises), or the
+        logits when no labels are given (through the engines' hooks, unlike `logits`)."""
         h = self.hidden_states(input_ids, position_ids, doc_ids)
+        if labels is None:
+            out: torch.Tensor = self.lm_head(h)
+            return out
         return chunked_cross_entropy_sum(h, self.lm_head, labels, self.loss_chunk_tokens)
 
     def logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import time
@@ -39,15 +40,20 @@ from training.monitor import (
     mfu,
     peak_tflops,
 )
+from training.prepared import PreparedLoader, ZerosLoader, prepared_data_dir, zeros_data
 from training.profile import profiled_step
 from training.tokenizer import load_tokenizer
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="model name (llama3_70b, llama3_8b, llama3_1b, tiny, NAME-sliceK)")
+    p.add_argument("--config", help="model name (llama3_70b, llama3_8b, llama3_1b, tiny, NAME-sliceK); with "
+                   "--init-from, the run settings' name only (the shape comes from config.json)")
+    p.add_argument("--init-from", type=Path, help="Hugging Face Llama folder (config.json, safetensors): start from "
+                   "its weights; its tokenizer.json is the default --tokenizer")
     p.add_argument("--engine", choices=("fsdp", "deepspeed"), default="fsdp")
     p.add_argument("--run-dir", type=Path, required=True)
-    p.add_argument("--data", type=Path, nargs="*", default=[], help="JSONL/text shards or folders")
+    p.add_argument("--data", type=Path, nargs="*", default=[],
+                   help="JSONL/text shards or folders; a folder written by prepare-data; or `zeros` (all-zero tokens)")
     p.add_argument("--tokenizer", type=Path, help="tokenizer.json (required with --data)")
     p.add_argument("--synthetic", action="store_true", help="random tokens (throughput runs)")
     p.add_argument("--split-documents", type=int, choices=(0, 1), default=1)
@@ -75,17 +81,31 @@ def train_config_from_args(args: argparse.Namespace) -> TrainConfig:
         v = getattr(args, f.name, None)
         if v is not None:
             kw[f.name] = bool(v) if isinstance(f.default, bool) else v
-    return replace(recommended_train(args.config), **kw)  # type: ignore[arg-type]
+    return replace(recommended_train(args.config or ""), **kw)  # type: ignore[arg-type]
 
 
-def build_engine(name: str, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device) -> Engine:
+def model_from_args(args: argparse.Namespace) -> ModelConfig:
+    if args.init_from is not None:
+        from training.hf import model_config_from_hf
+
+        if args.tokenizer is None and (args.init_from / "tokenizer.json").exists():
+            args.tokenizer = args.init_from / "tokenizer.json"
+        return model_config_from_hf(args.init_from)
+    if not args.config:
+        raise ValueError("--config or --init-from is required")
+    return model_config(args.config)
+
+
+def build_engine(name: str, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device,
+                 param_dtype: torch.dtype = torch.bfloat16, init_from: Path | None = None) -> Engine:
+    """The engine with its weights: from a Hugging Face folder (`init_from`) or freshly initialised."""
     if name == "fsdp":
         from training.engines.fsdp import FsdpEngine
 
-        return FsdpEngine(mcfg, tcfg, device)
+        return FsdpEngine(mcfg, tcfg, device, param_dtype=param_dtype, init_from=init_from)
     from training.engines.zero3 import DeepSpeedEngine
 
-    return DeepSpeedEngine(mcfg, tcfg, device)
+    return DeepSpeedEngine(mcfg, tcfg, device, param_dtype=param_dtype, init_from=init_from)
 
 
 def local_param_count(model: torch.nn.Module) -> int:
@@ -113,7 +133,7 @@ def _fault_requested(step: int, rank: int) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     tcfg = train_config_from_args(args)
-    mcfg = model_config(args.config)
+    mcfg = model_from_args(args)
     if tcfg.seq_len > mcfg.max_seq_len:
         raise ValueError(f"seq_len {tcfg.seq_len} > model max_seq_len {mcfg.max_seq_len}")
     cuda = torch.cuda.is_available()
@@ -139,14 +159,15 @@ def run(args: argparse.Namespace) -> int:
     metrics = MetricsWriter(run_dir, rank, args.job_name, args.prom_dir)
 
     t0 = time.monotonic()
-    engine = build_engine(args.engine, mcfg, tcfg, device)
+    engine = build_engine(args.engine, mcfg, tcfg, device, init_from=args.init_from)
     metrics.event("built", engine=args.engine, model=mcfg.name, params=mcfg.num_params(), world=world,
                   local_params=local_param_count(engine.model), seconds=time.monotonic() - t0, train=asdict(tcfg))
 
     start_step = 0
     loader_state: LoaderState | None = None
     resume_from = latest_complete(ckpt_root) if args.resume == "auto" else None
-    files = discover_files(args.data) if args.data else []
+    prepared_dir = prepared_data_dir(args.data)
+    files = discover_files(args.data) if args.data and prepared_dir is None and not zeros_data(args.data) else []
     if resume_from is not None:
         extras = read_extras(resume_from)
         if args.engine == "deepspeed" and len(extras) != world:
@@ -162,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
             loader_state = mine.loader
         else:
             # Restart on fewer (or more) hosts: what was left to read is dealt out again.
+            if prepared_dir is not None:
+                raise RuntimeError("prepared data resumes only on the same number of ranks (resharding of "
+                                   "document ranges is not implemented); raw JSONL/text shards reshard")
             loader_state = reshard_states([e.loader for e in extras], files, world)[rank] if files else None
         metrics.event("resumed", checkpoint=str(resume_from), step=start_step, old_world=len(extras))
         if rank == 0:
@@ -171,6 +195,13 @@ def run(args: argparse.Namespace) -> int:
     if args.synthetic:
         syn = SyntheticLoader(mcfg.vocab_size, tcfg.seq_len, tcfg.micro_batch, tcfg.seed + start_step, rank)
         source = iter(syn)
+    elif zeros_data(args.data):
+        source = iter(ZerosLoader(tcfg.seq_len, tcfg.micro_batch, rank))
+    elif prepared_dir is not None:
+        split = bool(args.split_documents)
+        source = iter(PreparedLoader.fresh_prepared(prepared_dir, tcfg.seq_len, tcfg.micro_batch, rank, world,
+                                                    tcfg.seed, split) if loader_state is None else
+                      PreparedLoader(prepared_dir, tcfg.seq_len, tcfg.micro_batch, loader_state, split))
     else:
         if not files or args.tokenizer is None:
             raise ValueError("--data and --tokenizer are required unless --synthetic")
@@ -231,6 +262,8 @@ def run(args: argparse.Namespace) -> int:
             # The last step of this run is saved too: the end of training, or the cap of
             # --max-steps-this-run (else a capped run loses up to checkpoint_every - 1 steps).
             if tcfg.checkpoint_every > 0 and (step % tcfg.checkpoint_every == 0 or step == end_step):
+                if rank == 0:  # before the save, which may mark the checkpoint complete
+                    write_hf_files(step_dir(ckpt_root, step), mcfg, args.tokenizer)
                 _save(engine, ckpt_root, step, rank, world, last_state, tcfg.keep_checkpoints, metrics)
             fault = _fault_requested(step, rank)
             if fault == "kill":
@@ -277,6 +310,21 @@ def _step_line(rec: StepRecord) -> str:
             f"{rec.step_seconds * 1e3:.0f} ms (data {rec.data_seconds * 1e3:.0f} ms) "
             f"{rec.tokens_per_s_per_gpu:,.0f} tok/s/gpu{m}{g} mem {rec.mem_peak_gb:.1f} GiB "
             f"(reserved {rec.mem_reserved_gb:.1f}, retries {rec.alloc_retries}){' SLOW' if rec.slow else ''}")
+
+
+def write_hf_files(path: Path, mcfg: ModelConfig, tokenizer: Path | None) -> None:
+    """config.json (and the tokenizer's files) beside a checkpoint, so `merge CKPT DIR` writes a
+    folder transformers loads."""
+    from training.hf import hf_config
+    from training.merge import TOKENIZER_FILES
+
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(hf_config(mcfg), indent=2) + "\n")
+    if tokenizer is not None:
+        shutil.copyfile(tokenizer, path / "tokenizer.json")
+        for name in TOKENIZER_FILES[1:]:  # the configs saying which tokens are BOS/EOS, when beside it
+            if (tokenizer.parent / name).exists():
+                shutil.copyfile(tokenizer.parent / name, path / name)
 
 
 def _sdpa_preference(name: str) -> contextlib.AbstractContextManager[object]:

@@ -26,7 +26,7 @@ class FsdpEngine:
     name = "fsdp"
 
     def __init__(self, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device,
-                 param_dtype: torch.dtype = torch.bfloat16) -> None:
+                 param_dtype: torch.dtype = torch.bfloat16, init_from: Path | None = None) -> None:
         self.device, self.tcfg = device, tcfg
         with torch.device("meta"):
             model = Llama(mcfg)
@@ -50,8 +50,13 @@ class FsdpEngine:
             if i > 0:
                 layer.set_modules_to_backward_prefetch([layers[i - 1]])  # type: ignore[list-item]
         model.to_empty(device="cpu" if tcfg.cpu_offload else device)
-        with torch.no_grad():
-            model.init_weights()
+        if init_from is not None:
+            from training.hf import load_sharded
+
+            load_sharded(model, init_from)  # each rank reads its own shard's rows only
+        else:
+            with torch.no_grad():
+                model.init_weights()
         self.model: torch.nn.Module = model
         cuda = device.type == "cuda" and not tcfg.cpu_offload
         self.optimizer = torch.optim.AdamW(param_groups(model, tcfg.weight_decay), lr=tcfg.lr,

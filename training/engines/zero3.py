@@ -24,7 +24,7 @@ from training.engines import param_groups, run_micro_batches
 from training.model import Llama
 
 
-def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[str, Any]:
+def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int, bf16: bool = True) -> dict[str, Any]:
     """ZeRO-3 settings derived from the model: with `zero3_buckets="hidden"` the rules Hugging Face's
     "auto" values use (reduce bucket h², prefetch bucket 0.9·h²), with "layer" one decoder layer's
     parameters for both; parameters under 10·h elements stay resident either way."""
@@ -41,7 +41,7 @@ def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[s
         "gradient_accumulation_steps": tcfg.grad_accum,
         "train_batch_size": tcfg.micro_batch * tcfg.grad_accum * world,
         "gradient_clipping": tcfg.grad_clip,
-        "bf16": {"enabled": True},
+        "bf16": {"enabled": bf16},
         "zero_optimization": {
             "stage": 3,
             "overlap_comm": True,
@@ -65,7 +65,8 @@ def deepspeed_config(mcfg: ModelConfig, tcfg: TrainConfig, world: int) -> dict[s
 class DeepSpeedEngine:
     name = "deepspeed"
 
-    def __init__(self, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device) -> None:
+    def __init__(self, mcfg: ModelConfig, tcfg: TrainConfig, device: torch.device,
+                 param_dtype: torch.dtype = torch.bfloat16, init_from: Path | None = None) -> None:
         if device.type != "cuda":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
         import deepspeed  # type: ignore[import-untyped]
@@ -79,10 +80,16 @@ class DeepSpeedEngine:
 
         self.device, self.tcfg = device, tcfg
         world = dist.get_world_size()
-        self.config = deepspeed_config(mcfg, tcfg, world)
+        self.config = deepspeed_config(mcfg, tcfg, world, bf16=param_dtype == torch.bfloat16)
         deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
-        with deepspeed.zero.Init(config_dict_or_path=self.config, dtype=torch.bfloat16):
+        # No dtype argument: the config's bf16 flag decides (with one, DeepSpeed 0.19.8 picks bf16 on a
+        # CPU accelerator whatever was asked, an operator-precedence slip in Init._set_dtype).
+        with deepspeed.zero.Init(config_dict_or_path=self.config):
             model = Llama(mcfg)
+        if init_from is not None:
+            from training.hf import load_zero3
+
+            load_zero3(model, init_from)  # module by module, before the optimizer copies the weights
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
         model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every)
         if tcfg.compile:
