@@ -61,14 +61,19 @@ def plan_site(site_file: Path, routing: str, discovered: Path | None, hosts: str
 
 
 def gpu_pairing(site: Site) -> Callable[[str, str], int | None]:
-    """The GPU an HCA is paired with for GPUDirect: HCA n of the class's hca_count maps to GPU n * gpus / hcas
-    (mlx5_0..7 on 8 GPUs: one each; on 2 GPUs: mlx5_0-3 -> 0, mlx5_4-7 -> 1)."""
+    """The GPU an HCA is paired with for GPUDirect: the host class's `ib.gpu_for_hca` when it says, else HCA n
+    of the class's hca_count maps to GPU n * gpus / hcas (mlx5_0..7 on 8 GPUs: one each; on 2 GPUs: mlx5_0-3
+    -> 0, mlx5_4-7 -> 1)."""
     def gpu_of(host: str, hca: str) -> int | None:
         h = site.host(host)
         cls = site.host_class(h) if h is not None else None
         m = _HCA_INDEX.search(hca)
         if cls is None or cls.gpu is None or cls.ib is None or m is None or cls.ib.hca_count == 0:
             return None
+        index = int(m.group(1))
+        if cls.ib.gpu_for_hca is not None:
+            pairs = cls.ib.gpu_for_hca
+            return pairs[index] if index < len(pairs) and pairs[index] < cls.gpu.count else None
         return min(cls.gpu.count - 1, int(m.group(1)) * cls.gpu.count // cls.ib.hca_count)
     return gpu_of
 

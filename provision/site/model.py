@@ -122,6 +122,17 @@ class IbSpec(_Model):
     hca_count: int = Field(ge=0, le=64)
     link_speed: IbSpeed
     link_width: Literal["1X", "2X", "4X", "8X", "12X"] = "4X"
+    gpu_for_hca: list[int] | None = Field(
+        None, description="the GPU each HCA (mlx5_0, mlx5_1, ...) shares a PCIe switch with, by HCA index "
+        "(`nvidia-smi topo -m`: PIX/PXB); GPUDirect burn-in pairs them. Default: spread evenly")
+
+    @model_validator(mode="after")
+    def _one_gpu_per_hca(self) -> IbSpec:
+        if self.gpu_for_hca is not None and (len(self.gpu_for_hca) != self.hca_count
+                                             or any(g < 0 for g in self.gpu_for_hca)):
+            raise ValueError(f"gpu_for_hca names one GPU index (>= 0) per HCA: {self.hca_count} expected, "
+                             f"got {self.gpu_for_hca}")
+        return self
 
 
 class PcieSpec(_Model):
@@ -170,6 +181,14 @@ class HostClass(_Model):
     nvswitch: bool = False
     versions: Versions = Versions()
     floors: HealthFloors = HealthFloors()
+
+    @model_validator(mode="after")
+    def _paired_gpus_exist(self) -> HostClass:
+        pairs = self.ib.gpu_for_hca if self.ib is not None else None
+        if pairs is not None and (self.gpu is None or any(g >= self.gpu.count for g in pairs)):
+            gpus = self.gpu.count if self.gpu is not None else 0
+            raise ValueError(f"ib.gpu_for_hca names GPU indexes {pairs}, but the class has {gpus} GPU(s)")
+        return self
 
 
 class Bmc(_Model):

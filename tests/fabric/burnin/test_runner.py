@@ -4,16 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fabric.burnin.actions import gpu_pairing
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History
 from fabric.burnin.runner import RunOptions, run_plan
+from provision.errors import SiteError
 from provision.site import load_site
 from provision.ssh import RemoteRun
 from provision.state import StateStore
@@ -78,3 +81,23 @@ def test_a_run_killed_mid_stage_resumes_there_and_gpudirect_names_the_paired_gpu
                                                                                (2, "symbol_errors", 1)]
     server = next(c for c in again if "ib_write_bw" in c and "gpu-r1-02" not in c)
     assert server.startswith("timeout -k 5 ") and "--report_gbits -D 1" in server
+
+
+def test_gpudirect_follows_the_host_class_pairing_when_it_states_one(tmp_path: Path) -> None:
+    text = (REPO / "inventory" / "sim" / "site.yml").read_text()
+    doc = yaml.safe_load(text)
+    cls = next(c for c in doc["host_classes"].values() if (c.get("ib") or {}).get("hca_count") == 8)
+    cls["ib"]["gpu_for_hca"] = [1, 1, 1, 1, 0, 0, 0, 0]
+    site_dir = tmp_path / "site"
+    shutil.copytree(REPO / "inventory" / "sim", site_dir, ignore=shutil.ignore_patterns("state"))
+    (site_dir / "site.yml").write_text(yaml.safe_dump(doc))
+    gpu_of = gpu_pairing(load_site(site_dir / "site.yml"))
+    assert [gpu_of("gpu-r1-01", f"mlx5_{i}") for i in range(8)] == [1, 1, 1, 1, 0, 0, 0, 0]
+    cls["ib"]["gpu_for_hca"] = [0, 1]
+    (site_dir / "site.yml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(SiteError, match="gpu_for_hca"):
+        load_site(site_dir / "site.yml")
+    cls["ib"]["gpu_for_hca"] = [0, 1, 2, 3, 4, 5, 6, 7]
+    (site_dir / "site.yml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(SiteError, match="gpu_for_hca"):
+        load_site(site_dir / "site.yml")
