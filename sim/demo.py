@@ -78,7 +78,15 @@ def _burnin(site_file: str, run_dir: Path) -> int:
     console.print(f"plan: {plan} ({len(json.loads(buffer.getvalue())['stages'])} stages)")
     code = fabric_main(["burnin", "run", "--plan", str(plan), "--site", site_file, "--duration", "1",
                        "--grace", "0.5"])
-    return max(code, fabric_main(["burnin", "judge", "--site", site_file, "--record"]))
+    code = max(code, fabric_main(["burnin", "judge", "--site", site_file, "--record"]))
+    # The failing links go to the port plan as evidence (source burnin): a dry run shows them planned.
+    judged = run_dir / "burnin-judge.json"
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        fabric_main(["burnin", "judge", "--site", site_file, "--json"])
+    judged.write_text(buffer.getvalue(), encoding="utf-8")
+    console.print(f"the judged links go to the port plan: fabric ports apply --site S --burnin {judged}")
+    return max(code, fabric_main(["ports", "apply", "--site", site_file, "--burnin", str(judged)]))
 
 
 def _ports(site_file: str) -> int:

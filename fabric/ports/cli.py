@@ -26,6 +26,7 @@ from fabric.findings import Finding
 from fabric.parsers.iblinkinfo import parse_iblinkinfo
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import CounterSweep, parse_counters
+from fabric.ports.evidence import Evidence
 from fabric.ports.linkstate import findings_from_iblinkinfo
 from fabric.ports.plan import plan_ports
 from fabric.ports.render import plan_text, plan_to_dict
@@ -123,6 +124,21 @@ def _ufm_ports(ports: Path | None, links: Path | None) -> dict[End, UfmPort]:
     return out
 
 
+def burnin_evidence(paths: list[Path]) -> list[Evidence]:
+    """The port-plan evidence of burn-in judgements (their `port_plan_evidence`)."""
+    out: list[Evidence] = []
+    for path in paths:
+        try:
+            doc = json.loads(_read(path, "--burnin"))
+            items = doc["port_plan_evidence"] if isinstance(doc, dict) else None
+            if not isinstance(items, list):
+                raise ValueError("no port_plan_evidence list: expected `fabric burnin judge --json` output")
+            out.extend(Evidence.from_dict(item, f"{path}: port_plan_evidence[{i}]") for i, item in enumerate(items))
+        except ValueError as e:
+            raise PortsInputError(f"--burnin {path}: {e}") from None
+    return out
+
+
 def _findings(iblinkinfo: Path | None) -> tuple[Finding, ...]:
     if iblinkinfo is None:
         return ()
@@ -140,6 +156,8 @@ def plan(
     ufm_ports: Annotated[Path | None, typer.Option("--ufm-ports", help="/ufmRest/resources/ports JSON.")] = None,
     ufm_links: Annotated[Path | None, typer.Option("--ufm-links", help="/ufmRest/resources/links JSON.")] = None,
     design: Annotated[Path | None, typer.Option("--design", help="Cabling design (names, locations).")] = None,
+    burnin: Annotated[list[Path] | None, typer.Option(
+        "--burnin", help="`fabric burnin judge --json` output: its failing links as evidence (repeatable).")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Window, e.g. 24h (default: the policy's).")] = None,
     now: Annotated[str | None, typer.Option("--now", help="ISO time the window ends (default: now).")] = None,
     events_tz: Annotated[str, typer.Option("--events-tz", help="Zone of UFM's timestamps.")] = "UTC",
@@ -153,7 +171,7 @@ def plan(
         result = plan_ports(topology, _events(events or [], _zone(policy.ufm_timezone)),
                             [_sweep(p) for p in counters or []], _findings(iblinkinfo), policy, parse_now(now),
                             load_design(design) if design else None, since=window,
-                            ufm_ports=_ufm_ports(ufm_ports, ufm_links))
+                            ufm_ports=_ufm_ports(ufm_ports, ufm_links), evidence=burnin_evidence(burnin or []))
     except FabricError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(EXIT_ERROR) from None

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from fabric.ports.apply import ApplyReport
-from fabric.ports.cli import _events, _zone, parse_duration, parse_now
+from fabric.ports.cli import _events, _zone, burnin_evidence, parse_duration, parse_now
 from fabric.ports.hosts import hosts_follow
 from fabric.ports.render import plan_text, plan_to_dict
 from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
@@ -75,6 +75,8 @@ def apply_command(
     since: Annotated[str | None, typer.Option("--since", help="Window, e.g. 24h (default: the policy's).")] = None,
     now: Annotated[str | None, typer.Option("--now", help="ISO time the window ends (default: now).")] = None,
     tickets: Annotated[bool, typer.Option("--tickets", help="Print the ticket of every link disabled.")] = False,
+    burnin: Annotated[list[Path] | None, typer.Option(
+        "--burnin", help="`fabric burnin judge --json` output: its failing links as evidence (repeatable).")] = None,
     db: DbOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
@@ -86,7 +88,8 @@ def apply_command(
             tz = _zone(policy.ufm_timezone if policy else "UTC")
             inputs = ApplyInputs(parse_duration(since) if since else None, parse_now(now) if now else None,
                                  tuple(_events(events, tz)) if events else None,
-                                 parse_duration(sweep).total_seconds() if sweep else None, apply, force)
+                                 parse_duration(sweep).total_seconds() if sweep else None, apply, force,
+                                 tuple(burnin_evidence(burnin or [])))
             run = asyncio.run(plan_and_apply(ps, inputs))
             moved = _follow(ps) if run.report.applied else []
             disabled = [ps.ledger.find(o.link) for o in run.report.outcomes] if tickets and run.report.applied else []

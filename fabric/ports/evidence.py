@@ -16,10 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from fabric.parsers.common import norm_guid
 from fabric.topology import End
 from fabric.ufm.events import Rejected, UfmEvent
 from fabric.ufm.portrefs import event_ports
 from provision.site.port_policy import PORT_UNHEALTHY, PortPolicy
+
+_KINDS = frozenset({"event", "counter", "counter_reset", "degraded", "port_down", "disabled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,25 @@ class Evidence:
         return {"time": self.time.isoformat() if self.time else None, "source": self.source, "kind": self.kind,
                 "at": {"guid": f"0x{self.at.guid}", "port": self.at.port}, "code": self.code,
                 "condemns": self.condemns, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, raw: object, where: str) -> Evidence:
+        """Read back what `to_dict` wrote (another tool's evidence, e.g. `fabric burnin judge --json`);
+        ValueError naming `where` for anything else."""
+        try:
+            assert isinstance(raw, dict)
+            at, kind, text = raw["at"], str(raw["kind"]), str(raw["text"])[:1000]
+            assert isinstance(at, dict) and kind in _KINDS
+            guid, ok = norm_guid(str(at["guid"]))
+            port = int(at["port"])
+            assert ok and 0 <= port <= 255
+            when = datetime.fromisoformat(raw["time"]) if raw.get("time") else None
+            code = int(raw["code"]) if raw.get("code") is not None else None
+            return cls(when if when is None or when.tzinfo else when.replace(tzinfo=UTC), str(raw["source"])[:200],
+                       kind, End(guid, port), text, code, bool(raw.get("condemns", True)))
+        except (AssertionError, KeyError, TypeError, ValueError):
+            raise ValueError(f"{where}: not a piece of port evidence (time, source, kind, at: {{guid, port}}, "
+                             f"text): {str(raw)[:120]}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,10 @@ def _rates(sweeps: Sequence[CounterSweep], topology: Topology, apart: list[Rejec
 
 def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counters: Sequence[CounterSweep],
                findings: Iterable[Finding], policy: PortPolicy, now: datetime, design: Design | None = None,
-               *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None) -> PortPlan:
+               *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None,
+               evidence: Iterable[Evidence] = ()) -> PortPlan:
+    """Every source merged into the links to act on. `evidence` is what other tools established about a
+    port (the burn-in judge's failing links, source `burnin`), taken as it is."""
     window = since or policy.window
     p = _Planner(topology, policy, design, ufm_ports)
     scan = scan_events(events, policy, now, window)
@@ -188,6 +191,8 @@ def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counte
         p.counter(rate, after.taken_at if after else None, after.source if after else "counters")
     for f in findings:
         p.finding(f)
+    for given in evidence:
+        p.add(given.at, given)
     return _decide(p, now, now - window, scan.bursts, {
         "events_scanned": scan.scanned, "events_counted": len(scan.counted), "events_in_bursts": scan.in_bursts,
         "uncounted_codes": dict(sorted(scan.uncounted_codes.items())), "counter_rates": len(rates),

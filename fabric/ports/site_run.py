@@ -29,6 +29,7 @@ from fabric.pipeline import topology_from_texts, with_site_locations
 from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
 from fabric.ports.counters import CounterSweep, parse_perfquery
+from fabric.ports.evidence import Evidence
 from fabric.ports.ledger import Ledger, LedgerEntry
 from fabric.ports.plan import PlannedLink, PortPlan, plan_ports
 from fabric.ports.reenable import ReenableResult, reenable
@@ -178,6 +179,7 @@ class ApplyInputs:
     sweep_s: float | None = None  # two live counter sweeps this far apart
     apply: bool = False
     force: bool = False
+    evidence: tuple[Evidence, ...] = ()  # other tools' findings (the burn-in judge's failing links)
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,7 @@ async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
         events = inputs.events if inputs.events is not None else view.events
         sweeps = await live_sweeps(ps, switch_lids(texts, top), inputs.sweep_s) if inputs.sweep_s else []
         plan = plan_ports(top, events, sweeps, (), policy, inputs.now or datetime.now(UTC), ps.design,
-                          since=inputs.since, ufm_ports=view.ports)
+                          since=inputs.since, ufm_ports=view.ports, evidence=inputs.evidence)
         actuator = actuator_for(ps, client, texts)
         report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
                                   actor=actor(), ticket=ticket_for(ps.design))

@@ -70,3 +70,20 @@ def test_errors_are_one_readable_line_and_exit_1(tmp_path: Path) -> None:
         assert result.exit_code == 1, (args, result.output)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+
+
+def test_a_burn_in_judgements_failing_links_become_links_to_disable(tmp_path: Path) -> None:
+    judged = {"port_plan_evidence": [{
+        "time": "2026-12-01T18:30:00+00:00", "source": "burnin", "kind": "degraded",
+        "at": {"guid": "0xb8599f0300000070", "port": 1}, "code": None, "condemns": True,
+        "text": "burn-in: gpu-r1-01/mlx5_7 -> leaf: 171.2 Gb/s, below the 180 Gb/s floor"}]}
+    judge = tmp_path / "judge.json"
+    judge.write_text(json.dumps(judged))
+    out = _plan("--discovered", str(IBSIM / "ibnetdiscover.txt"), "--burnin", str(judge), *NOW)
+    [link] = [x for x in out["links"] if "0xb8599f0300000070" in (x["a"]["guid"], x["b"]["guid"])]  # type: ignore[attr-defined]
+    assert link["action"] == "disable"
+    assert [e["source"] for e in link["evidence"]] == ["burnin"]
+    judge.write_text(json.dumps({"port_plan_evidence": [{"at": {"guid": "zz", "port": 1}}]}))
+    result = CliRunner().invoke(ports_app, ["plan", "--discovered", str(IBSIM / "ibnetdiscover.txt"),
+                                            "--burnin", str(judge), *NOW])
+    assert result.exit_code == 1 and "not a piece of port evidence" in result.output
