@@ -31,7 +31,7 @@ import typer  # noqa: E402  (after _unshadow: every `sim` import below must be t
 
 from provision.cli.context import default_site_path  # noqa: E402
 from provision.cli.output import console, emit_json  # noqa: E402
-from provision.cli.runner import run_app  # noqa: E402
+from provision.cli.runner import command_app, run_app  # noqa: E402
 from provision.site import load_site  # noqa: E402
 from sim import secrets  # noqa: E402
 from sim.lab import (  # noqa: E402
@@ -45,13 +45,7 @@ from sim.lab import (  # noqa: E402
     parse_with,
 )
 
-app = typer.Typer(
-    name="sim",
-    help="The simulated lab: BMCs, MAAS API, IB fabric and test hosts on loopback addresses.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+app = command_app("sim", "The simulated lab: BMCs, MAAS API, UFM, IB fabric and test hosts on loopback addresses.")
 
 SiteOpt = Annotated[Path | None, typer.Option("--site", help="Site file (default: the embedded sim site).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from provision.errors import BringupError
 from provision.site import Site
@@ -293,6 +294,15 @@ class Lab:
             yield self
         finally:
             self.down()
+
+
+def lab_port(url: object, address: str, default_port: int) -> int | None:
+    """The port of `url` when it names the lab's `address` (the site points at the simulator), else None:
+    a site whose endpoint is elsewhere gets no simulator."""
+    parts = urlsplit(str(url))
+    if parts.hostname != address:
+        return None
+    return parts.port or default_port
 
 
 def python_module(module: str, *args: str) -> list[str]:

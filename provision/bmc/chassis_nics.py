@@ -15,20 +15,12 @@ from typing import Any
 
 from provision.aio import gather_or_cancel
 from provision.bmc.inventory import Nic, nic_from_function, nic_from_port
-from provision.redfish import (
-    RedfishClient,
-    RedfishNotFound,
-    RedfishProtocolError,
-    RedfishUnsupported,
-    Resource,
-    odata_id,
-)
+from provision.redfish import NOT_SERVED, RedfishClient, Resource, odata_id
 
 # Bounds on what a hostile or huge service can make one harvest read.
 MAX_CHASSIS = 64
 MAX_ADAPTERS = 32
 MAX_PER_ADAPTER = 32
-_SKIPPED = (RedfishNotFound, RedfishUnsupported, RedfishProtocolError)
 
 
 @dataclass
@@ -41,7 +33,7 @@ class ChassisNics:
 async def _get(client: RedfishClient, path: str, out: ChassisNics) -> Resource | None:
     try:
         return await client.get(path)
-    except _SKIPPED as exc:
+    except NOT_SERVED as exc:
         out.looked.append(f"{path}: {exc.detail}")
         return None
 

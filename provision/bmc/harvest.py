@@ -29,10 +29,10 @@ from provision.bmc.inventory import (
 )
 from provision.bmc.triage import HostProblem
 from provision.redfish import (
+    NOT_SERVED,
     RedfishClient,
     RedfishNotFound,
     RedfishProtocolError,
-    RedfishUnsupported,
     Resource,
     odata_id,
 )
@@ -81,7 +81,7 @@ async def _optional(work: Awaitable[T], notes: list[str], what: str) -> T | None
     """Parts of the inventory some BMCs do not have: missing is a note, not a failure."""
     try:
         return await work
-    except (RedfishNotFound, RedfishUnsupported, RedfishProtocolError) as exc:
+    except NOT_SERVED as exc:
         notes.append(f"{what}: {exc.detail}")
         return None
 

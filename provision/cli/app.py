@@ -10,16 +10,12 @@ from typing import Annotated, TypeVar
 import typer
 
 from provision.cli.option_groups import with_group
+from provision.cli.runner import command_app
 
 R = TypeVar("R")
 
-app = typer.Typer(
-    name="provision",
-    help="Take GPU hosts from declared to golden: BMCs, PXE, MAAS, configuration, health, golden set.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+app = command_app("provision",
+                  "Take GPU hosts from declared to golden: BMCs, PXE, MAAS, configuration, health, golden set.")
 
 SiteOpt = Annotated[
     Path | None,

@@ -85,3 +85,10 @@ def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str,
         errors.report(f"internal error: {type(exc).__name__}: {_text(exc)} (set BRINGUP_DEBUG=1 for the traceback)")
         return errors.code
     return code if isinstance(code, int) else 0
+
+
+def command_app(name: str, help_text: str) -> typer.Typer:
+    """A top-level command line of the project: help when run bare, no shell-completion install, and no
+    pretty tracebacks (`run_app` turns errors into one line)."""
+    return typer.Typer(name=name, help=help_text, no_args_is_help=True, pretty_exceptions_enable=False,
+                       add_completion=False)

@@ -2,6 +2,7 @@
 
 from provision.redfish.client import ClientOptions, RedfishClient
 from provision.redfish.errors import (
+    NOT_SERVED,
     RedfishAuthError,
     RedfishError,
     RedfishNotFound,
@@ -17,6 +18,7 @@ from provision.redfish.resource import Resource, odata_id
 from provision.redfish.tls import tls_context
 
 __all__ = [
+    "NOT_SERVED",
     "ClientOptions",
     "RedfishAuthError",
     "RedfishClient",

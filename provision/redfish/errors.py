@@ -155,3 +155,8 @@ def error_for_status(status: int) -> type[RedfishError]:
     if 300 <= status < 400:
         return RedfishProtocolError
     return RedfishRequestRejected
+
+
+# Answers that mean the BMC does not serve a resource (a part of the inventory some BMCs lack): callers
+# that can do without it note the reason and go on.
+NOT_SERVED: tuple[type[RedfishError], ...] = (RedfishNotFound, RedfishUnsupported, RedfishProtocolError)

@@ -61,24 +61,23 @@ def guarded(path: Path) -> Iterator[None]:
         raise damaged(path, str(exc)) from None
 
 
-def quick_check(conn: sqlite3.Connection) -> list[str]:
-    """The problems `PRAGMA quick_check` finds (empty when the file is sound)."""
+def _pragma_check(conn: sqlite3.Connection, pragma: str) -> list[str]:
     try:
-        rows = conn.execute(f"PRAGMA quick_check({CHECK_ROWS})").fetchall()
+        rows = conn.execute(f"PRAGMA {pragma}({CHECK_ROWS})").fetchall()
     except sqlite3.DatabaseError as exc:
         return [str(exc)]
     found = [str(row[0]) for row in rows]
     return [] if found == ["ok"] else found
+
+
+def quick_check(conn: sqlite3.Connection) -> list[str]:
+    """The problems `PRAGMA quick_check` finds (empty when the file is sound)."""
+    return _pragma_check(conn, "quick_check")
 
 
 def integrity_check(conn: sqlite3.Connection) -> list[str]:
     """The problems the full `PRAGMA integrity_check` finds (also index contents); for `db check`."""
-    try:
-        rows = conn.execute(f"PRAGMA integrity_check({CHECK_ROWS})").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return [str(exc)]
-    found = [str(row[0]) for row in rows]
-    return [] if found == ["ok"] else found
+    return _pragma_check(conn, "integrity_check")
 
 
 def _copy(source: sqlite3.Connection, target_path: Path) -> None:

@@ -377,22 +377,10 @@ class StateStore:
 
     # asyncio -------------------------------------------------------------------------------------
 
-    async def atransition(
-        self,
-        hostname: str,
-        to: State | str,
-        *,
-        command: str,
-        reason: str | None = None,
-        evidence: Any = None,
-        may_skip: frozenset[State] = frozenset(),
-        facts: Mapping[str, Any] | None = None,
-    ) -> Outcome:
-        """`transition` from asyncio code without blocking the event loop (runs in a worker thread)."""
-        import asyncio  # only fan-out code needs it; plain CLI commands skip its import cost
+    async def atransition(self, hostname: str, to: State | str, **options: Any) -> Outcome:
+        """`transition` (same keyword options) from asyncio code without blocking the event loop: it runs in a
+        worker thread. Fan-outs record through the step runner's group commit instead."""
+        import asyncio  # only asyncio callers need it; plain CLI commands skip its import cost
 
-        return await asyncio.to_thread(
-            self.transition, hostname, to, command=command, reason=reason, evidence=evidence, may_skip=may_skip,
-            facts=facts,
-        )
+        return await asyncio.to_thread(lambda: self.transition(hostname, to, **options))
 

@@ -20,19 +20,28 @@ from sim.ibfabric.harness import IbFabric, IbsimError
 ENGINES = ("ftree", "updn", "minhop")
 
 
-def route(fabric: IbFabric, engine: str = "ftree", timeout_s: float = 120.0) -> str:
-    """Run the real OpenSM once with routing engine `engine`; returns its output."""
+def _check_engine(engine: str) -> None:
     if engine not in ENGINES:
         raise IbsimError(f"routing engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    argv = ["ibsim-run", "opensm", "-o", "-R", engine, "-f", str(fabric.workdir / "opensm.log")]
+
+
+def _opensm(env: dict[str, str], engine: str, log: Path, timeout_s: float) -> str:
+    """`opensm -o -R <engine>` through ibsim-run: route once, then exit; its output."""
+    argv = ["ibsim-run", "opensm", "-o", "-R", engine, "-f", str(log)]
     try:
-        proc = run_tool(argv, fabric.env(), timeout_s)
+        proc = run_tool(argv, env, timeout_s)
     except subprocess.TimeoutExpired:
         raise IbsimError(f"opensm -R {engine} did not finish within {timeout_s:g} s") from None
     if proc.returncode != 0 or "Exiting SM" not in proc.stdout:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
         raise IbsimError(f"opensm -R {engine} failed (rc {proc.returncode}): {tail[0]}")
     return proc.stdout
+
+
+def route(fabric: IbFabric, engine: str = "ftree", timeout_s: float = 120.0) -> str:
+    """Run the real OpenSM once with routing engine `engine`; returns its output."""
+    _check_engine(engine)
+    return _opensm(fabric.env(), engine, fabric.workdir / "opensm.log", timeout_s)
 
 
 def dump_lfts(fabric: IbFabric, timeout_s: float = 120.0) -> str:
@@ -58,23 +67,14 @@ def ibtracert(fabric: IbFabric, src_lid: int, dst_lid: int) -> str:
 def route_state(state_file: Path, engine: str = "ftree", timeout_s: float = 120.0) -> str:
     """Run the real OpenSM once on the fabric a state file announces (the lab's, `SitePaths.ibsim_state`),
     as the subnet manager of a real fabric would have: afterwards `dump_lfts` reads its tables."""
-    if engine not in ENGINES:
-        raise IbsimError(f"routing engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    _check_engine(engine)
     try:
         state = json.loads(state_file.read_text())
         env = {"IBSIM_SOCKNAME": str(state["socket"])}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise IbsimError(f"simulated fabric state {state_file} is unreadable: {e}") from None
     with tempfile.TemporaryDirectory(prefix="opensm-") as tmp:
-        argv = ["ibsim-run", "opensm", "-o", "-R", engine, "-f", str(Path(tmp) / "opensm.log")]
-        try:
-            proc = run_tool(argv, env, timeout_s)
-        except subprocess.TimeoutExpired:
-            raise IbsimError(f"opensm -R {engine} did not finish within {timeout_s:g} s") from None
-    if proc.returncode != 0 or "Exiting SM" not in proc.stdout:
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-        raise IbsimError(f"opensm -R {engine} failed (rc {proc.returncode}): {tail[0]}")
-    return proc.stdout
+        return _opensm(env, engine, Path(tmp) / "opensm.log", timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:

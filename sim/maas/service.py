@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
 
 import yaml
 
 from sim.addresses import MAAS_ADDRESS
-from sim.lab import LabContext, Service, python_module, tcp_probe
+from sim.lab import LabContext, Service, lab_port, python_module, tcp_probe
 
 
 def services(ctx: LabContext) -> list[Service]:
     maas = ctx.site.spec.maas
     if maas is None:
         return []
-    url = urlsplit(str(maas.url))
-    if url.hostname != MAAS_ADDRESS:
+    port = lab_port(maas.url, MAAS_ADDRESS, 5240)
+    if port is None:
         return []
-    port = url.port or 5240
     config_file = ctx.site.directory / "maas.yml"
     config = yaml.safe_load(config_file.read_text()) if config_file.exists() else {}
     rendered = ctx.run_dir / "maas.json"

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from sim.addresses import UFM_ADDRESS
-from sim.lab import LabContext, Service, python_module, tcp_probe
+from sim.lab import LabContext, Service, lab_port, python_module, tcp_probe
 
 PASSWORD_VARIABLE = "BRINGUP_SIM_UFM_PASSWORD"
 
@@ -15,10 +13,9 @@ def services(ctx: LabContext) -> list[Service]:
     ufm = fabric.ufm if fabric is not None else None
     if ufm is None:
         return []
-    url = urlsplit(str(ufm.url))
-    if url.hostname != UFM_ADDRESS:
+    port = lab_port(ufm.url, UFM_ADDRESS, 443)
+    if port is None:
         return []
-    port = url.port or 443
     user = ctx.site.spec.credentials[ufm.credential].username
     faults = ctx.site.directory / "ufm-faults.yml"
     argv = python_module("sim.ufm.server", "--address", UFM_ADDRESS, "--port", str(port), "--user", user,
