@@ -60,6 +60,7 @@ def _evidence(machine: MaasMachine) -> dict[str, Any]:
         "status_name": machine.status_name,
         "status_message": machine.status_message,
         "power_state": machine.power_state,
+        "ip_addresses": list(machine.ip_addresses),
     }
 
 
@@ -195,7 +196,8 @@ class MaasDeployStep(Step):
             machine = await self._commissioned(machine, created, deadline)
         await rec.move(name, State.commissioned, _evidence(machine))
         machine = await self._deployed(machine, deadline)
-        await rec.move(name, State.deployed, _evidence(machine))
+        facts = {"os_address": machine.ip_addresses[0]} if machine.ip_addresses else None
+        await rec.move(name, State.deployed, _evidence(machine), facts=facts)
         return {"system_id": machine.system_id, **_evidence(machine)}
 
     async def _deployed(self, machine: MaasMachine, deadline: float) -> MaasMachine:

@@ -58,6 +58,7 @@ class MaasMachine:
     macs: tuple[str, ...]
     boot_mac: str | None
     distro_series: str
+    ip_addresses: tuple[str, ...] = ()  # the deployed OS's addresses, as MAAS assigned them
 
     @property
     def failed(self) -> bool:
@@ -81,6 +82,7 @@ def parse_machine(data: Any) -> MaasMachine:
             macs=tuple(str(i["mac_address"]).lower() for i in interfaces if i.get("mac_address")),
             boot_mac=str(boot["mac_address"]).lower() if boot.get("mac_address") else None,
             distro_series=str(data.get("distro_series") or ""),
+            ip_addresses=tuple(str(a) for a in (data.get("ip_addresses") or []) if isinstance(a, str))[:16],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MaasError(f"MAAS machine record lacks or garbles {exc}") from None

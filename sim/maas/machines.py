@@ -7,6 +7,7 @@ state that does not allow it is a `NodeStateViolation`, which MAAS answers with 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import itertools
 import threading
 from dataclasses import dataclass, field
@@ -68,6 +69,9 @@ class ValidationFailed(Exception):
 
 
 _ids = itertools.count(1)
+# Where deployed machines get their address (MAAS's AUTO assignment from the deployment subnet): one per
+# machine, after its boot interface's id, so a redeploy gets the same one.
+DEPLOY_SUBNET = ipaddress.ip_network("10.64.16.0/20")
 _ALPHABET = "abcdefghjkmnpqrstwxy0123456789"
 
 
@@ -91,6 +95,7 @@ class Machine:
     osystem: str = ""
     distro_series: str = ""
     interface_ids: list[int] = field(default_factory=list)
+    ip_addresses: list[str] = field(default_factory=list)  # assigned on deployment (AUTO), freed on release
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     generation: int = 0  # bumped on each action, so a stale timer does not complete a newer one
 
@@ -129,7 +134,7 @@ class Machine:
             "node_type_name": "Machine",
             "boot_interface": interfaces[0] if interfaces else None,
             "interface_set": interfaces,
-            "ip_addresses": [],
+            "ip_addresses": list(self.ip_addresses),
             "tag_names": [],
             "pool": {"name": "default", "id": 0},
             "zone": {"name": "default", "id": 1},

@@ -33,6 +33,7 @@ from sim.addresses import check_loopback
 from sim.maas.machines import (
     COMMISSION_FROM,
     DEPLOY_FROM,
+    DEPLOY_SUBNET,
     RELEASE_FROM,
     Machine,
     NodeStateViolation,
@@ -208,6 +209,9 @@ class MaasSim:
                          (NodeStatus.FAILED_DEPLOYMENT,
                           "Installation failed (refer to the installation log for more information)."),
                          (NodeStatus.DEPLOYED, "Deployed"))
+            if machine.status is NodeStatus.DEPLOYED and machine.interface_ids:  # (under the machine's lock)
+                index = machine.interface_ids[0] % (DEPLOY_SUBNET.num_addresses - 2) + 1
+                machine.ip_addresses = [str(DEPLOY_SUBNET[index])]
 
         self._power_then(machine, generation, NodeStatus.FAILED_DEPLOYMENT, self.deploy_s, done)
 
@@ -218,6 +222,7 @@ class MaasSim:
             generation = self._begin(machine, "release", RELEASE_FROM, NodeStatus.RELEASING, "Releasing")
             machine.owner = None
             machine.osystem = machine.distro_series = ""
+            machine.ip_addresses = []
 
         fault = self.faults.get(machine.hostname)
 

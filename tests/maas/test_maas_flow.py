@@ -61,6 +61,20 @@ def _in_maas(maas: RunningMaas, host: str, status: NodeStatus) -> str:
     return machine.system_id
 
 
+def test_deploy_learns_each_hosts_maas_system_id_and_os_address(site: Path, maas: RunningMaas,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-2]")
+    assert code == 0
+    store = StateStore(site.parent / "state" / "sim.db")
+    facts = store.facts_many(["gpu-r1-01", "gpu-r1-02"])
+    for row in rows:
+        machine = maas.sim.machines[str(row["system_id"])]
+        assert facts[str(row["host"])].maas_system_id == machine.system_id
+        assert facts[str(row["host"])].os_address == machine.ip_addresses[0]
+    assert facts["gpu-r1-01"].os_address != facts["gpu-r1-02"].os_address
+    store.close()
+
+
 def test_deploy_records_each_step_and_triages_failures(site: Path, maas: RunningMaas,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     maas.sim.faults = {"gpu-r1-02": "commissioning_fails", "gpu-r1-03": "deploy_fails"}
