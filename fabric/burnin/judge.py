@@ -46,6 +46,7 @@ class HostVerdict:
     host: str
     verdict: str  # pass | fail | unknown
     reason: str
+    hca_guids: tuple[str, ...] = ()  # the node GUIDs of its HCAs the burn-in reached (0x + 16 hex digits)
 
 
 @dataclass(frozen=True)
@@ -179,18 +180,21 @@ def _verdict(entry: Mapping[str, Any], direct: Mapping[str, list[str]], covered:
 def _hosts(plan: Mapping[str, Any], verdicts: Iterable[LinkVerdict]) -> tuple[HostVerdict, ...]:
     """A host passes when every directed link of its HCAs passed."""
     per: dict[str, list[LinkVerdict]] = {}
+    guids: dict[str, set[str]] = {}
     for v in verdicts:
         if v.kind not in ("hca-leaf", "leaf-hca"):
             continue
-        hca_end = v.name.split(" -> ")[0 if v.kind == "hca-leaf" else 1]
-        per.setdefault(hca_end.split("/", 1)[0], []).append(v)
+        side = 0 if v.kind == "hca-leaf" else 1
+        host = v.name.split(" -> ")[side].split("/", 1)[0]
+        per.setdefault(host, []).append(v)
+        guids.setdefault(host, set()).add("0x" + v.link.split("->")[side].split("[", 1)[0].removeprefix("0x"))
     out = []
     for host, vs in sorted(per.items()):
         bad = [v for v in vs if v.verdict == FAIL]
         if bad:
             out.append(HostVerdict(host, FAIL, f"{bad[0].name}: {bad[0].reason}"))
         elif all(v.verdict == PASS for v in vs):
-            out.append(HostVerdict(host, PASS, f"all {len(vs)} HCA links passed"))
+            out.append(HostVerdict(host, PASS, f"all {len(vs)} HCA links passed", tuple(sorted(guids[host]))))
         else:
             left = [v for v in vs if v.verdict != PASS]
             out.append(HostVerdict(host, UNKNOWN, f"{left[0].name}: {left[0].verdict}: {left[0].reason}"))

@@ -45,7 +45,10 @@ class BurnInStep(Step):
         verdict = self.verdicts[host.hostname]
         if verdict.verdict == FAIL:
             raise HostFailure("burnin_link_failed", verdict.reason, {"run": self.run_id, "verdict": verdict.reason})
-        outcome = await rec.move(host.hostname, State.burned_in, {"run": self.run_id, "verdict": verdict.reason})
+        # The HCAs it proved are the host's facts from here on (what UFM and ibnetdiscover name them by).
+        facts = {"hca_guids": list(verdict.hca_guids)} if verdict.hca_guids else None
+        outcome = await rec.move(host.hostname, State.burned_in, {"run": self.run_id, "verdict": verdict.reason},
+                                 facts=facts)
         return {"changed": outcome.changed, "reason": verdict.reason}
 
 

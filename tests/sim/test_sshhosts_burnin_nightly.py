@@ -62,6 +62,9 @@ def test_plan_run_judge_and_two_nights(tmp_path: Path, monkeypatch: pytest.Monke
         assert code == 0 and verdict["counts"]["pass"] > 0 and "fail" not in verdict["counts"]
         assert sorted(verdict["recorded"]["golden"]) == ["gpu-r1-01", "gpu-r1-02", "gpu-r1-04"]
         assert store.get("gpu-r1-05").state is State.healthy  # never burned: not golden
+        # the HCAs the burn-in proved are the host's facts: 8 node GUIDs, as ibnetdiscover names them
+        proved = store.facts("gpu-r1-01").hca_guids
+        assert proved is not None and len(proved) == 8 and all(g.startswith("0x") and len(g) == 18 for g in proved)
         in_use = tmp_path / "job.hosts"
         in_use.write_text("gpu-r1-04 slots=8\n")
         prom = tmp_path / "bringup_burnin.prom"
