@@ -144,6 +144,7 @@ BURN_IN = StepSpec(
     "HCA link passed is burned in",
     takes=(State.healthy, State.burned_in),
     moves_to=(State.burned_in,),
+    writes=("hca_guids",),
     reasons={
         "burnin_link_failed": "a link of this host's HCAs ran below the site's floor or its error counters rose: "
         "reseat or replace the cable/transceiver named (the port plan has it as evidence source burnin), then "
