@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from provision.state import secret_values
+from tests.demo_run import DemoRun, run_demo
 
 
 @pytest.fixture(autouse=True)
@@ -15,3 +16,9 @@ def _forget_held_secrets() -> Iterator[None]:
     each test, so one test's password never masks words in another test's output."""
     yield
     secret_values.forget_all()
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The README's main command, run once for the session (see tests/demo_run.py)."""
+    return run_demo(tmp_path_factory.mktemp("demo"))

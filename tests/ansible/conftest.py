@@ -83,3 +83,13 @@ def state_of(lab: object, host: str) -> tuple[str, str | None]:
 
 def read_json(text: str) -> object:
     return json.loads(text)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/ansible/test_sim_with_testhosts.py starts test hosts of its own on the loopback addresses the
+    package's `lab` uses (127.0.1.N), so it runs before any test that brings the package's lab up."""
+    own = [i for i in items if i.path.name == "test_sim_with_testhosts.py"]
+    if own:
+        rest = [i for i in items if i.path.name != "test_sim_with_testhosts.py"]
+        first = next((n for n, i in enumerate(rest) if "tests/ansible/" in str(i.path)), len(rest))
+        items[:] = rest[:first] + own + rest[first:]

@@ -10,19 +10,10 @@ base64 of `user:password` (HTTP Basic), and each part of the MAAS key (OAuth sen
 from __future__ import annotations
 
 import base64
-import os
 import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 from urllib.parse import quote, quote_plus
 
-from tests.sites import copy_sim_site
-
-REPO = Path(__file__).resolve().parents[2]
-BMC_PASSWORD = "FindMeBmcPassw0rd-7f3a9c"
-MAAS_KEY = "FindMeConsumer4b1e:FindMeTokenKey9d2c:FindMeTokenSecret0c8e51aa77"
+from tests.demo_run import BMC_PASSWORD, MAAS_KEY, DemoRun
 
 
 def _forms() -> dict[str, bytes]:
@@ -40,43 +31,14 @@ def _forms() -> dict[str, bytes]:
     return {name: form.encode() for name, form in forms.items()}
 
 
-class _CmdlineSampler(threading.Thread):
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.seen: set[bytes] = set()
-        self.samples = 0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for entry in os.scandir("/proc"):
-                if entry.name.isdigit():
-                    try:
-                        self.seen.add(Path(entry.path, "cmdline").read_bytes())
-                    except OSError:
-                        continue
-            self.samples += 1
-            self.stop.wait(0.02)
-
-
 def _found(blob: bytes) -> list[str]:
     return [name for name, form in _forms().items() if form in blob]
 
 
-def test_the_demo_leaves_no_credential_anywhere(tmp_path: Path) -> None:
-    site = copy_sim_site(tmp_path / "sim")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
-    env.update(BRINGUP_SIM_BMC_PASSWORD=BMC_PASSWORD, BRINGUP_SIM_MAAS_API_KEY=MAAS_KEY, COLUMNS="80")
-    sampler = _CmdlineSampler()
-    sampler.start()
-    started = time.monotonic()
-    try:
-        out = subprocess.run([sys.executable, "-m", "sim", "demo", "--site", str(site)], cwd=REPO, env=env,
-                             capture_output=True, timeout=600, check=False)
-    finally:
-        sampler.stop.set()
-        sampler.join()
-    took = time.monotonic() - started
+def test_the_demo_leaves_no_credential_anywhere(demo_run: DemoRun) -> None:
+    tmp_path, took = demo_run.root, demo_run.took_s
+    out = subprocess.CompletedProcess([], demo_run.returncode, demo_run.stdout_bytes, demo_run.stderr_bytes)
+    sampler = demo_run
     assert out.returncode == 0, (out.stdout[-2000:] + out.stderr[-2000:]).decode(errors="replace")
     assert b"golden" in out.stdout.lower() and sampler.samples > 10, "the demo ran and was watched"
     leaks = {f"stdout: {name}" for name in _found(out.stdout)} | {f"stderr: {name}" for name in _found(out.stderr)}
@@ -85,6 +47,6 @@ def test_the_demo_leaves_no_credential_anywhere(tmp_path: Path) -> None:
     assert any(p.suffix == ".log" or "log" in p.name for p in files), sorted(str(p) for p in files)
     for path in files:
         leaks |= {f"{path.relative_to(tmp_path)}: {name}" for name in _found(path.read_bytes())}
-    for cmdline in sampler.seen:
+    for cmdline in sampler.cmdlines:
         leaks |= {f"argv {cmdline[:120]!r}: {name}" for name in _found(cmdline)}
     assert sorted(leaks) == [], f"credentials found ({took:.0f} s run)"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 from provision.state import State, StateStore
-from tests.sites import copy_sim_site
+from tests.demo_run import DemoRun
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,11 +17,8 @@ def _listening(address: str, port: int) -> bool:
         return s.connect_ex((address, port)) == 0
 
 
-def test_demo_takes_the_site_from_declared_to_golden_and_names_every_failure(tmp_path: Path) -> None:
-    site = copy_sim_site(tmp_path / "sim")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
-    out = subprocess.run([sys.executable, "-m", "sim", "demo", "--site", str(site)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=600, check=False)
+def test_demo_takes_the_site_from_declared_to_golden_and_names_every_failure(demo_run: DemoRun) -> None:
+    site, out = demo_run.site, demo_run  # one run of the demo for the session (tests/demo_run.py)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     store = StateStore(site.parent / "state" / "lab" / "demo.db")
     records = {r.hostname: r for r in store.hosts()}

@@ -1,0 +1,81 @@
+"""One run of the README's main command (`python -m sim demo`) for the whole test session, watched.
+
+Running the demo takes about a minute; the tests that judge its outcome (tests/sim/test_demo.py) and the
+ones that look for credentials in everything it produced (tests/hostile/test_secrets_everywhere.py) share
+this one run. Its credentials are chosen to be easy to find, and every process's command line is sampled
+while it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.sites import copy_sim_site
+
+REPO = Path(__file__).resolve().parents[1]
+BMC_PASSWORD = "FindMeBmcPassw0rd-7f3a9c"
+MAAS_KEY = "FindMeConsumer4b1e:FindMeTokenKey9d2c:FindMeTokenSecret0c8e51aa77"
+
+
+class CmdlineSampler(threading.Thread):
+    """Every distinct `/proc/*/cmdline` seen, every 20 ms, until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.seen: set[bytes] = set()
+        self.samples = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    try:
+                        self.seen.add(Path(entry.path, "cmdline").read_bytes())
+                    except OSError:
+                        continue
+            self.samples += 1
+            self.stop.wait(0.02)
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    root: Path  # everything the run wrote is under here
+    site: Path
+    returncode: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    cmdlines: frozenset[bytes]
+    samples: int
+    took_s: float
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode(errors="replace")
+
+
+def run_demo(root: Path) -> DemoRun:
+    site = copy_sim_site(root / "sim")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
+    env.update(BRINGUP_SIM_BMC_PASSWORD=BMC_PASSWORD, BRINGUP_SIM_MAAS_API_KEY=MAAS_KEY, COLUMNS="80")
+    sampler = CmdlineSampler()
+    sampler.start()
+    started = time.monotonic()
+    try:
+        out = subprocess.run([sys.executable, "-m", "sim", "demo", "--site", str(site)], cwd=REPO, env=env,
+                             capture_output=True, timeout=600, check=False)
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    return DemoRun(root, site, out.returncode, out.stdout, out.stderr, frozenset(sampler.seen), sampler.samples,
+                   time.monotonic() - started)
