@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fabric.burnin.judge import FAIL, Judgement, physical_failures, port_evidence
-from provision.state import Outcome
+from provision.state import Move
 from provision.steps.runner import HostResult
 
-Moved = tuple[list[HostResult], list[Outcome]] | None
+Moved = tuple[list[HostResult], list[Move]] | None
 
 
 def plan_summary(plan: Mapping[str, Any]) -> str:

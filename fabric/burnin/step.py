@@ -12,7 +12,7 @@ from typing import Any
 from fabric.burnin.judge import FAIL, PASS, HostVerdict
 from provision.health.promotion import promote_golden
 from provision.site.model import Host, Site
-from provision.state import HostRecord, Outcome, StateStore
+from provision.state import HostRecord, Move, StateStore
 from provision.state.lifecycle import State
 from provision.steps.pipeline import BURN_IN
 from provision.steps.runner import HostFailure, HostResult, Recording, RunLimits, Step, run_step
@@ -53,7 +53,7 @@ class BurnInStep(Step):
 
 
 def record_verdicts(site: Site, store: StateStore, verdicts: Sequence[HostVerdict], run: int,
-                    ) -> tuple[list[HostResult], list[Outcome]]:
+                    ) -> tuple[list[HostResult], list[Move]]:
     """Move the judged hosts (burned_in or failed), then promote to golden whoever is now eligible."""
     by_host = {v.host: v for v in verdicts}
     hosts = [h for h in site.hosts() if h.hostname in by_host]

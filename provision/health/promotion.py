@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from provision.site.model import Host, Site
-from provision.state import HostRecord, Outcome, State, StateStore
+from provision.state import HostRecord, Move, State, StateStore
 from provision.steps.pipeline import GOLDEN
 from provision.steps.runner import HostResult, Progress, Recording, RunLimits, Step, run_step
 
@@ -44,17 +44,17 @@ class GoldenStep(Step):
         outcome = await rec.move(host.hostname, State.golden, may_skip=self._skip)
         return {"before": outcome.before.value, "changed": outcome.changed}
 
-    async def promote(self, hosts: Sequence[Host], progress: Progress | None = None) -> list[Outcome]:
+    async def promote(self, hosts: Sequence[Host], progress: Progress | None = None) -> list[Move]:
         """Every eligible host of `hosts` to golden; the moves made."""
         results = await run_step(self, self.store, hosts, self.limits(), progress=progress)
         return [_outcome(r) for r in results if r.ok and not r.skipped and r.data.get("changed")]
 
 
-def _outcome(result: HostResult) -> Outcome:
-    return Outcome(result.host, State(result.data["before"]), State.golden, changed=True)
+def _outcome(result: HostResult) -> Move:
+    return Move(result.host, State(result.data["before"]), State.golden, changed=True)
 
 
-def promote_golden(site: Site, store: StateStore, hosts: Iterable[str] | None = None) -> list[Outcome]:
+def promote_golden(site: Site, store: StateStore, hosts: Iterable[str] | None = None) -> list[Move]:
     """Move every eligible host (of `hosts`, default all) to golden; returns the moves."""
     wanted = None if hosts is None else set(hosts)
     chosen = sorted((h for h in site.hosts() if wanted is None or h.hostname in wanted), key=lambda h: h.hostname)

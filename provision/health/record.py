@@ -11,13 +11,13 @@ from provision.health.promotion import GoldenStep
 from provision.health.steps import HealthStep, KnownVerdicts, skip_reason
 from provision.health.verdict import HostHealth, Verdict
 from provision.site.model import Site
-from provision.state import Outcome, StateStore
+from provision.state import Move, StateStore
 from provision.steps.runner import HostResult, Progress, run_step
 
 
 @dataclass(frozen=True)
 class Recorded:
-    moves: tuple[Outcome, ...]
+    moves: tuple[Move, ...]
     promoted: tuple[str, ...]
     refused: dict[str, str]  # host → why the store refused its move
 

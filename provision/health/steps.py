@@ -22,7 +22,7 @@ from provision.health.verdict import HostHealth, Problem, Verdict, judge, unreac
 from provision.site.model import Host, Site
 from provision.ssh import SshSettings, run_command
 from provision.ssh.errors import SshError
-from provision.state import HostRecord, Outcome, State, StateStore, reached
+from provision.state import HostRecord, Move, State, StateStore, reached
 from provision.steps.pipeline import HEALTH
 from provision.steps.runner import HostFailure, Recording, RunLimits, Step
 
@@ -83,7 +83,7 @@ class HealthStep(Step):
         self.agent_level = "all" if run.level == "long" else run.level
         self.agent_command = agent_command(self.agent_level, run.agent or agent_program())
         self.verdicts: dict[str, HostHealth] = {}
-        self.moves: list[Outcome] = []
+        self.moves: list[Move] = []
         self._configs: dict[str, bytes] = {}
 
     @property

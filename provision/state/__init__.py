@@ -2,7 +2,7 @@
 
 from provision.state.facts import HostFacts, facts_from_inventory
 from provision.state.lifecycle import State, check_transition, parse_state, reached
-from provision.state.records import Change, Event, HostRecord, Outcome
+from provision.state.records import Change, Event, HostRecord, Move
 from provision.state.store import StateStore, counts
 
 __all__ = [
@@ -10,7 +10,7 @@ __all__ = [
     "Event",
     "HostFacts",
     "HostRecord",
-    "Outcome",
+    "Move",
     "State",
     "StateStore",
     "check_transition",

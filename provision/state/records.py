@@ -54,7 +54,9 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Move:
+    """What one requested change did: the host's state before and after (unchanged when already reached)."""
+
     host: str
     before: State
     after: State

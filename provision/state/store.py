@@ -40,9 +40,9 @@ from provision.state.opening import (
     tables,
     wants_read_only,
 )
-from provision.state.records import Change, Event, HostRecord, Outcome, counts, dumps, event, host_record
+from provision.state.records import Change, Event, HostRecord, Move, counts, dumps, event, host_record
 
-__all__ = ["SCHEMA_VERSION", "Change", "Event", "HostRecord", "Outcome", "StateStore", "counts"]
+__all__ = ["SCHEMA_VERSION", "Change", "Event", "HostRecord", "Move", "StateStore", "counts"]
 _REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 def _default_actor() -> str:
@@ -263,7 +263,7 @@ class StateStore:
             db.executemany("UPDATE hosts SET in_site = 1 WHERE hostname = ?", [(h,) for h in wanted])
         return len(new)
 
-    def _apply(self, db: sqlite3.Connection, change: Change, now: float) -> Outcome:
+    def _apply(self, db: sqlite3.Connection, change: Change, now: float) -> Move:
         current = _current(db, change.host)
         if change.to is State.failed:
             if not change.reason or not _REASON.match(change.reason):
@@ -275,7 +275,7 @@ class StateStore:
             # Facts are current values: what a re-run learnt is recorded though the state stays.
             if change.facts:
                 write_facts(db, change.host, change.facts, command=change.command, at=now)
-            return Outcome(change.host, current.state, current.state, changed=False)
+            return Move(change.host, current.state, current.state, changed=False)
         try:
             check_transition(current.state, change.to, current.resume_from, change.may_skip)
         except IllegalTransition as exc:
@@ -283,7 +283,7 @@ class StateStore:
         if change.facts:
             write_facts(db, change.host, change.facts, command=change.command, at=now)
         self._write(db, current, change.to, change.command, change.reason, change.evidence, now, False)
-        return Outcome(change.host, current.state, change.to, changed=True)
+        return Move(change.host, current.state, change.to, changed=True)
 
     def _write(
         self,
@@ -339,7 +339,7 @@ class StateStore:
         evidence: Any = None,
         may_skip: frozenset[State] = frozenset(),
         facts: Mapping[str, Any] | None = None,
-    ) -> Outcome:
+    ) -> Move:
         """Move a host along the lifecycle, validated, writing `facts` with the move. Re-asking for a
         state already reached changes no state (the facts are still written)."""
         target = to if isinstance(to, State) else parse_state(to)
@@ -347,10 +347,10 @@ class StateStore:
         with self._tx() as db:
             return self._apply(db, change, time.time())
 
-    def fail(self, hostname: str, reason: str, *, command: str, evidence: Any = None) -> Outcome:
+    def fail(self, hostname: str, reason: str, *, command: str, evidence: Any = None) -> Move:
         return self.transition(hostname, State.failed, command=command, reason=reason, evidence=evidence)
 
-    def transition_many(self, changes: Iterable[Change]) -> list[Outcome]:
+    def transition_many(self, changes: Iterable[Change]) -> list[Move]:
         """Apply several moves in one transaction: all are written, or (on an illegal one) none."""
         now = time.time()
         with self._tx() as db:
@@ -363,7 +363,7 @@ class StateStore:
             write_facts(db, hostname, updates, command=command, at=time.time())
             return read_facts(db, hostname)
 
-    def mark(self, hostname: str, to: State | str, *, reason: str, command: str = "mark") -> Outcome:
+    def mark(self, hostname: str, to: State | str, *, reason: str, command: str = "mark") -> Move:
         """Operator override: any state, recorded as an override with the operator's reason."""
         target = to if isinstance(to, State) else parse_state(to)
         if not reason.strip():
@@ -373,11 +373,11 @@ class StateStore:
         with self._tx() as db:
             current = _current(db, hostname)
             self._write(db, current, target, command, reason, {"override": True}, time.time(), True)
-        return Outcome(hostname, current.state, target, changed=current.state is not target)
+        return Move(hostname, current.state, target, changed=current.state is not target)
 
     # asyncio -------------------------------------------------------------------------------------
 
-    async def atransition(self, hostname: str, to: State | str, **options: Any) -> Outcome:
+    async def atransition(self, hostname: str, to: State | str, **options: Any) -> Move:
         """`transition` (same keyword options) from asyncio code without blocking the event loop: it runs in a
         worker thread. Fan-outs record through the step runner's group commit instead."""
         import asyncio  # only asyncio callers need it; plain CLI commands skip its import cost

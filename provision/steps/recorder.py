@@ -13,13 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from provision.errors import StateError
-from provision.state import Change, Outcome, StateStore
+from provision.state import Change, Move, StateStore
 
 
 @dataclass
 class _Pending:
     change: Change
-    done: asyncio.Future[Outcome] = field(repr=False)
+    done: asyncio.Future[Move] = field(repr=False)
 
 
 class Recorder:
@@ -30,7 +30,7 @@ class Recorder:
         self._flusher: asyncio.Task[None] | None = None
         self.commits = 0
 
-    async def write(self, change: Change) -> Outcome:
+    async def write(self, change: Change) -> Move:
         loop = asyncio.get_running_loop()
         item = _Pending(change, loop.create_future())
         self._pending.append(item)
@@ -65,13 +65,13 @@ class Recorder:
                     item.done.set_exception(StateError("the state writer stopped: this change may not have been "
                                                        "committed"))
 
-    def _commit(self, changes: list[Change]) -> list[Outcome | BaseException]:
+    def _commit(self, changes: list[Change]) -> list[Move | BaseException]:
         self.commits += 1
         try:
             return list(self.store.transition_many(changes))
         except StateError:
             pass  # one change is illegal (say, an operator marked the host meanwhile): apply one by one
-        out: list[Outcome | BaseException] = []
+        out: list[Move | BaseException] = []
         for change in changes:
             try:
                 out.extend(self.store.transition_many([change]))

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from provision.errors import BringupError, IllegalTransition, StateError
 from provision.site.model import Host
-from provision.state import Change, HostRecord, Outcome, State, StateStore
+from provision.state import Change, HostRecord, Move, State, StateStore
 from provision.steps.recorder import Recorder
 from provision.steps.spec import StepSpec
 
@@ -66,7 +66,7 @@ class Recording:
         self.reached: dict[str, State] = {}
 
     async def move(self, host: str, to: State, evidence: Any = None, *, facts: Mapping[str, Any] | None = None,
-                   may_skip: frozenset[State] = frozenset(), reason: str | None = None) -> Outcome:
+                   may_skip: frozenset[State] = frozenset(), reason: str | None = None) -> Move:
         if self._recorder is None:
             raise StateError(f"{self.command}: this run records nothing (no state store)")
         change = Change(host, to, self.command, reason=reason, evidence=evidence, may_skip=may_skip, facts=facts)

@@ -14,7 +14,7 @@ from provision.bmc import HarvestStep, RunOptions
 from provision.errors import IllegalTransition
 from provision.redfish import ClientOptions
 from provision.site import load_site
-from provision.state import Change, Outcome, State, StateStore
+from provision.state import Change, Move, State, StateStore
 from provision.steps.recorder import Recorder
 from tests.redfish.simlab import PASSWORD_VAR, free_port, write_site
 
@@ -67,13 +67,13 @@ async def _illegal(store: StateStore) -> None:
 class _SlowDisk(StateStore):
     """A store whose commits take 0.3 s, as fsync does on a busy disk."""
 
-    def transition_many(self, changes: Iterable[Change]) -> list[Outcome]:
+    def transition_many(self, changes: Iterable[Change]) -> list[Move]:
         time.sleep(0.3)
         return super().transition_many(changes)
 
 
 class _BrokenDisk(StateStore):
-    def transition_many(self, changes: Iterable[Change]) -> list[Outcome]:
+    def transition_many(self, changes: Iterable[Change]) -> list[Move]:
         raise sqlite3.OperationalError("disk I/O error")
 
 
