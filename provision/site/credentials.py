@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from provision.errors import CredentialError
+from provision.site.bounded import InputRefused, load_yaml
 from provision.site.model import Credential, CredentialRef, Site
 from provision.state.secret_values import hold
 
@@ -49,6 +51,8 @@ class Login:
         hold(self.password.reveal(), username=self.username)  # HTTP Basic sends base64 of user:password
 
 
+MAX_VAULT_BYTES = 1024 * 1024  # a vault of credentials, encrypted
+MAX_VAULT_NODES = 100_000
 # Decrypted vaults by (path, mtime, size): a site's hosts share a few credentials, and each
 # ansible-vault run costs about half a second (a fan-out over 500 hosts would pay it per host).
 _VAULTS: dict[tuple[Path, int, int], dict[str, Any]] = {}
@@ -65,6 +69,8 @@ def _decrypt(vault: Path, name: str) -> dict[str, Any]:
         st = vault.stat()
     except OSError as exc:
         raise CredentialError(f"{name}: cannot read the vault ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_VAULT_BYTES:
+        raise CredentialError(f"{name}: the vault {vault} is not a regular file of at most {MAX_VAULT_BYTES} bytes")
     key = (vault.resolve(), st.st_mtime_ns, st.st_size)
     if key in _VAULTS:
         return _VAULTS[key]
@@ -85,8 +91,8 @@ def _decrypt(vault: Path, name: str) -> dict[str, Any]:
     data: Any = None
     parsed = True
     try:
-        data = yaml.safe_load(result.stdout)
-    except yaml.YAMLError:
+        data = load_yaml(result.stdout, max_nodes=MAX_VAULT_NODES)
+    except (yaml.YAMLError, InputRefused):
         parsed = False
     if not parsed or not isinstance(data, dict):
         raise CredentialError(f"{name}: the decrypted vault is not a YAML mapping of names to secrets")

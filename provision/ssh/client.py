@@ -22,6 +22,7 @@ from typing import Any
 import asyncssh
 from asyncssh.packet import PacketDecodeError
 
+from provision.site.bounded import InputRefused, read_text
 from provision.site.endpoints import split_host_port
 from provision.site.model import Site
 from provision.ssh.errors import (
@@ -70,10 +71,14 @@ class RemoteRun:
     truncated: bool = False
 
 
+MAX_ADDRESS_MAP_BYTES = 16 * 1024 * 1024
+MAX_KNOWN_HOSTS_BYTES = 64 * 1024 * 1024
+
+
 def load_address_map(path: Path, default_port: int) -> dict[str, tuple[str, int]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_text(path, limit=MAX_ADDRESS_MAP_BYTES, what="address map"))
+    except (OSError, ValueError, InputRefused) as exc:
         raise SshConfigError(f"${ENV_ADDRESS_MAP}={path}: not a readable JSON file ({exc})") from None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise SshConfigError(f"${ENV_ADDRESS_MAP}={path}: expected an object of host name → 'address[:port]'")
@@ -90,7 +95,11 @@ class TrustOnFirstUse:
         self.path = path
         self._keys: dict[str, str] = {}
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                text = read_text(path, limit=MAX_KNOWN_HOSTS_BYTES, what="known_hosts file")
+            except InputRefused as exc:
+                raise SshConfigError(str(exc)) from None
+            for line in text.splitlines():
                 target, _, key = line.partition(" ")
                 if target and key:
                     self._keys[target] = key.strip()

@@ -163,3 +163,28 @@ def test_the_bounded_reader_reads_text_as_path_read_text_does(tmp_path: Path) ->
     assert read_text(crlf, limit=1024) == crlf.read_text(encoding="utf-8")
     with pytest.raises(InputRefused, match="larger than the 8 bytes limit"):
         read_text(crlf, limit=8)
+
+
+def test_an_ssh_address_map_or_known_hosts_that_is_a_device_is_refused(tmp_path: Path) -> None:
+    from provision.ssh.client import TrustOnFirstUse, load_address_map
+    from provision.ssh.errors import SshConfigError
+
+    with pytest.raises(SshConfigError, match="only a regular file"):
+        load_address_map(Path("/dev/zero"), 22)
+    big = tmp_path / "known_hosts"
+    with big.open("wb") as out:
+        out.truncate(65 * 1024 * 1024)  # sparse: larger than the cap without writing it
+    with pytest.raises(SshConfigError, match="larger than"):
+        TrustOnFirstUse(big)
+
+
+def test_a_vault_that_is_not_a_regular_file_is_refused_before_ansible_vault_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.errors import CredentialError
+    from provision.site.credentials import _decrypt
+
+    fifo = tmp_path / "vault.yml"
+    os.mkfifo(fifo)
+    monkeypatch.setattr("provision.site.credentials._ansible_vault", lambda: pytest.fail("ansible-vault ran"))
+    with pytest.raises(CredentialError, match="not a regular file"):
+        _decrypt(fifo, "bmc")
