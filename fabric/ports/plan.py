@@ -91,17 +91,35 @@ def _key(link: Link) -> tuple[End, ...]:
     return (link.a, link.b)
 
 
+# A link the port ledger has out of service: its ends, and why (shown apart as under repair).
+UnderRepair = tuple[tuple[LinkEnd, ...], str]
+
+
 class _Planner:
     def __init__(self, topology: Topology, policy: PortPolicy, design: Design | None,
-                 ufm_ports: Mapping[End, UfmPort] | None) -> None:
+                 ufm_ports: Mapping[End, UfmPort] | None, under_repair: Mapping[End, UnderRepair]) -> None:
         self.r = Resolver(topology, design, ufm_ports)
+        self.under_repair = under_repair
+        self.repair_keys: dict[tuple[End, ...], UnderRepair] = {}
         self.policy = policy
         self.acc: dict[tuple[End, ...], _Acc] = {}
         self.apart: list[Rejected] = []
         self.disabled_ends: set[End] = {e for e, p in (ufm_ports or {}).items() if p.disabled}
         self.unpaired_down = 0
 
+    def _repair_key(self, end: End) -> tuple[End, ...] | None:
+        repair = self.under_repair.get(end)
+        if repair is None:
+            return None
+        key = tuple(End(e.guid, e.port) for e in repair[0])
+        self.repair_keys[key] = repair
+        return key
+
     def add(self, end: End, ev: Evidence, cable: str | None = None) -> bool:
+        repair = self._repair_key(end)
+        if repair is not None:  # its ports may be gone from the discovery: filed under the ledger's link
+            self.acc.setdefault(repair, _Acc(repair)).evidence.append(ev)
+            return True
         link = self.r.link(end)
         key = _key(link) if link is not None else (end,)
         acc = self.acc.setdefault(key, _Acc(key))
@@ -111,6 +129,11 @@ class _Planner:
 
     def event(self, ev: UfmEvent) -> None:
         named = event_ports(ev)
+        raw = [End(ref.guid, ref.port) for ref in named.ports if ref.guid is not None and ref.port is not None]
+        repaired = next((e for e in raw if e in self.under_repair), None)
+        if repaired is not None:
+            self.add(repaired, Evidence(ev.time, ev.where(), "event", repaired, f"[{ev.code}] {ev.message}", ev.code))
+            return
         ends = [e for e in (self.r.end(ref) for ref in named.ports) if e is not None]
         linked = [e for e in ends if self.r.link(e) is not None]
         if not linked:
@@ -176,11 +199,13 @@ def _rates(sweeps: Sequence[CounterSweep], topology: Topology, apart: list[Rejec
 def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counters: Sequence[CounterSweep],
                findings: Iterable[Finding], policy: PortPolicy, now: datetime, design: Design | None = None,
                *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None,
-               evidence: Iterable[Evidence] = ()) -> PortPlan:
+               evidence: Iterable[Evidence] = (), under_repair: Mapping[End, UnderRepair] | None = None) -> PortPlan:
     """Every source merged into the links to act on. `evidence` is what other tools established about a
-    port (the burn-in judge's failing links, source `burnin`), taken as it is."""
+    port (the burn-in judge's failing links, source `burnin`), taken as it is. `under_repair` maps each end
+    of a link the port ledger has out of service to that link: its evidence is filed under it, and it is
+    shown apart (already disabled, under repair), never planned again."""
     window = since or policy.window
-    p = _Planner(topology, policy, design, ufm_ports)
+    p = _Planner(topology, policy, design, ufm_ports, under_repair or {})
     scan = scan_events(events, policy, now, window)
     p.apart.extend(scan.set_apart)
     for ev in scan.counted:
@@ -207,6 +232,12 @@ def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ..
         condemning = [e for e in evidence if e.condemns]
         events = sum(1 for e in condemning if e.kind == "event")
         other = [e for e in condemning if e.kind != "event"]
+        repair = p.repair_keys.get(key)
+        if repair is not None:
+            out["already_disabled"].append(PlannedLink(repair[0][0], repair[0][1] if len(repair[0]) > 1 else None,
+                                                        "already_disabled", f"under repair: {repair[1]}", evidence,
+                                                        acc.cable))
+            continue
         if any(e in p.disabled_ends for e in key):
             action, reason = "already_disabled", "a port of this link is already disabled"
         elif events >= p.policy.condemn_events or other:

@@ -30,9 +30,10 @@ from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
 from fabric.ports.counters import CounterSweep, parse_perfquery
 from fabric.ports.evidence import Evidence
-from fabric.ports.ledger import Ledger, LedgerEntry
-from fabric.ports.plan import PlannedLink, PortPlan, plan_ports
+from fabric.ports.ledger import DISABLED, REENABLE_REFUSED, Ledger, LedgerEntry
+from fabric.ports.plan import PlannedLink, PortPlan, UnderRepair, plan_ports
 from fabric.ports.reenable import ReenableResult, reenable
+from fabric.ports.resolve import LinkEnd
 from fabric.ports.ticket import ticket_text
 from fabric.topology import End, NodeType, Topology
 from fabric.ufm.client import UfmActuator, UfmClient
@@ -188,6 +189,21 @@ class ApplyRun:
     report: ApplyReport
 
 
+def under_repair(ledger: Ledger) -> dict[End, UnderRepair]:
+    """Each end of a link the port ledger has disabled (and not re-enabled) -> that link's ends and why. A
+    link only planned, or whose apply failed, is not under repair: the next apply tries it again."""
+    out: dict[End, UnderRepair] = {}
+    for entry in ledger.current().values():
+        if entry.state not in (DISABLED, REENABLE_REFUSED):
+            continue
+        ends = tuple(LinkEnd(e.guid.removeprefix("0x"), e.name, e.port, e.is_switch, None, e.label)
+                     for e in entry.ends)
+        why = f"port ledger row {entry.id}: {entry.state} ({entry.why})"
+        for end in ends:
+            out[End(end.guid, end.port)] = (ends, why)
+    return out
+
+
 async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
     """Plan from the site's fabric now, then dry-run or apply it (the caps hold without `force`)."""
     policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric is not None else None
@@ -203,7 +219,8 @@ async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
         events = inputs.events if inputs.events is not None else view.events
         sweeps = await live_sweeps(ps, switch_lids(texts, top), inputs.sweep_s) if inputs.sweep_s else []
         plan = plan_ports(top, events, sweeps, (), policy, inputs.now or datetime.now(UTC), ps.design,
-                          since=inputs.since, ufm_ports=view.ports, evidence=inputs.evidence)
+                          since=inputs.since, ufm_ports=view.ports, evidence=inputs.evidence,
+                          under_repair=under_repair(ps.ledger))
         actuator = actuator_for(ps, client, texts)
         report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
                                   actor=actor(), ticket=ticket_for(ps.design))

@@ -113,3 +113,18 @@ def test_a_disabled_port_puts_its_link_apart() -> None:
                        "Down/ Disabled", "re-enable once repaired")
     plan = plan_ports(top, parse_event_log(line).events, [], [disabled], PortPolicy(), NOW)
     assert plan.disable == () and [pl.a.port for pl in plan.already_disabled] == [5]
+
+
+def test_a_link_under_repair_is_shown_apart_with_its_new_events_not_planned_again() -> None:
+    from fabric.ports.resolve import LinkEnd
+
+    plain = _fixture_plan()
+    [first] = [pl for pl in plain.disable if pl.a.guid == LEAF and pl.a.port == 25]  # type: ignore[attr-defined]
+    ends = (LinkEnd(first.a.guid, first.a.name, first.a.port, True),
+            LinkEnd(first.b.guid, first.b.name, first.b.port, True))  # type: ignore[union-attr]
+    why = "port ledger row 7: disabled (2 counted event(s) in the window)"
+    repair = {End(e.guid, e.port): (ends, why) for e in ends}
+    plan = _fixture_plan(under_repair=repair)
+    assert not [pl for pl in plan.disable if pl.a.guid == LEAF and pl.a.port == 25]
+    [apart] = [pl for pl in plan.already_disabled if pl.a.guid == LEAF and pl.a.port == 25]
+    assert apart.reason == f"under repair: {why}" and apart.evidence  # its events are filed under it
