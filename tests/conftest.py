@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from provision.state import secret_values
 from tests.demo_run import DemoRun, run_demo
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.tools("ibsim", ...)`: the programs are declared dependencies (deps/apt/*.txt, installed by
+    `./bringup test` as root; the venv's own scripts): one that is missing is a broken install, said as a
+    failure, never hidden as a skip."""
+    for marker in item.iter_markers("tools"):
+        missing = [name for name in marker.args if shutil.which(name) is None and not (VENV_BIN / name).exists()]
+        if missing:
+            pytest.fail(f"missing {', '.join(missing)}: a declared dependency (deps/apt/*.txt or the venv); "
+                        "run ./bringup test as root to install it", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

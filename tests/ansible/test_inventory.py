@@ -146,7 +146,7 @@ def _ansible_inventory(source: Path) -> dict[str, object]:
     return listed
 
 
-@pytest.mark.skipif(not (BIN / "ansible-inventory").exists(), reason="ansible is not installed in the venv")
+@pytest.mark.tools("ansible-inventory")
 def test_ansible_inventory_lists_the_plugin_and_both_exports_alike(site_with_states: tuple[Path, Path],
                                                                     tmp_path: Path) -> None:
     site, db = site_with_states
@@ -189,7 +189,7 @@ def test_cli_reads_the_state_db_variable_unless_given_db(site_with_states: tuple
     assert not (tmp_path / "state" / "mini.db").exists(), "the default database beside the site was not used"
 
 
-@pytest.mark.skipif(not (BIN / "ansible-inventory").exists(), reason="ansible is not installed in the venv")
+@pytest.mark.tools("ansible-inventory")
 def test_the_plugin_reads_the_state_db_variable_when_its_config_names_no_db(
         site_with_states: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site, db = site_with_states

@@ -28,8 +28,7 @@ from fabric.topology import NodeType
 from sim.ibfabric import IbFabric, IbsimError
 from tests.fabric.conftest import REPO, SIM_DESIGN
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None or shutil.which("ibnetdiscover") is None,
-                                reason="ibsim-utils/infiniband-diags not installed (deps/apt/fabric.txt)")
+pytestmark = pytest.mark.tools("ibsim", "ibnetdiscover")
 
 
 def leaves(d: Design) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,8 +125,7 @@ def test_the_state_file_announced_beside_the_site_is_found_and_read(tmp_path: Pa
     assert (point.label, point.env) == ("sim:S-1", {"IBSIM_SOCKNAME": "sock-1", "SIM_HOST": "S-1"})
 
 
-@pytest.mark.skipif(shutil.which("ibsim") is None or shutil.which("ibnetdiscover") is None,
-                    reason="ibsim-utils/infiniband-diags not installed (deps/apt/fabric.txt)")
+@pytest.mark.tools("ibsim", "ibnetdiscover")
 def test_the_labs_fabric_is_validated_live_through_the_variable_sim_env_prints(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from provision.site import load_site

@@ -6,7 +6,6 @@ its stages, keeps per-link history and writes its report and Prometheus textfile
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from sim.ibfabric.routing import route
 from sim.sshhosts.harness import SshLab
 from tests.sites import copy_sim_site
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None, reason="ibsim is not installed")
+pytestmark = pytest.mark.tools("ibsim", "opensm", "perfquery")
 HOSTS = ["gpu-r1-01", "gpu-r1-02", "gpu-r1-04", "gpu-r1-05"]
 
 

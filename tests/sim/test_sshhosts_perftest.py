@@ -25,7 +25,7 @@ from sim.ibfabric.routing import route
 from sim.sshhosts.harness import SshLab
 from tests.sites import copy_sim_site
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None, reason="ibsim is not installed")
+pytestmark = pytest.mark.tools("ibsim", "opensm", "perfquery")
 
 FAULTS = """fixture_root: {replay}
 default_fixture: hdr8-healthy

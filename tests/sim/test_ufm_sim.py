@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ from fabric.ufm.resources import parse_ufm_ports
 from provision.site.credentials import Login, Secret
 from sim.ibfabric import IbFabric
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None, reason="ibsim-utils not installed")
+pytestmark = pytest.mark.tools("ibsim", "opensm")
 ADDRESS, PORT = "127.0.2.201", 18443
 LEAF = "0c42a10300000000"
 DESIGN = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "fabric" / "design.yml"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
@@ -16,8 +15,7 @@ from sim.ibfabric import IbFabric
 from sim.ibfabric.routing import dump_lfts, ibtracert, route
 from tests.fabric.burnin.helpers import GPU_HOSTS
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None or shutil.which("opensm") is None,
-                                reason="ibsim-utils/opensm/infiniband-diags not installed (deps/apt/fabric.txt)")
+pytestmark = pytest.mark.tools("ibsim", "opensm", "dump_lfts", "ibtracert")
 
 _HOP = re.compile(r"^\[(\d+)\] -> (?:switch|ca) port \{0x([0-9a-f]+)\}\[(\d+)\]")
 

@@ -10,7 +10,6 @@ that was repaired (re-cabled through ibsim's console).
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,8 +30,7 @@ from provision.state import StateStore
 from sim.ibfabric import IbFabric
 from sim.ibfabric.routing import route
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None or shutil.which("ibportstate") is None,
-                                reason="ibsim-utils/infiniband-diags not installed (deps/apt/fabric.txt)")
+pytestmark = pytest.mark.tools("ibsim", "ibportstate")
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 LEAF, SPINE, HCA = "0c42a10300000000", "0c42a10300000080", "b8599f0300000000"  # leaf-A-r3-U40, spine, r1-01 mlx5_0
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from sim.ufm.fabricview import SimEvent
 from tests.fabric.ports.fakeufm import UfmState, fake_ufm
 from tests.sites import copy_sim_site
 
-pytestmark = pytest.mark.skipif(shutil.which("ibsim") is None, reason="ibsim-utils not installed")
+pytestmark = pytest.mark.tools("ibsim", "opensm")
 REPO = Path(__file__).resolve().parents[3]
 PASSWORD = "Ufm-s3cret-4-grep"
 LEAF, SPINE = "0c42a10300000000", "0c42a10300000080"
