@@ -171,7 +171,7 @@ class PackedLoader:
         return cls(files, tokenizer, seq_len, micro_batch, st, **kw)  # type: ignore[arg-type]
 
     def _load_doc(self) -> list[int]:
-        """Token ids of the current line, reading forward past empty lines; rolls the epoch over."""
+        """Token ids of the current document, reading forward past empty ones; rolls the epoch over."""
         if self._doc is not None:
             return self._doc
         st = self.state
@@ -181,20 +181,31 @@ class PackedLoader:
                 if seg.offset >= seg.end:
                     st.segments.pop(0)
                     continue
-                path = Path(seg.path)
-                with open(path, "rb") as f:
-                    f.seek(seg.offset)
-                    raw = f.readline()
-                    nxt = f.tell()
-                ids = self.tok.encode(line_text(raw, path, self.field), add_special_tokens=False).ids
+                ids, nxt = self._read_doc(seg)
                 if not ids:
                     seg.offset, seg.skip_tokens = nxt, 0
                     continue
                 self._doc, self._next_offset = ids, nxt
                 return ids
             st.epoch += 1
-            st.segments = rank_segments(self.files, st.rank, st.world, st.seed, st.epoch)
-        raise ValueError(f"rank {st.rank}: no documents in its share of {len(self.files)} file(s)")
+            st.segments = self._epoch_segments(st.epoch)
+        raise ValueError(f"rank {st.rank}: no documents in its share of {self._source()}")
+
+    def _read_doc(self, seg: Segment) -> tuple[list[int], int]:
+        """The document at `seg.offset` (a line of a raw shard, tokenized) and the offset after it."""
+        path = Path(seg.path)
+        with open(path, "rb") as f:
+            f.seek(seg.offset)
+            raw = f.readline()
+            nxt = f.tell()
+        return list(self.tok.encode(line_text(raw, path, self.field), add_special_tokens=False).ids), nxt
+
+    def _epoch_segments(self, epoch: int) -> list[Segment]:
+        st = self.state
+        return rank_segments(self.files, st.rank, st.world, st.seed, epoch)
+
+    def _source(self) -> str:
+        return f"{len(self.files)} file(s)"
 
     def _row(self) -> tuple[list[int], list[int], list[int], list[int]]:
         s = self.seq_len

@@ -166,31 +166,21 @@ class PreparedLoader(PackedLoader):
             self._maps[path] = (tokens, starts)
         return self._maps[path]
 
-    def _load_doc(self) -> list[int]:
-        """The document at segments[0].offset, without its final EOS (the packer adds EOS as the
-        last label); rolls the epoch over."""
-        if self._doc is not None:
-            return self._doc
-        st = self.state
-        for _ in range(2):
-            while st.segments:
-                seg = st.segments[0]
-                if seg.offset >= seg.end:
-                    st.segments.pop(0)
-                    continue
-                tokens, starts = self._arrays(seg.path)
-                ids = tokens[starts[seg.offset]:starts[seg.offset + 1]].tolist()
-                if ids and ids[-1] == self.eos:
-                    ids = ids[:-1]
-                if not ids:
-                    seg.offset, seg.skip_tokens = seg.offset + 1, 0
-                    continue
-                self._doc, self._next_offset = ids, seg.offset + 1
-                return self._doc
-            st.epoch += 1
-            st.segments = prepared_segments(self.data_dir, st.rank, st.world, st.seed, st.epoch)
-        raise ValueError(f"rank {st.rank}: no documents in its share of {self.data_dir}")
+    def _read_doc(self, seg: Segment) -> tuple[list[int], int]:
+        """Document `seg.offset` of a prepared shard, without its final EOS (the packer adds EOS as the
+        last label); offsets count documents."""
+        tokens, starts = self._arrays(seg.path)
+        ids = tokens[starts[seg.offset]:starts[seg.offset + 1]].tolist()
+        if ids and ids[-1] == self.eos:
+            ids = ids[:-1]
+        return ids, seg.offset + 1
 
+    def _epoch_segments(self, epoch: int) -> list[Segment]:
+        st = self.state
+        return prepared_segments(self.data_dir, st.rank, st.world, st.seed, epoch)
+
+    def _source(self) -> str:
+        return str(self.data_dir)
 
 def prepared_data_dir(data: Sequence[Path]) -> Path | None:
     """The folder when --data names one folder written by prepare-data."""
