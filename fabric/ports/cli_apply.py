@@ -20,6 +20,7 @@ import typer
 from fabric.ports.apply import ApplyReport
 from fabric.ports.cli import _events, _zone, burnin_evidence, parse_duration, parse_now
 from fabric.ports.hosts import hosts_follow
+from fabric.ports.metrics import write_port_metrics
 from fabric.ports.render import plan_text, plan_to_dict
 from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
 from fabric.ports.ticket import entry_ticket
@@ -91,6 +92,7 @@ def apply_command(
                                  parse_duration(sweep).total_seconds() if sweep else None, apply, force,
                                  tuple(burnin_evidence(burnin or [])))
             run = asyncio.run(plan_and_apply(ps, inputs))
+            write_port_metrics(run.plan, ps.store.path)
             moved = _follow(ps) if run.report.applied else []
             disabled = [ps.ledger.find(o.link) for o in run.report.outcomes] if tickets and run.report.applied else []
         finally:

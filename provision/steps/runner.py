@@ -11,12 +11,14 @@ still need the step.
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from provision.errors import BringupError, IllegalTransition, StateError
+from provision.metrics.stages import write_stage
 from provision.site.model import Host
 from provision.state import Change, HostRecord, Move, State, StateStore
 from provision.steps.recorder import Recorder
@@ -163,10 +165,13 @@ async def run_step(step: Step, store: StateStore | None, hosts: Sequence[Host], 
     """Run `step` on `hosts` (those it acts on, unless `select` is false), in their order, skipped last."""
     if store is None and (select or record_failures):
         raise StateError(f"{step.command}: a run without a state store can neither select nor record")
+    started = time.time()
     todo, skipped = split_hosts(step, store, hosts) if select and store is not None else (list(hosts), [])
     for result in skipped:
         _report(progress, result)
     if not todo:
+        if store is not None:
+            write_stage(store, step.spec.name, skipped, started, time.time())
         return skipped
     if limits.concurrency < 1:
         raise BringupError("concurrency must be at least 1")
@@ -186,6 +191,8 @@ async def run_step(step: Step, store: StateStore | None, hosts: Sequence[Host], 
     finally:
         if recorder is not None:
             await recorder.close()
+    if store is not None:  # every stage leaves its Prometheus textfile metrics (provision/metrics/stages.py)
+        write_stage(store, step.spec.name, done + skipped, started, time.time())
     return done + skipped
 
 
