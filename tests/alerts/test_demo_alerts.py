@@ -5,7 +5,8 @@ fire none.
 What is injected comes from the site's fault files (inventory/sim/*-faults.yml, faults.yml, maas.yml); a
 host caught by an earlier stage leaves the flow there, so its later faults are never reached. The metrics
 are the textfiles the demo's stages wrote (provision/metrics, fabric/ports/metrics.py), each sample fed
-to promtool as the controller's node exporter scrape would store it (job node, its instance label).
+to promtool as the scrape of the controller's node exporter stores it (job bringup, honor_labels: the textfiles'
+host labels kept).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from provision.site.paths import LAB_DIR_NAME, state_dir
 from tests.alerts.promtool import Series, expectations, read_textfiles, run_promtool, scraped
 from tests.demo_run import DemoRun
 
-CONTROLLER = {"job": "node", "instance": "ctl-01:9100"}
+CONTROLLER = {"job": "bringup", "instance": "127.0.0.1:9100"}
 # Stage by stage, what each fault of the fault files makes the bring-up record (sim/redfish, sim/maas,
 # tests/fixtures/tools/replay/*: the agent's reasons) and the alert it must raise beside HostFailedStage.
 BMC_REASONS = {"wrong_password": "bmc_auth", "http_503": "bmc_error_5xx", "pxe_link_down": "pxe_nic_link_down"}
