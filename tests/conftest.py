@@ -11,14 +11,35 @@ import pytest
 
 from provision.state import secret_values
 from tests.demo_run import DemoRun, run_demo
+from tests.xdist_workers import Isolation, group_by_shared_fixtures, isolate_worker
 
 VENV_BIN = Path(sys.executable).parent
+ISOLATION = pytest.StashKey[Isolation | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker gets a loopback of its own before any test runs (tests/xdist_workers.py)."""
+    config.stash[ISOLATION] = isolate_worker()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    isolation = config.stash.get(ISOLATION, None)
+    if isolation is not None:
+        isolation.close()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    group_by_shared_fixtures(items)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """`@pytest.mark.tools("ibsim", ...)`: the programs are declared dependencies (deps/apt/*.txt, installed by
     `./bringup test` as root; the venv's own scripts): one that is missing is a broken install, said as a
     failure, never hidden as a skip."""
+    isolation = item.config.stash.get(ISOLATION, None)
+    if isolation is not None:
+        isolation.check(item.nodeid)
     for marker in item.iter_markers("tools"):
         missing = [name for name in marker.args if shutil.which(name) is None and not (VENV_BIN / name).exists()]
         if missing:

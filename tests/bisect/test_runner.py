@@ -46,7 +46,7 @@ def test_a_job_that_hangs_on_a_host_finds_it_with_imbues_grid(sim_site_factory: 
     sim = sim_site_factory(9, {"gpu-0005": {"job": "hang"}})
     settings = SshSettings.from_site(sim.site, sim.env)
     hosts = [h.hostname for h in sim.site.hosts()]
-    report = bisect(hosts, JOB, settings, timeout_s=8, strategy="grid")
+    report = bisect(hosts, JOB, settings, timeout_s=3, strategy="grid")  # a passing run takes ~0.2 s
     assert report.finding.culprits == ("gpu-0005",)
     assert (report.finding.runs, report.finding.rounds) == (6, 2), "3 rows, then 3 columns"
     assert {r.error for r in report.runs if not r.passed} == {"health_timeout"}, "a hung job is a failed run"
