@@ -3,8 +3,11 @@
 A config file named `*.bringup_state.yml` (paths relative to it):
 
     plugin: bringup_state
-    site: sim/site.yml
+    site: sim/site.yml        # optional; default $BRINGUP_SITE, else the embedded inventory/sim/site.yml
     db: sim/state/sim.db      # optional; default $BRINGUP_STATE_DB, else state/<site>.db beside the site file
+
+Without `site` it reads the default site the `provision` CLI uses, so `inventory/default.bringup_state.yml`
+(ansible.cfg's inventory) is the state store of `$BRINGUP_SITE` or the embedded site.
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ options:
     required: true
     choices: [bringup_state]
   site:
-    description: Site file, relative to this config file.
-    required: true
+    description:
+      - Site file, relative to this config file.
+      - Default the environment variable E(BRINGUP_SITE) (relative to the working directory), else the
+        embedded simulated site (inventory/sim/site.yml of the repository).
+    required: false
     type: str
   db:
     description:
@@ -41,6 +47,18 @@ options:
     required: false
     type: str
 """
+
+
+# The repository's embedded simulated site (provision.cli.context.EMBEDDED_SITE; the plugin may not import the CLI).
+EMBEDDED_SITE = Path(__file__).resolve().parents[3] / "inventory" / "sim" / "site.yml"
+
+
+def _site_file(base: Path, option: object) -> Path:
+    """The config's `site` (relative to the config file), else `$BRINGUP_SITE`, else the embedded site."""
+    if option:
+        return base / str(option)
+    env = os.environ.get("BRINGUP_SITE")
+    return Path(env).resolve() if env else EMBEDDED_SITE
 
 
 class InventoryModule(BaseInventoryPlugin):  # type: ignore[misc]
@@ -53,7 +71,7 @@ class InventoryModule(BaseInventoryPlugin):  # type: ignore[misc]
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         base = Path(os.path.dirname(os.path.abspath(path)))
-        site = base / str(self.get_option("site"))
+        site = _site_file(base, self.get_option("site"))
         db_option = self.get_option("db")
         db = base / str(db_option) if db_option else None
         try:
