@@ -27,6 +27,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--out", default="")
+    p.add_argument("--ac", choices=("none", "full"), default="none",
+                   help="full: transformers' gradient checkpointing on every decoder layer")
     a = p.parse_args()
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -48,6 +50,8 @@ def main() -> None:
                          attn_implementation="sdpa", use_cache=False)
     with torch.device("meta"):
         model = LlamaForCausalLM(hf_cfg)
+    if a.ac == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.model.layers:
         fully_shard(layer, mp_policy=mp)
@@ -87,7 +91,7 @@ def main() -> None:
     sec = statistics.median(times)
     tps = a.batch * a.seq / sec
     peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
-    summary = {"case": "hf_baseline", "model": a.model, "world": world, "batch": a.batch, "seq": a.seq,
+    summary = {"case": "hf_baseline", "model": a.model, "world": world, "batch": a.batch, "seq": a.seq, "ac": a.ac,
                "step_seconds": sec, "tokens_per_s_per_gpu": tps, "mfu": mfu(tps, m.flops_per_token(a.seq), peak),
                "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if cuda else 0.0}
     if rank == 0:

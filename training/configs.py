@@ -125,6 +125,7 @@ class TrainConfig:
     seed: int = 1234
     activation_checkpoint: str = "none"  # none | full | selective (every k-th layer) | ops (save matmuls)
     ac_every: int = 2
+    ac_layers: int = 0  # selective: checkpoint exactly this many decoder layers, evenly spread (0: every ac_every-th)
     compile: bool = False
     # FSDP2: free each layer's gathered weights after forward (True) or keep them for backward
     # (False: no second all-gather, costs one bf16 copy of the model; pays on few GPUs).
@@ -154,6 +155,8 @@ class TrainConfig:
             raise ValueError("zero3_buckets is hidden or layer")
         if self.deepspeed_optimizer not in ("torch", "fused"):
             raise ValueError("deepspeed_optimizer is torch or fused")
+        if self.ac_layers < 0:
+            raise ValueError("ac_layers must be >= 0")
         if self.micro_batch < 1 or self.grad_accum < 1 or self.seq_len < 2:
             raise ValueError("micro_batch, grad_accum >= 1 and seq_len >= 2 are required")
 

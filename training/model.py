@@ -206,6 +206,7 @@ class Llama(nn.Module):
         # correct after a meta-device build.
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
         self.loss_chunk_tokens = 4096
+        self.ce_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _ce_sum
         self.init_weights()
 
     def init_weights(self) -> None:
@@ -226,14 +227,22 @@ class Llama(nn.Module):
             elif isinstance(m, MLP):
                 m.act_fn = act
 
-    def set_activation_checkpointing(self, mode: str, every: int = 2) -> None:
-        """none | full (every layer) | selective (every `every`-th layer, full) | ops (op-level)."""
+    def set_activation_checkpointing(self, mode: str, every: int = 2, layers: int = 0) -> None:
+        """none | full (every layer) | selective (every `every`-th layer, full; or exactly `layers`
+        of them, evenly spread, when `layers` > 0) | ops (op-level)."""
+        n = len(self.model.layers)
         for i, layer in enumerate(self.model.layers):
             assert isinstance(layer, DecoderLayer)
             if mode == "selective":
-                layer.checkpoint_mode = "full" if i % every == 0 else "none"
+                chosen = (i + 1) * layers // n > i * layers // n if layers > 0 else i % every == 0
+                layer.checkpoint_mode = "full" if chosen else "none"
             else:
                 layer.checkpoint_mode = mode
+
+    def compile_loss(self) -> None:
+        """Compile the cross-entropy of each chunk: the fp32 upcast, log-sum-exp and its gradient
+        become fused kernels that read the bf16 logits once, instead of materialising fp32 copies."""
+        self.ce_fn = torch.compile(_ce_sum)
 
     def _rope_at(self, position_ids: torch.Tensor, device: torch.device
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -262,7 +271,7 @@ class Llama(nn.Module):
         if labels is None:
             out: torch.Tensor = self.lm_head(h)
             return out
-        return chunked_cross_entropy_sum(h, self.lm_head, labels, self.loss_chunk_tokens)
+        return chunked_cross_entropy_sum(h, self.lm_head, labels, self.loss_chunk_tokens, self.ce_fn)
 
     def logits(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         h = self.hidden_states(input_ids, position_ids)
@@ -278,19 +287,23 @@ def document_mask(doc_ids: torch.Tensor) -> torch.Tensor:
     return (same & causal)[:, None]
 
 
-def _chunk_loss(h: torch.Tensor, head: nn.Module, labels: torch.Tensor) -> torch.Tensor:
-    logits = head(h).float()
-    return F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="sum")
+def _ce_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.float(), labels, ignore_index=IGNORE_INDEX, reduction="sum")
 
 
-def chunked_cross_entropy_sum(h: torch.Tensor, head: nn.Module, labels: torch.Tensor,
-                              chunk_tokens: int) -> torch.Tensor:
+def _chunk_loss(h: torch.Tensor, head: nn.Module, labels: torch.Tensor,
+                ce: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _ce_sum) -> torch.Tensor:
+    return ce(head(h), labels)
+
+
+def chunked_cross_entropy_sum(h: torch.Tensor, head: nn.Module, labels: torch.Tensor, chunk_tokens: int,
+                              ce: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _ce_sum) -> torch.Tensor:
     """Summed token loss, `chunk_tokens` rows of logits at a time, each chunk recomputed in the
     backward pass. The head is called as a module so ZeRO-3's gather hooks see it."""
     flat_h = h.reshape(-1, h.shape[-1])
     flat_y = labels.reshape(-1)
     total = flat_h.new_zeros((), dtype=torch.float32)
-    fn: Callable[..., torch.Tensor] = _chunk_loss
+    fn: Callable[..., torch.Tensor] = partial(_chunk_loss, ce=ce)
     if flat_h.shape[0] <= chunk_tokens:
         return fn(flat_h, head, flat_y)  # one chunk: nothing to save by recomputing the head
     for start in range(0, flat_h.shape[0], chunk_tokens):

@@ -39,6 +39,7 @@ class Budget:
     micro_batch: int
     seq_len: int
     activation_checkpoint: str
+    persistent_gib: float  # weights, optimizer state (and ZeRO-3's gradients): exact, no estimate in it
     weights_gib: float
     grads_gib: float
     optimizer_gib: float
@@ -73,7 +74,8 @@ def activation_bytes_per_token_layer(m: ModelConfig, mode: str) -> float:
 
 def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int = 1, seq_len: int = 4096,
          activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096, grad_accum: int = 1,
-         reshard_after_forward: bool = True, zero3_buckets: str = "layer") -> Budget:
+         reshard_after_forward: bool = True, zero3_buckets: str = "layer", ac_layers: int = 0,
+         logit_bytes: float = 10.0) -> Budget:
     """Peak tensor memory = persistent state + the larger of two phases:
     end of forward (activations and logits live, gradients not yet) and end of backward (every
     gradient shard, plus the root's reduce-scatter input: FSDP2 reduces the unsharded embedding
@@ -86,10 +88,16 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
     layer, emb = m.layer_params(), m.embedding_params()
     head = m.vocab_size * m.hidden_size
     acts = activation_bytes_per_token_layer(m, activation_checkpoint) * tokens * m.num_layers
+    if activation_checkpoint == "selective" and ac_layers > 0:  # exactly ac_layers checkpointed
+        k = min(ac_layers, m.num_layers)
+        acts = (k * activation_bytes_per_token_layer(m, "full")
+                + (m.num_layers - k) * activation_bytes_per_token_layer(m, "none")) * tokens
     if activation_checkpoint in ("full", "selective"):
         acts += activation_bytes_per_token_layer(m, "none") * tokens  # one layer recomputed in backward
     chunk = min(tokens, loss_chunk_tokens)
-    acts += chunk * m.vocab_size * (4 + 4 + 2)  # fp32 log-probs saved, their fp32 grad, bf16 logits grad
+    # eager: fp32 log-probs saved, their fp32 grad, bf16 logits grad (10 bytes); the compiled loss
+    # (FSDP2 --compile 1) keeps the bf16 logits and their bf16 grad (4 bytes)
+    acts += chunk * m.vocab_size * logit_bytes
     acts += 2.0 * m.hidden_size * tokens * 2  # final norm in and out
     # the current and the prefetched layer, or all of them
     gathered_layers = 2 if reshard_after_forward else m.num_layers
@@ -100,6 +108,8 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
         if grad_accum > 1:
             working_fwd += grads
         end_bwd = grads + 4.0 * emb + 2.0 * emb
+        if not reshard_after_forward:  # the gathered bf16 layers outlive the gradients' arrival: 8B on
+            end_bwd += 2.0 * gathered_layers * layer  # 1 H200 reached 136.8 GiB at step 2 (issue 18)
     elif engine == "deepspeed":
         weights, grads, optim = 2.0 * n / g, 2.0 * n / g, 12.0 * n / g
         h = m.hidden_size
@@ -112,7 +122,8 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
     peak = persistent + max(acts + working_fwd, end_bwd)
     working = peak - persistent - acts - (grads if engine == "fsdp" and end_bwd > acts + working_fwd else 0.0)
     total = peak / GIB
-    return Budget(engine, gpus, gpu_mem_gib, micro_batch, seq_len, activation_checkpoint, weights / GIB,
+    return Budget(engine, gpus, gpu_mem_gib, micro_batch, seq_len, activation_checkpoint, persistent / GIB,
+                  weights / GIB,
                   grads / GIB, optim / GIB, acts / GIB, max(0.0, working) / GIB, total,
                   total + RESERVED_GIB <= gpu_mem_gib)
 

@@ -30,6 +30,8 @@ from training.checkpoint import (
 from training.configs import ModelConfig, TrainConfig, model_config, recommended_train
 from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
 from training.engines import Engine, lr_at
+from training.fit import PlanError, add_fit_args, apply_fit
+from training.joblog import JobMetricsWriter
 from training.monitor import (
     GcController,
     GoodputMeter,
@@ -65,6 +67,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-step", type=int, default=0,
                    help="profile this step; rank 0 writes RUN/profile/step_N.{json,txt} (0: never)")
     p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps (0: no limit)")
+    add_fit_args(p)
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = f.default
@@ -156,8 +159,21 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(tcfg.seed)
     run_dir: Path = args.run_dir
     ckpt_root = run_dir / "checkpoints"
-    metrics = MetricsWriter(run_dir, rank, args.job_name, args.prom_dir)
+    metrics = JobMetricsWriter(run_dir, rank, world, args.job_name, args.prom_dir)
 
+    try:  # the memory plan for these exact settings and this world size, before anything is built
+        fit = apply_fit(args, mcfg, tcfg, world, device)
+    except PlanError as e:
+        metrics.event("plan", action="stopped", message=str(e))
+        log(f"rank {rank}: {e}")
+        metrics.close()
+        dist.destroy_process_group()
+        return 3
+    if fit is not None:
+        tcfg = fit.train
+        metrics.event("plan", action=fit.action, message=fit.message, plan=asdict(fit.budget))
+        if rank == 0:
+            log(fit.message)
     t0 = time.monotonic()
     engine = build_engine(args.engine, mcfg, tcfg, device, init_from=args.init_from)
     metrics.event("built", engine=args.engine, model=mcfg.name, params=mcfg.num_params(), world=world,

@@ -183,3 +183,22 @@ def test_restart_on_fewer_ranks_reshards_the_model_and_the_data(straight_run: Pa
     left_after = sum(s["end"] - s["offset"] for s in now["segments"])  # type: ignore[index]
     assert now["world"] == 1 and now["epoch"] == 0  # type: ignore[index]
     assert 0 < left_after < left_before
+
+
+def test_one_jsonl_per_job_has_every_ranks_steps_and_the_report_plots_it(
+        straight_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from training.joblog import read_job
+    from training.report import main as report_main
+
+    rows = read_job(straight_run)
+    steps = [r for r in rows if r["event"] == "step"]
+    assert {(r["rank"], r["step"]) for r in steps} == {(rank, s) for rank in (0, 1) for s in range(1, STEPS + 1)}
+    for r in steps:
+        assert r["schema"] == 1 and r["world"] == 2 and r["host"]
+        assert {"data_seconds", "mem_reserved_gb", "alloc_retries", "mfu", "goodput_mfu"} <= r.keys()
+    assert next(r["event"] for r in rows if r["event"] != "step") == "built"
+    png = tmp_path / "report.png"
+    assert report_main([str(straight_run), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert f"steps 1-{STEPS} ({STEPS}), 2 rank(s)" in out

@@ -31,11 +31,12 @@ class FsdpEngine:
         with torch.device("meta"):
             model = Llama(mcfg)
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
-        model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every)
+        model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every, tcfg.ac_layers)
         layers = [m for m in model.model.layers if isinstance(m, DecoderLayer)]
         if tcfg.compile:
             for layer in layers:
                 layer.compile()
+            model.compile_loss()
         mp = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
         offload: OffloadPolicy = CPUOffloadPolicy(pin_memory=True) if tcfg.cpu_offload else OffloadPolicy()
         for layer in layers:

@@ -1,0 +1,100 @@
+"""The launch that fits (training/fit.py): the plan decides before the first step, against the
+1-H200 runs of 2026-12-01 (tests/fixtures/training/real_data_2026-12-01/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.training.conftest import FIXTURES, REPO
+from training.configs import model_config, recommended_train
+from training.fit import SEARCH_MARGIN, PlanError, auto_fit, budget_of, decide, fits, step_cost
+from training.model import Llama
+
+H200 = 139.8  # GiB, what torch.cuda reported for the H200 on 2026-12-01
+RUNS = FIXTURES / "real_data_2026-12-01"
+
+
+def _gpu_cases() -> list[dict[str, object]]:
+    rows = []
+    for name in ("llama3_1b_summary.jsonl", "llama3_8b_summary.jsonl"):
+        rows += [json.loads(line) for line in (RUNS / name).read_text().splitlines()]
+    return [r for r in rows if str(r.get("case", "")).startswith("job") and r.get("rc") == 0]
+
+
+def test_8b_defaults_on_one_h200_are_replaced_by_settings_that_fit() -> None:
+    m = model_config("llama3_8b")
+    d = decide(m, "fsdp", 1, H200, recommended_train("llama3_8b"), auto=False, explicit=set())
+    assert d.action == "defaults replaced"
+    assert d.train.activation_checkpoint != "none" and d.train.reshard_after_forward
+    assert d.train.micro_batch * d.train.grad_accum == 4  # tokens per optimizer step kept
+    assert fits(d.budget, SEARCH_MARGIN)
+
+
+def test_the_issues_8b_setting_stops_the_job_and_names_settings_that_fit() -> None:
+    """The 8B at micro-batch 2, full checkpointing, layers kept gathered: OOM at step 2 (136.8 GiB)."""
+    m = model_config("llama3_8b")
+    t = replace(recommended_train("llama3_8b"), micro_batch=2, grad_accum=1, activation_checkpoint="full")
+    assert not t.reshard_after_forward
+    with pytest.raises(PlanError, match=r"over the GPU's memory.*settings that fit 1 GPU.*--reshard-after-forward 1"):
+        decide(m, "fsdp", 1, H200, t, auto=False, explicit={"micro_batch", "activation_checkpoint"})
+
+
+def test_measured_two_gpu_defaults_run_as_given() -> None:
+    for name in ("llama3_8b", "llama3_1b"):
+        d = decide(model_config(name), "fsdp", 2, H200, recommended_train(name), auto=False, explicit=set())
+        assert d.action == "as given" and d.train == recommended_train(name)
+
+
+def test_auto_fit_takes_no_checkpointing_when_memory_allows_and_the_cheapest_otherwise() -> None:
+    small = auto_fit(model_config("llama3_1b"), "fsdp", 1, H200, recommended_train("llama3_1b"))
+    assert small is not None and small.activation_checkpoint == "none" and small.micro_batch == 4
+    m = model_config("llama3_8b")
+    t = replace(recommended_train("llama3_8b"), micro_batch=2, grad_accum=1)
+    best = auto_fit(m, "fsdp", 1, H200, t)
+    assert best is not None and best.activation_checkpoint == "selective" and 0 < best.ac_layers < m.num_layers
+    full = replace(best, activation_checkpoint="full", ac_layers=0)
+    assert step_cost(m, best) < step_cost(m, full)
+    assert auto_fit(model_config("llama3_70b"), "fsdp", 1, H200, t) is None
+
+
+def test_nothing_fits_names_the_fewest_gpus() -> None:
+    t = replace(recommended_train("llama3_70b"), micro_batch=1, grad_accum=1)
+    with pytest.raises(PlanError, match=r"nothing fits 1 GPU.*fewest GPUs"):
+        decide(model_config("llama3_70b"), "fsdp", 1, H200, t, auto=True, explicit=set())
+
+
+@pytest.mark.parametrize("case", _gpu_cases(), ids=lambda c: f"{c['model']}-{c['case']}")
+def test_plan_is_above_every_measured_one_gpu_peak_and_within_15_percent(case: dict[str, object]) -> None:
+    t = replace(recommended_train(str(case["model"])), **case["train"])  # type: ignore[arg-type]
+    b = budget_of(model_config(str(case["model"])), "fsdp", 1, H200, t)
+    measured = float(case["mem_peak_gib_max"])  # type: ignore[arg-type]
+    assert measured <= b.total_gib <= measured * 1.15
+
+
+def test_selective_layers_are_spread_evenly() -> None:
+    m = Llama(replace(model_config("tiny"), num_layers=8))
+    m.set_activation_checkpointing("selective", layers=3)
+    modes = [layer.checkpoint_mode for layer in m.model.layers]
+    assert modes.count("full") == 3 and modes.count("none") == 5
+    assert [i for i, mode in enumerate(modes) if mode == "full"] == [2, 5, 7]
+
+
+def test_job_stops_on_every_rank_before_building_when_the_plan_is_over_the_gpu(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "training",
+           "train", "--config", "tiny", "--synthetic", "--run-dir", str(run), "--steps", "2", "--gpu-mem", "0.001",
+           "--micro-batch", "2"]
+    r = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode != 0
+    assert "over the GPU's memory" in r.stdout + r.stderr
+    for rank in (0, 1):
+        events = [json.loads(line) for line in (run / f"metrics_rank{rank}.jsonl").read_text().splitlines()]
+        assert [e["event"] for e in events] == ["plan"] and events[0]["action"] == "stopped"

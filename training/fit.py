@@ -1,0 +1,160 @@
+"""A launch that fits: before the first step every rank computes the memory plan (`training.plan`)
+for its exact settings and world size, and either runs them, replaces the model's defaults by
+settings that fit, or stops with the plan and the settings that would fit.
+
+The plan's persistent state (weights, gradients, optimizer: bytes per parameter) is exact; its
+activation and working-memory terms are estimates, measured on H200 at up to 8.6% over the peak
+for FSDP2 and up to 6.9% under it for ZeRO-3 (training/PERFORMANCE.md). So a setting "fits" here
+when persistent + (1 + margin) x the rest, plus RESERVED_GIB, is within the GPU's memory, with
+margin 5% for FSDP2 and 10% for ZeRO-3.
+
+Settings the search picks must fit with SEARCH_MARGIN (15%) instead: see there.
+
+`--auto-fit 1` searches micro-batch (keeping micro-batch x grad-accum, the tokens per rank per
+optimizer step), activation checkpointing (none, k of L layers, full) and reshard-after-forward,
+and takes the cheapest by a step-cost model: recomputing a layer's forward costs a third of that
+layer's training FLOPs; resharding after forward costs 2% (the second all-gather, measured 2.8%
+on 8B over 2x H200); a smaller micro-batch breaks ties.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, replace
+
+from training.configs import ModelConfig, TrainConfig
+from training.plan import GIB, RESERVED_GIB, Budget, min_gpus, plan
+
+MARGIN = {"fsdp": 0.05, "deepspeed": 0.10}
+# Settings the search picks were never measured: their estimated part must leave room for the
+# caching allocator too. On 1 H200 (2026-12-01) the reserved memory minus the persistent state was
+# 1.14x the plan's estimate for 8B with 9 of 32 layers checkpointed (138.5 GiB reserved, 14 allocator
+# retries, 7.6% slower than full checkpointing), 1.08x with full checkpointing, 1.01x for the 1B.
+SEARCH_MARGIN = 0.15
+RESHARD_COST = 0.02
+COMPILED_LOGIT_BYTES = 4.0  # bf16 logits and their grad, with the compiled cross-entropy (training.model)
+# The flags that set memory: given any of them, the job runs what was asked or stops.
+MEMORY_FLAGS = ("micro_batch", "grad_accum", "activation_checkpoint", "ac_layers", "reshard_after_forward")
+
+
+class PlanError(RuntimeError):
+    """The settings do not fit the GPU; the message carries the plan and what would fit."""
+
+
+@dataclass(frozen=True)
+class FitDecision:
+    train: TrainConfig
+    budget: Budget
+    action: str  # "as given" | "defaults replaced" | "auto-fit" | "tight"
+    message: str
+
+
+def add_fit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--auto-fit", type=int, choices=(0, 1), default=0,
+                   help="choose micro-batch, activation checkpointing and reshard-after-forward from the memory plan")
+    p.add_argument("--gpu-mem", type=float, default=None,
+                   help="GiB per GPU to plan for (default: what CUDA reports for the device; none on CPU: no check)")
+
+
+def budget_of(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: TrainConfig) -> Budget:
+    return plan(m, engine, world, gpu_mem_gib, t.micro_batch, t.seq_len, t.activation_checkpoint,
+                t.loss_chunk_tokens, t.grad_accum, t.reshard_after_forward, t.zero3_buckets, t.ac_layers,
+                COMPILED_LOGIT_BYTES if t.compile and engine == "fsdp" else 10.0)
+
+
+def fits(b: Budget, margin: float | None = None) -> bool:
+    """Within the GPU with the plan's measured error (or `margin`) on its estimated, non-persistent part."""
+    variable = b.total_gib - b.persistent_gib
+    m = MARGIN.get(b.engine, 0.10) if margin is None else margin
+    return b.persistent_gib + (1 + m) * variable + RESERVED_GIB <= b.gpu_mem_gib
+
+
+def step_cost(m: ModelConfig, t: TrainConfig) -> float:
+    """Relative step time per token: 1 plus recomputed forward work plus resharding."""
+    layer_flops = 6.0 * m.num_layers * m.layer_params() + 12.0 * m.num_layers * m.hidden_size * t.seq_len
+    layer_share = layer_flops / m.flops_per_token(t.seq_len)
+    if t.activation_checkpoint == "full":
+        checkpointed = 1.0
+    elif t.activation_checkpoint == "selective":
+        checkpointed = (min(t.ac_layers, m.num_layers) if t.ac_layers > 0
+                        else len(range(0, m.num_layers, t.ac_every))) / m.num_layers
+    elif t.activation_checkpoint == "ops":
+        checkpointed = 0.1  # element-wise work only
+    else:
+        checkpointed = 0.0
+    return 1.0 + checkpointed * layer_share / 3 + (RESHARD_COST if t.reshard_after_forward else 0.0)
+
+
+def candidates(m: ModelConfig, t: TrainConfig) -> list[TrainConfig]:
+    per_step = t.micro_batch * t.grad_accum
+    out = []
+    for mb in (d for d in range(per_step, 0, -1) if per_step % d == 0):
+        for reshard in (False, True):
+            base = replace(t, micro_batch=mb, grad_accum=per_step // mb, reshard_after_forward=reshard, ac_layers=0)
+            out.append(replace(base, activation_checkpoint="none"))
+            out += [replace(base, activation_checkpoint="selective", ac_layers=k) for k in range(1, m.num_layers)]
+            out.append(replace(base, activation_checkpoint="full"))
+    return out
+
+
+def auto_fit(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: TrainConfig) -> TrainConfig | None:
+    """The cheapest fitting settings with the same tokens per rank per optimizer step, or None."""
+    fitting = [c for c in candidates(m, t)
+               if fits(budget_of(m, engine, world, gpu_mem_gib, c), max(SEARCH_MARGIN, MARGIN.get(engine, 0.10)))]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda c: (round(step_cost(m, c), 4), -c.micro_batch))
+
+
+def describe(t: TrainConfig) -> str:
+    ac = t.activation_checkpoint + (f" ({t.ac_layers} layers)" if t.activation_checkpoint == "selective"
+                                    and t.ac_layers else "")
+    return (f"--micro-batch {t.micro_batch} --grad-accum {t.grad_accum} --activation-checkpoint "
+            f"{t.activation_checkpoint}{f' --ac-layers {t.ac_layers}' if t.ac_layers else ''} "
+            f"--reshard-after-forward {int(t.reshard_after_forward)}  [{ac}]")
+
+
+def _line(b: Budget) -> str:
+    return (f"plan {b.total_gib:.1f} GiB of {b.gpu_mem_gib:.1f} (persistent {b.persistent_gib:.1f}, activations "
+            f"{b.activations_gib:.1f}, working {b.working_gib:.1f}; {RESERVED_GIB:g} reserved)")
+
+
+def decide(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: TrainConfig, auto: bool,
+           explicit: set[str]) -> FitDecision:
+    """What the job runs, or PlanError. Settings given on the command line are run as given when
+    they fit, and stop the job when the plan is over the GPU's memory; the model's defaults that do
+    not fit (with the margin) are replaced by the auto-fit choice."""
+    b = budget_of(m, engine, world, gpu_mem_gib, t)
+    pinned = bool(explicit & set(MEMORY_FLAGS))
+    if not auto and fits(b):
+        return FitDecision(t, b, "as given", f"{_line(b)}: fits")
+    if not auto and pinned and b.fits:
+        return FitDecision(t, b, "tight", f"{_line(b)}: tight (within the point estimate, not its error margin)")
+    best = auto_fit(m, engine, world, gpu_mem_gib, t)
+    if best is not None and (auto or not pinned):
+        nb = budget_of(m, engine, world, gpu_mem_gib, best)
+        why = "auto-fit" if auto else "defaults replaced"
+        return FitDecision(best, nb, why, f"{why}: {describe(best)}; {_line(nb)}")
+    hint = (f"settings that fit {world} GPU(s): {describe(best)}" if best is not None else
+            f"nothing fits {world} GPU(s) of {gpu_mem_gib:.1f} GiB; fewest GPUs with full checkpointing, one "
+            f"sequence each: {min_gpus(m, engine, gpu_mem_gib, t.seq_len)}")
+    raise PlanError(f"{m.name} on {world} x {gpu_mem_gib:.1f} GiB ({engine}) with {describe(t)}: {_line(b)}, "
+                    f"over the GPU's memory. {hint} (or pass --auto-fit 1)")
+
+
+def device_mem_gib(device: object) -> float | None:
+    import torch
+
+    if not isinstance(device, torch.device) or device.type != "cuda":
+        return None
+    return float(torch.cuda.get_device_properties(device).total_memory) / GIB
+
+
+def apply_fit(args: argparse.Namespace, m: ModelConfig, t: TrainConfig, world: int,
+              device: object) -> FitDecision | None:
+    """The decision for this run (None when there is no GPU memory to plan for: CPU without --gpu-mem)."""
+    mem = args.gpu_mem if getattr(args, "gpu_mem", None) is not None else device_mem_gib(device)
+    if mem is None:
+        return None
+    explicit = {name for name in MEMORY_FLAGS if getattr(args, name, None) is not None}
+    return decide(m, args.engine, world, mem, t, bool(getattr(args, "auto_fit", 0)), explicit)
