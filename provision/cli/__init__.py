@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "bisect": "health_cmds",
     "steps": "lifecycle_cmds",
     "db": "db_cmds",
+    "report": "report_cmds",
     "metrics": "metrics_cmds",
 }
 
