@@ -23,7 +23,7 @@ import os
 import random
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,32 @@ def prepared_segments(data_dir: Path, rank: int, world: int, seed: int, epoch: i
         if hi > lo:
             segs.append(Segment(str(data_dir / f"{s['name']}.bin"), lo, hi))
     return segs
+
+
+def reshard_prepared(states: Sequence[LoaderState], new_world: int) -> list[LoaderState]:
+    """Deal the documents the old ranks had left in this epoch out to `new_world` ranks, in equal
+    counts (offsets count documents, so any cut is a document boundary). A document a rank was in
+    the middle of keeps its `skip_tokens`: no document is read twice or lost. A rank that had rolled
+    into the next epoch already gives nothing back; every new rank starts that epoch afresh."""
+    if not states:
+        raise ValueError("no loader states to reshard")
+    if len(states) == new_world:
+        return [LoaderState(s.seed, s.epoch, s.rank, s.world, [Segment(**asdict(g)) for g in s.segments],
+                            s.rows) for s in sorted(states, key=lambda s: s.rank)]
+    seed, epoch = states[0].seed, min(s.epoch for s in states)
+    pool = [g for s in sorted(states, key=lambda s: s.rank) if s.epoch == epoch for g in s.segments if g.end > g.offset]
+    total = sum(g.end - g.offset for g in pool)
+    out = [LoaderState(seed, epoch, r, new_world) for r in range(new_world)]
+    consumed = 0
+    for g in pool:  # (nothing left: every new rank's loader rolls into the next epoch by itself)
+        start, skip = g.offset, g.skip_tokens
+        while start < g.end:
+            r = min(consumed * new_world // total, new_world - 1)
+            cut = min(g.end, start + max(1, (r + 1) * total // new_world - consumed))
+            out[r].segments.append(Segment(g.path, start, cut, skip))
+            consumed += cut - start
+            start, skip = cut, 0
+    return out
 
 
 class PreparedLoader(PackedLoader):

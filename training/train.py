@@ -42,7 +42,7 @@ from training.monitor import (
     mfu,
     peak_tflops,
 )
-from training.prepared import PreparedLoader, ZerosLoader, prepared_data_dir, zeros_data
+from training.prepared import PreparedLoader, ZerosLoader, prepared_data_dir, reshard_prepared, zeros_data
 from training.profile import profiled_step
 from training.tokenizer import load_tokenizer
 
@@ -199,10 +199,11 @@ def run(args: argparse.Namespace) -> int:
             loader_state = mine.loader
         else:
             # Restart on fewer (or more) hosts: what was left to read is dealt out again.
+            old = [e.loader for e in extras]
             if prepared_dir is not None:
-                raise RuntimeError("prepared data resumes only on the same number of ranks (resharding of "
-                                   "document ranges is not implemented); raw JSONL/text shards reshard")
-            loader_state = reshard_states([e.loader for e in extras], files, world)[rank] if files else None
+                loader_state = reshard_prepared(old, world)[rank]
+            else:
+                loader_state = reshard_states(old, files, world)[rank] if files else None
         metrics.event("resumed", checkpoint=str(resume_from), step=start_step, old_world=len(extras))
         if rank == 0:
             log(f"resumed from {resume_from} at step {start_step} (saved by {len(extras)} ranks, now {world})")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from training.data import LoaderState, discover_files
-from training.prepared import PreparedLoader, ZerosLoader, prepare, read_manifest, specials
+from training.prepared import PreparedLoader, ZerosLoader, prepare, read_manifest, reshard_prepared, specials
 from training.tokenizer import EOS, load_tokenizer
 
 
@@ -78,20 +78,46 @@ def test_resume_from_a_saved_state_gives_the_same_batches(prepared: Path) -> Non
     assert not torch.equal(other.input_ids, batches[0][0].input_ids)  # ranks read different documents
 
 
+def _docs(states: list[LoaderState]) -> list[tuple[str, int]]:
+    return [(g.path, d) for st in states for g in st.segments for d in range(g.offset, g.end)]
+
+
+def test_resharding_to_a_new_world_size_deals_each_unread_document_once_and_continues_exactly(
+        prepared: Path) -> None:
+    old = [PreparedLoader.fresh_prepared(prepared, 128, 2, rank=r, world=2, seed=7) for r in (0, 1)]
+    states = [[ld.next_batch() for _ in range(3)][-1][1] for ld in old]
+    new = reshard_prepared(states, 3)
+    assert [(s.rank, s.world, s.epoch) for s in new] == [(0, 3, 0), (1, 3, 0), (2, 3, 0)]
+    left, dealt = _docs(states), _docs(new)
+    assert sorted(dealt) == sorted(left) and len(set(dealt)) == len(dealt)  # none lost, none twice
+    shares = [len(_docs([s])) for s in new]
+    assert max(shares) - min(shares) <= 1
+    in_progress = {(g.path, g.offset, g.skip_tokens) for st in states for g in st.segments if g.skip_tokens}
+    assert in_progress and in_progress == {(g.path, g.offset, g.skip_tokens) for st in new for g in st.segments
+                                           if g.skip_tokens}
+    want, _ = old[0].next_batch()  # new rank 0 takes up old rank 0's stream where it stopped
+    got, _ = PreparedLoader(prepared, 128, 2, new[0]).next_batch()
+    assert torch.equal(got.input_ids, want.input_ids) and torch.equal(got.position_ids, want.position_ids)
+    assert reshard_prepared(states, 2) == states  # same world size: the saved states as they are
+
+
 def test_zeros_data_is_all_zero() -> None:
     b, _ = next(iter(ZerosLoader(16, 2, 0)))
     assert b.input_ids.shape == (2, 16) and not b.input_ids.any() and not b.labels.any()
 
 
 @pytest.mark.slow
-def test_train_reads_prepared_shards_and_zeros(prepared: Path, tmp_path: Path) -> None:
+def test_train_reads_prepared_shards_and_zeros_and_resumes_on_fewer_ranks(prepared: Path, tmp_path: Path) -> None:
     from tests.training.conftest import step_records, torchrun
 
-    common = ["--config", "tiny", "--seq-len", "128", "--micro-batch", "2", "--steps", "2", "--warmup-steps", "1",
-              "--checkpoint-every", "0", "--loss-chunk-tokens", "96"]
-    torchrun([*common, "--run-dir", str(tmp_path / "p"), "--data", str(prepared)])
-    torchrun([*common, "--run-dir", str(tmp_path / "z"), "--data", "zeros"])
+    common = ["--config", "tiny", "--seq-len", "128", "--micro-batch", "2", "--warmup-steps", "1",
+              "--checkpoint-every", "2", "--loss-chunk-tokens", "96"]
+    torchrun([*common, "--steps", "2", "--run-dir", str(tmp_path / "p"), "--data", str(prepared)])
+    torchrun([*common, "--steps", "2", "--run-dir", str(tmp_path / "z"), "--data", "zeros"])
     p, z = step_records(tmp_path / "p"), step_records(tmp_path / "z")
     assert sorted(p) == sorted(z) == [1, 2]
+    # the 2-rank run resumes on 1 rank: model and prepared-data position resharded
+    r = torchrun([*common, "--steps", "3", "--run-dir", str(tmp_path / "p"), "--data", str(prepared)], nproc=1)
+    assert "saved by 2 ranks, now 1" in r.stderr and sorted(step_records(tmp_path / "p")) == [1, 2, 3]
     assert 5.0 < p[1]["loss"] < 7.0  # about ln(512) at initialisation on real tokens
     assert p[1]["loss"] != z[1]["loss"]
