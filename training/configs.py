@@ -137,7 +137,8 @@ class TrainConfig:
     # DeepSpeed bucket sizes: "hidden" = Hugging Face's "auto" rules (reduce h², prefetch 0.9·h²);
     # "layer" = one decoder layer's parameters, so the next layer is fetched whole while this one computes.
     zero3_buckets: str = "layer"
-    document_mask: bool = False  # True: block-causal mask per document; False: positions reset only
+    document_mask: bool = False  # True: attention within each document; False: positions reset only
+    document_mask_kernel: str = "flex"  # flex: flex_attention block mask (no S x S tensor); dense: SDPA + [B,1,S,S]
     loss_chunk_tokens: int = 4096
     checkpoint_every: int = 200
     keep_checkpoints: int = 2
@@ -155,6 +156,8 @@ class TrainConfig:
             raise ValueError("zero3_buckets is hidden or layer")
         if self.deepspeed_optimizer not in ("torch", "fused"):
             raise ValueError("deepspeed_optimizer is torch or fused")
+        if self.document_mask_kernel not in ("flex", "dense"):
+            raise ValueError("document_mask_kernel is flex or dense")
         if self.ac_layers < 0:
             raise ValueError("ac_layers must be >= 0")
         if self.micro_batch < 1 or self.grad_accum < 1 or self.seq_len < 2:

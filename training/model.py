@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 from training.configs import ModelConfig
@@ -109,13 +110,17 @@ class Attention(nn.Module):
         self.rope_fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = _rope_qk
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                mask: torch.Tensor | None) -> torch.Tensor:
+                mask: torch.Tensor | BlockMask | None) -> torch.Tensor:
         b, s, _ = x.shape
         q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, s, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q, k = self.rope_fn(q, k, cos, sin)
         rep = self.num_heads // self.num_kv_heads
+        if isinstance(mask, BlockMask):  # within documents, only the blocks that have any pair computed
+            o = _flex(q.is_cuda)(q, k, v, block_mask=mask, enable_gqa=rep > 1)
+            out: torch.Tensor = self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
+            return out
         if rep > 1:
             # Explicit repeat rather than enable_gqa: every fused SDPA backend accepts it.
             k = k[:, :, None].expand(b, self.num_kv_heads, rep, s, self.head_dim).reshape(b, -1, s, self.head_dim)
@@ -124,7 +129,7 @@ class Attention(nn.Module):
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        out: torch.Tensor = self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
+        out = self.o_proj(o.transpose(1, 2).reshape(b, s, -1))
         return out
 
 
@@ -169,13 +174,13 @@ class DecoderLayer(nn.Module):
         self.checkpoint_mode = "none"
 
     def _block(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-               mask: torch.Tensor | None) -> torch.Tensor:
+               mask: torch.Tensor | BlockMask | None) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
         out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
         return out
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                mask: torch.Tensor | None) -> torch.Tensor:
+                mask: torch.Tensor | BlockMask | None) -> torch.Tensor:
         if self.checkpoint_mode == "full" and torch.is_grad_enabled():
             out: torch.Tensor = checkpoint(self._block, x, cos, sin, mask, use_reentrant=False)
             return out
@@ -207,6 +212,7 @@ class Llama(nn.Module):
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None
         self.loss_chunk_tokens = 4096
         self.ce_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = _ce_sum
+        self.document_attention = "flex"  # with doc_ids: "flex" (block mask) or "dense" ([B, 1, S, S] mask)
         self.init_weights()
 
     def init_weights(self) -> None:
@@ -257,7 +263,11 @@ class Llama(nn.Module):
         x = self.model.embed_tokens(input_ids)
         cos, sin = self._rope_at(position_ids, x.device)
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-        mask = document_mask(doc_ids) if doc_ids is not None else None
+        mask: torch.Tensor | BlockMask | None = None
+        if doc_ids is not None:
+            # PyTorch's flex_attention has no CPU backward: CPU training takes the dense mask
+            flex = self.document_attention == "flex" and (doc_ids.is_cuda or not torch.is_grad_enabled())
+            mask = document_block_mask(doc_ids) if flex else document_mask(doc_ids)
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)
         out: torch.Tensor = self.model.norm(x)
@@ -277,6 +287,30 @@ class Llama(nn.Module):
         h = self.hidden_states(input_ids, position_ids)
         out: torch.Tensor = self.lm_head(h)
         return out
+
+
+_FLEX_COMPILED: list[Callable[..., torch.Tensor]] = []
+
+
+def _flex(cuda: bool) -> Callable[..., torch.Tensor]:
+    """flex_attention, compiled on GPU (its fused kernel; eager flex materialises the scores). On
+    CPU the eager form: the reference the tests hold it to."""
+    if not cuda:
+        return flex_attention
+    if not _FLEX_COMPILED:
+        _FLEX_COMPILED.append(torch.compile(flex_attention, dynamic=False))
+    return _FLEX_COMPILED[0]
+
+
+def document_block_mask(doc_ids: torch.Tensor) -> BlockMask:
+    """[B, S] document ids -> flex_attention's block-sparse block-causal mask: the same pairs as
+    `document_mask`, with no [S, S] tensor, and blocks wholly outside a document skipped."""
+    b, s = doc_ids.shape
+
+    def same_doc_causal(bi: torch.Tensor, hi: torch.Tensor, qi: torch.Tensor, ki: torch.Tensor) -> torch.Tensor:
+        return (doc_ids[bi, qi] == doc_ids[bi, ki]) & (qi >= ki)
+
+    return create_block_mask(same_doc_causal, b, None, s, s, device=doc_ids.device)
 
 
 def document_mask(doc_ids: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,7 @@ class FsdpEngine:
         with torch.device("meta"):
             model = Llama(mcfg)
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
+        model.document_attention = tcfg.document_mask_kernel
         model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every, tcfg.ac_layers)
         layers = [m for m in model.model.layers if isinstance(m, DecoderLayer)]
         if tcfg.compile:

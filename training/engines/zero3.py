@@ -91,6 +91,7 @@ class DeepSpeedEngine:
 
             load_zero3(model, init_from)  # module by module, before the optimizer copies the weights
         model.loss_chunk_tokens = tcfg.loss_chunk_tokens
+        model.document_attention = tcfg.document_mask_kernel
         model.set_activation_checkpointing(tcfg.activation_checkpoint, tcfg.ac_every, tcfg.ac_layers)
         if tcfg.compile:
             # DeepSpeed's gather hooks sit on every submodule, so the layers cannot be compiled whole
