@@ -1,4 +1,5 @@
-"""Checks read from ``nvidia-smi -q``: GPU count and model, ECC, row remapping, clock events, versions."""
+"""Checks read from ``nvidia-smi -q``: GPU count and model, ECC, row remapping, clock events, versions,
+persistence mode, NVSwitch fabric state."""
 
 from __future__ import annotations
 
@@ -149,6 +150,24 @@ def parse_fabric_state(output: str, rc: int, exp: Expectations) -> Outcome:
     return Outcome(name, OK, "every GPU registered with the NVSwitch fabric")
 
 
+def parse_persistence(output: str, rc: int, exp: Expectations) -> Outcome:
+    """Every GPU in persistence mode (nvidia-persistenced started with --persistence-mode, roles/nvidia_driver)."""
+    name = "gpu_persistence"
+    report = _report(output, rc)
+    off = [g for g in report.gpus if g.persistence_mode != "Enabled"]
+    if not report.gpus:
+        return unknown(name, "nvidia-smi -q listed no GPU", "no_gpu_listed")
+    if off:
+        return Outcome(name, WARN, f"persistence mode off on {len(off)} of {len(report.gpus)} GPU(s)",
+                       reason="persistence_off",
+                       evidence=tuple(f"{g.bus_id}: Persistence Mode {g.persistence_mode or 'not reported'}"
+                                      for g in off),
+                       remediation="Run nvidia-persistenced with --persistence-mode (site.yml's nvidia_driver role "
+                       "installs the drop-in); without it the driver tears the GPUs down whenever no client holds "
+                       "them (slow first CUDA call, lost clock and ECC state).")
+    return Outcome(name, OK, f"persistence mode on for all {len(report.gpus)} GPUs")
+
+
 def _no_nvswitch(exp: Expectations) -> str | None:
     return None if exp.gpu.nvswitch else "site declares no NVSwitch on this host"
 
@@ -163,5 +182,6 @@ CHECKS = (
     Check("gpu_remapped_rows", FAST, (PROBE,), single("gpu_remapped_rows", PROBE, parse_remapped_rows), _no_gpus),
     Check("gpu_clock_events", FAST, (PROBE,), single("gpu_clock_events", PROBE, parse_clock_events), _no_gpus),
     Check("gpu_versions", FAST, (PROBE,), single("gpu_versions", PROBE, parse_versions), _no_gpus),
+    Check("gpu_persistence", FAST, (PROBE,), single("gpu_persistence", PROBE, parse_persistence), _no_gpus),
     Check("gpu_fabric_state", FAST, (PROBE,), single("gpu_fabric_state", PROBE, parse_fabric_state), _no_nvswitch),
 )

@@ -30,6 +30,7 @@ class GpuInfo:
     pcie_width_current: int | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    persistence_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ def _gpu_from_text(section: _Node) -> GpuInfo:
         pcie_width_current=_int(link.value_at("Link Width", "Current")) if link else None,
         fabric_state=section.value_at("Fabric", "State"),
         fabric_status=section.value_at("Fabric", "Status"),
+        persistence_mode=section.value_at("Persistence Mode"),
     )
 
 
@@ -269,6 +271,7 @@ def _gpu_from_xml(gpu: ET.Element) -> GpuInfo:
         pcie_width_current=_int(_xtext(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width")),
         fabric_state=_xtext(gpu, "fabric/state"),
         fabric_status=_xtext(gpu, "fabric/status"),
+        persistence_mode=_xtext(gpu, "persistence_mode"),
     )
 
 
