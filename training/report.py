@@ -37,7 +37,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [s for s in steps if s > WARMUP_STEPS] or steps
     every = [rec for per in by_rank.values() for rec in per.values()]
     mfus = [r0[s]["mfu"] for s in timed if r0[s].get("mfu") is not None]
-    goods = [r0[s]["goodput_mfu"] for s in steps if r0[s].get("goodput_mfu") is not None]
+    goods = [r0[s]["goodput_mfu"] for s in timed if r0[s].get("goodput_mfu") is not None]
     step_time = sum(r["step_seconds"] for r in every)
     return {
         "steps": len(steps), "first_step": steps[0], "last_step": steps[-1],
