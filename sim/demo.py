@@ -99,6 +99,15 @@ def _ports(site_file: str) -> int:
     return fabric_main(["ports", "apply", "--site", site_file, "--apply", "--tickets"])
 
 
+def _keep_validation(site_file: str, run_dir: Path) -> None:
+    """`fabric validate --live`'s result as JSON in the run directory, where `provision report` reads it."""
+    from fabric.pipeline import Inputs, validate_inputs
+    from provision.report.gather_files import VALIDATION_FILE
+
+    result = validate_inputs(Inputs(site=Path(site_file), live=True), warn=lambda _line: None)
+    (run_dir / VALIDATION_FILE).write_text(json.dumps(result.report.to_dict(), indent=1), encoding="utf-8")
+
+
 def run_demo(site_path: Path | None) -> int:
     lab = open_lab(site_path)
     site_file = str(site_path or default_site_path())
@@ -128,7 +137,11 @@ def run_demo(site_path: Path | None) -> int:
             console.rule(f"[bold]{title}[/]  [dim]{program} {' '.join(argv)}")
             run = fabric_main if program == "fabric" else provision_main
             code = run([*argv, "--site", site_file])
+            if argv[:1] == ["validate"]:
+                _keep_validation(site_file, lab.run_dir)
             # A step reporting failed hosts (exit 1) is part of the story; the demo goes on.
             worst = max(worst, code)
+        console.rule("[bold]Bring-up report[/]  [dim]provision report")
+        worst = max(worst, provision_main(["report", "--site", site_file]))
         console.rule("[bold]stopping the lab")
     return 0 if worst <= 1 else worst

@@ -12,7 +12,7 @@ import typer
 # as the whole program, so `provision report` must never be the only command loaded.
 import provision.cli.lifecycle_cmds  # noqa: F401
 from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
+from provision.cli.context import Context, require_directories
 from provision.cli.output import console, emit_json, esc
 
 
@@ -33,6 +33,7 @@ def report(
     from provision.report import as_json, default_output, gather, write_html
 
     started = time.monotonic()
+    require_directories({"out": out})
     ctx = Context.of(common)
     site = ctx.site
     folder = run_dir or ctx.store.path.parent

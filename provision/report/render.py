@@ -15,7 +15,7 @@ from provision.report import svg
 from provision.report.model import STATUS_ORDER, Report
 from provision.state.secret_values import mask
 
-MAX_PASSED_ROWS = 500  # passing burn-in links listed on the page (--json has them all)
+MAX_ROWS = 500  # burn-in links listed on the page per table (--json has them all)
 SECTIONS = (
     ("funnel", "Lifecycle per rack"),
     ("failed", "Failed hosts"),
@@ -50,7 +50,7 @@ def figures(report: Report) -> Figures:
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("provision.report", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(colour=svg.colour, statuses=STATUS_ORDER, max_rows=MAX_PASSED_ROWS)
+    env.globals.update(colour=svg.colour, statuses=STATUS_ORDER, max_rows=MAX_ROWS)
     return env
 
 

@@ -15,6 +15,7 @@ COLOURS = {
     "not_covered": "#9e9e9e", "not_applicable": "#d9d9d9", "untested": "#eeeeee",
 }
 MAX_BARS = 1200
+NO_RATE_BAR = 24.0
 FONT = 'font-family="sans-serif" font-size="11"'
 
 
@@ -57,8 +58,11 @@ def heatmap(matrix: HealthMatrix) -> Markup:
         body.append(_text(x, head_h - 4, check, f'transform="rotate(-60 {x} {head_h - 4})"'))
     for i, row in enumerate(matrix.rows):
         y = head_h + i * cell
-        name = _text(0, y + 11, row.host)
-        body.append(f'<a href="#host-{escape(row.host)}">{name}</a>' if row.failed else name)
+        if row.failed:
+            name = _text(0, y + 11, row.host, 'fill="#b00020" text-decoration="underline"')
+            body.append(f'<a href="#host-{escape(row.host)}">{name}</a>')
+        else:
+            body.append(_text(0, y + 11, row.host))
         for j, c in enumerate(row.cells):
             tip = escape(f"{row.host} {c.check}: {c.status} - {c.summary}")
             body.append(f'<rect x="{label_w + j * cell}" y="{y}" width="{cell - 1}" height="{cell - 1}" '
@@ -76,7 +80,7 @@ def _positions(fabric: FabricMap, box_w: float, gap: float) -> tuple[dict[str, t
         offset = (width - len(names) * (box_w + gap)) / 2
         for i, name in enumerate(names):
             pos[name] = (offset + i * (box_w + gap) + gap / 2, 30 + k * 130)
-    return pos, width, 30 + len(rows) * 130
+    return pos, width, 30 + (len(rows) - 1) * 130 + 60
 
 
 def fabric_map(fabric: FabricMap) -> Markup:
@@ -88,7 +92,7 @@ def fabric_map(fabric: FabricMap) -> Markup:
     for link in sorted(fabric.links, key=lambda lk: -STATUS_RANK.get(lk.status, len(STATUS_RANK))):
         (ax, ay), (bx, by) = pos[link.a], pos[link.b]
         top, bottom = ((ax, ay), (bx, by)) if ay < by else ((bx, by), (ax, ay))
-        stroke = 3 if link.status not in ("pass", "ok", "untested") else 1.2
+        stroke = 3 if link.status in ("disabled", "fail", "finding", "unknown") else 1.2
         dash = ' stroke-dasharray="6 3"' if link.status == "disabled" else ""
         body.append(f'<line x1="{top[0] + box_w / 2:.1f}" y1="{top[1] + box_h:.1f}" x2="{bottom[0] + box_w / 2:.1f}" '
                     f'y2="{bottom[1]:.1f}" stroke="{colour(link.status)}" stroke-width="{stroke}"{dash} '
@@ -105,8 +109,8 @@ def fabric_map(fabric: FabricMap) -> Markup:
 
 
 def _buckets(links: Sequence[BurninLink]) -> list[tuple[float | None, str, str]]:
-    """(Gb/s, verdict, tooltip) per bar: one per link, or on a large fabric one per run of neighbouring links
-    (sorted by rate), drawn at the slowest of them in the colour of the worst."""
+    """(Gb/s, verdict, tooltip) per bar: one per link, or on a large fabric one per run of neighbouring links,
+    drawn at the slowest of them in the colour of the worst."""
     size = max(1, -(-len(links) // MAX_BARS))
     bars = []
     for i in range(0, len(links), size):
@@ -122,8 +126,9 @@ def _buckets(links: Sequence[BurninLink]) -> list[tuple[float | None, str, str]]
 
 
 def burnin(result: Burnin) -> Markup:
-    """Every directed link's best Gb/s, sorted, coloured by its verdict, with the floor as a line."""
-    links = sorted(result.links, key=lambda lk: (lk.gbps or 0.0, lk.name))
+    """Every directed link's best Gb/s, worst verdict first, coloured by it, with the floor as a line (a link
+    no flow measured at full rate is a short bar)."""
+    links = sorted(result.links, key=lambda lk: (STATUS_RANK.get(lk.verdict, 99), lk.gbps or 0.0, lk.name))
     bars = _buckets(links)
     top = max([lk.gbps or 0.0 for lk in links] + [result.floor_gbps, 1.0]) * 1.1
     w, h, left = max(400.0, min(1200.0, 3.0 * len(bars))), 200.0, 50.0
@@ -134,7 +139,7 @@ def burnin(result: Burnin) -> Markup:
     body.append(f'<line x1="{left}" y1="{floor_y:.1f}" x2="{left + w}" y2="{floor_y:.1f}" stroke="#d62728" '
                 f'stroke-dasharray="4 2"><title>floor {result.floor_gbps:g} Gb/s</title></line>')
     for i, (gbps, verdict, tip) in enumerate(bars):
-        bar = h * gbps / top if gbps else 6.0
+        bar = h * gbps / top if gbps else NO_RATE_BAR
         body.append(f'<rect x="{left + i * step:.2f}" y="{h - bar:.1f}" width="{max(step - 0.5, 0.5):.2f}" '
                     f'height="{bar:.1f}" fill="{colour(verdict)}"><title>{escape(tip)}</title></rect>')
     return _svg(left + w + 10, h + 20, body, "burn-in: best Gb/s per directed link")

@@ -52,6 +52,6 @@ def screenshot(element: WebElement, path: Path) -> Shot:
     path.write_bytes(png)
     image = Image.open(io.BytesIO(png)).convert("RGB")
     rect = element.rect
-    expected = (round(rect["width"]), min(round(rect["height"]), image.height))
+    expected = (round(rect["width"]), round(rect["height"]))
     colours = image.getcolors(maxcolors=1 << 16)
     return Shot(path, image.size, expected, len(colours) if colours is not None else 1 << 16)
