@@ -29,6 +29,7 @@ from training.checkpoint import (
 )
 from training.configs import ModelConfig, TrainConfig, model_config, recommended_train
 from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
+from training.diagnosis.watch import JobWatch
 from training.engines import Engine, lr_at
 from training.fit import PlanError, add_fit_args, apply_fit
 from training.joblog import JobMetricsWriter
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     cuda = torch.cuda.is_available()
     # NCCL flight recorder on even when started without the launcher (which sets the same).
     for key, value in (("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"), ("TORCH_FR_BUFFER_SIZE", "2000"),
-                       ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+                       ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"), ("TORCH_NCCL_ENABLE_TIMING", "1"),
                        ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(args.run_dir / "nccl_trace" / "rank_"))):
         os.environ.setdefault(key, value)
     if cuda:
@@ -242,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
                                 dumps_first=tcfg.slow_step_dumps_first,
                                 dump_interval_s=tcfg.slow_step_dump_interval_s)
     tokens_per_step = tcfg.micro_batch * tcfg.seq_len * tcfg.grad_accum
+    watch = JobWatch.for_run(run_dir, device, args.job_name, args.prom_dir, mcfg.name, args.engine, world,
+                             tcfg.checkpoint_every, tokens_per_step, flops_tok, peak)  # training/breakdown.py
     last_state: LoaderState | None = None
     step = start_step
     end_step = tcfg.steps if not args.max_steps_this_run else min(tcfg.steps, start_step + args.max_steps_this_run)
@@ -261,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
             t = time.perf_counter()
             pairs = [next(prefetch) for _ in range(tcfg.grad_accum)]
             data_seconds = time.perf_counter() - t
+            watch.begin(step)
             last_state = pairs[-1][1]
             lr = lr_at(step, tcfg)
             profiling = profiled_step(step, args.run_dir / "profile", rank == 0) if step == args.profile_step \
@@ -269,6 +273,7 @@ def run(args: argparse.Namespace) -> int:
                 loss, gnorm = engine.train_step([b for b, _ in pairs], lr)
             seconds = time.perf_counter() - t
             slow = detector.end(seconds)
+            watch.end(step, seconds, data_seconds)
             goodput.add(tokens_per_step)
             logging = step % tcfg.log_every == 0 or step == end_step
             rec = _step_record(step, loss, gnorm, lr, seconds, data_seconds, tokens_per_step, flops_tok, peak,
@@ -292,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
         attention.__exit__(None, None, None)
         prefetch.close()
         detector.close()
+        watch.close()
         gc_ctl.close()
     engine.wait_saved()
     _finalise_pending(ckpt_root, rank, tcfg.keep_checkpoints)
