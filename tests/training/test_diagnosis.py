@@ -105,8 +105,10 @@ def test_good_then_often_seventy_percent_is_clock_throttling_on_hosts_with_clock
 def test_flat_levels_name_the_link_gdr_and_degraded_patterns_with_their_evidence() -> None:
     ev = Evidence(health={"gpu-02": {"nvidia_peermem": "peermem_not_loaded"}},
                   port_counters={"gpu-04": {"port_rcv_errors": 90}})
-    got = {level: alerts(classify(series(shape=lambda i, lv=level: lv), Expected(STEP), None, ev))[0]
-           for level in (0.1, 0.3, 0.7)}
+    def flat(level: float) -> Anomaly:
+        return alerts(classify(series(shape=lambda i: level), Expected(STEP), None, ev))[0]
+
+    got = {level: flat(level) for level in (0.1, 0.3, 0.7)}
     assert (got[0.1].kind, got[0.1].hosts) == ("dead_link_or_pcie_x4", ("gpu-04",))
     assert (got[0.3].kind, got[0.3].hosts) == ("gdr_broken", ("gpu-02",))
     assert got[0.3].evidence["nvidia_peermem"] == {"gpu-02": "peermem_not_loaded"}
