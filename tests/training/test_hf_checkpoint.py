@@ -112,9 +112,9 @@ def test_llama3_rope_scaling_matches_transformers(tmp_path: Path) -> None:
         assert torch.allclose(mine, want, atol=1e-5, rtol=1e-5) is same
 
 
-# FSDP2 only: an fp32-parameter ZeRO-3 checkpoint (what 1e-5 needs on CPU) trips DeepSpeed 0.19.8's
-# zero_to_fp32 (its saved shapes are tuples, not torch.Size), so the ZeRO-3 export is not covered here.
-@pytest.mark.parametrize("engine", ["fsdp"])
+# ZeRO-3 too: its background checkpoint writer once saved `param_shapes` as plain tuples (DeepSpeed's
+# clone helper), which zero_to_fp32 cannot read; training.engines.zero3_checkpoint.host_copy keeps torch.Size.
+@pytest.mark.parametrize("engine", ["fsdp", "deepspeed"])
 def test_trained_step_exported_by_merge_loads_back_into_transformers(
         engine: str, plain: tuple[Path, Any], tmp_path: Path) -> None:
     from training.merge import merge

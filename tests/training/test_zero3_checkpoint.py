@@ -7,7 +7,7 @@ import pytest
 import torch
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
-from training.engines.zero3_checkpoint import BackgroundCheckpointEngine
+from training.engines.zero3_checkpoint import BackgroundCheckpointEngine, host_copy
 
 
 def test_the_file_holds_the_state_at_save_time_not_after_the_next_step(tmp_path: Path) -> None:
@@ -32,3 +32,12 @@ def test_a_failed_write_fails_the_checkpoint(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"missing-dir|No such file|Parent directory"):
         writer.done.result(timeout=30)
     writer.close()
+
+
+def test_host_copy_keeps_torch_size_and_copies_tensors() -> None:
+    """zero_to_fp32 calls .numel() on the saved param_shapes: they must stay torch.Size."""
+    t = torch.ones(2)
+    state = {"param_shapes": [{"w": torch.Size([2, 3])}], "t": (t, 1)}
+    out = host_copy(state)
+    assert type(out["param_shapes"][0]["w"]) is torch.Size
+    assert out["t"][0] is not t and torch.equal(out["t"][0], t) and out["t"][1] == 1

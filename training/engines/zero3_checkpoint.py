@@ -17,10 +17,27 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from deepspeed.checkpoint.utils import clone_tensors_for_torch_save  # type: ignore[import-untyped]
 from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import (  # type: ignore[import-untyped]
     TorchCheckpointEngine,
 )
+
+
+def host_copy(item: Any) -> Any:
+    """The state with every tensor copied to host memory. Unlike DeepSpeed's
+    `clone_tensors_for_torch_save`, torch.Size stays torch.Size: that helper rebuilds every tuple as a
+    plain tuple, and `zero_to_fp32` then fails on the saved `param_shapes` ('tuple' object has no
+    attribute 'numel'), which is what broke the ZeRO-3 export of these checkpoints."""
+    if torch.is_tensor(item):
+        return item.detach().to("cpu", copy=True)
+    if isinstance(item, torch.Size):
+        return item
+    if isinstance(item, list):
+        return [host_copy(v) for v in item]
+    if isinstance(item, tuple):
+        return tuple(host_copy(v) for v in item)
+    if isinstance(item, dict):
+        return type(item)({k: host_copy(v) for k, v in item.items()})
+    return item
 
 
 class BackgroundCheckpointEngine(TorchCheckpointEngine):  # type: ignore[misc]
@@ -36,7 +53,7 @@ class BackgroundCheckpointEngine(TorchCheckpointEngine):  # type: ignore[misc]
         return False  # `save` makes its own host copy; DeepSpeed need not clone first
 
     def save(self, state_dict: Any, path: str) -> None:
-        host = clone_tensors_for_torch_save(state_dict)
+        host = host_copy(state_dict)
         self._writes.append(self._writer.submit(torch.save, host, path,
                                                 _use_new_zipfile_serialization=self.zipfile_serialization))
 
