@@ -24,6 +24,7 @@ from pydantic import (
 from provision.site.endpoints import split_host_port
 from provision.site.paths import SitePaths
 from provision.site.port_policy import PortPolicy
+from provision.site.versions import Versions
 
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -140,18 +141,6 @@ class PcieSpec(_Model):
     gpu_width: int = Field(ge=1, le=32)
     hca_gen: int | None = Field(default=None, ge=1, le=7)
     hca_width: int | None = Field(default=None, ge=1, le=32)
-
-
-class Versions(_Model):
-    """Versions the hosts must run; empty means "not checked"."""
-
-    gpu_driver: str | None = None
-    cuda: str | None = None
-    vbios: str | None = None
-    hca_firmware: str | None = None
-    bios: str | None = None
-    bmc_firmware: str | None = None
-    ofed: str | None = None
 
 
 class HealthFloors(_Model):

@@ -8,7 +8,7 @@ import yaml
 
 from sim.testhosts.lab import DISKS, Lab
 from sim.testhosts.proc import run
-from sim.testhosts.standins import DRIVER_BRANCH, DRIVER_VERSIONS
+from sim.testhosts.standins import DRIVER_VERSIONS
 
 FAULTS = ("apt_unreachable", "held_wrong_version", "missing_peermem", "disk_mismatch")
 
@@ -28,10 +28,8 @@ def apt_unreachable(lab: Lab, host: str) -> None:
 def held_wrong_version(lab: Lab, host: str) -> None:
     """An older driver installed and held by hand (apt-mark hold), as someone pinning a host would."""
     root = lab.host(host).root
-    old = f"{DRIVER_VERSIONS[1]}-0ubuntu1"
-    b = DRIVER_BRANCH
-    names = [f"nvidia-driver-{b}-server-open", f"nvidia-dkms-{b}-server-open", f"nvidia-utils-{b}-server",
-             f"nvidia-compute-utils-{b}-server"]
+    old = f"{DRIVER_VERSIONS[1]}-1"
+    names = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"]
     source = root / "etc/apt/sources.list.d/fault-old-driver.sources"
     if not (root / "etc/apt/sources.list.d/nvidia-cuda.sources").exists():  # a host site.yml never configured
         keyring = "/etc/apt/keyrings/bringup-testhost-distro.asc"

@@ -11,7 +11,7 @@ during a test.
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 DRIVER_BRANCH = "580"
 DRIVER_VERSIONS = ("580.159.04", "580.95.05")  # the pinned one first; the older one for the held-version fault
@@ -40,39 +40,66 @@ class StandIn:
     # kernel modules (fake ELF objects with a real .modinfo section) put under /usr/src/nvidia-<version>/
     modules: tuple[str, ...] = ()
     substitutions: dict[str, str] = field(default_factory=dict)
+    # The page the name, version string and Depends are copied from (tests/ansible/test_standins.py lists them).
+    reference: str = ""
+
+
+CUDA_DEBIAN12 = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"
+DRIVER_GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
+FM_GUIDE = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
 
 
 def _driver(upstream: str, *, fabric_manager: bool) -> list[StandIn]:
-    ver = f"{upstream}-0ubuntu1"
+    """NVIDIA's CUDA repository for debian12 (what the Debian 12 test hosts' nvidia-cuda source stands for):
+    compute-only driver = nvidia-driver-cuda + nvidia-kernel-open-dkms, unversioned names, "-1" revision."""
+    ver = f"{upstream}-1"
     subs = {"DRIVER_VERSION": upstream, "VERSION": upstream}
-    flavour = "server-open"
-    b = DRIVER_BRANCH
+    ref = f"{DRIVER_GUIDE} (Debian, compute-only, open kernel modules); index {CUDA_DEBIAN12}"
     driver = [
-        StandIn(f"nvidia-driver-{b}-{flavour}", ver, "cuda", f"NVIDIA driver metapackage ({upstream}, open modules)",
-                depends=(f"nvidia-dkms-{b}-{flavour} (= {ver})", f"nvidia-utils-{b}-server (= {ver})",
-                         f"nvidia-compute-utils-{b}-server (= {ver})"), substitutions=subs),
-        StandIn(f"nvidia-dkms-{b}-{flavour}", ver, "cuda", f"NVIDIA open kernel modules {upstream} (DKMS)",
+        StandIn("nvidia-driver-cuda", ver, "cuda", f"NVIDIA driver CUDA integration components ({upstream})",
+                depends=(f"nvidia-smi (= {ver})", f"nvidia-persistenced (= {ver})",
+                         f"nvidia-kernel-open-dkms (= {ver}) | nvidia-kernel-dkms (= {ver})"),
+                substitutions=subs, reference=ref),
+        StandIn("nvidia-kernel-open-dkms", ver, "cuda", f"NVIDIA open kernel modules {upstream} (DKMS)",
                 depends=("kmod",), postinst="dkms-postinst", prerm="dkms-prerm", modules=KERNEL_MODULES,
-                substitutions=subs),
-        StandIn(f"nvidia-utils-{b}-server", ver, "cuda", f"NVIDIA driver support binaries {upstream}",
+                substitutions=subs, reference=ref),
+        StandIn("nvidia-smi", ver, "cuda", f"NVIDIA System Management Interface {upstream}",
                 files=(("/usr/bin/nvidia-smi", "nvidia-smi"),
-                       ("/usr/share/nvidia-standin/nvidia-smi.table", "nvidia-smi.table")), substitutions=subs),
-        StandIn(f"nvidia-compute-utils-{b}-server", ver, "cuda", f"NVIDIA compute utilities {upstream}",
+                       ("/usr/share/nvidia-standin/nvidia-smi.table", "nvidia-smi.table")), substitutions=subs,
+                reference=ref),
+        StandIn("nvidia-persistenced", ver, "cuda", f"NVIDIA persistence daemon {upstream}",
                 files=(("/usr/bin/nvidia-persistenced", "nvidia-persistenced"),
                        ("/lib/systemd/system/nvidia-persistenced.service", "nvidia-persistenced.service")),
-                substitutions=subs),
+                substitutions=subs, reference=ref),
     ]
     if not fabric_manager:
         return driver
+    b = DRIVER_BRANCH
     return [
         *driver,
         StandIn(f"nvidia-fabricmanager-{b}", ver, "cuda", f"NVIDIA Fabric Manager {upstream}",
                 files=(("/usr/bin/nv-fabricmanager", "nv-fabricmanager"),
                        ("/lib/systemd/system/nvidia-fabricmanager.service", "nvidia-fabricmanager.service"),
-                       ("/usr/share/nvidia/nvswitch/fabricmanager.cfg", "fabricmanager.cfg")), substitutions=subs),
+                       ("/usr/share/nvidia/nvswitch/fabricmanager.cfg", "fabricmanager.cfg")), substitutions=subs,
+                reference=f"{FM_GUIDE} (installation, Debian-based: nvidia-fabricmanager-<branch>)"),
         StandIn(f"libnvidia-nscq-{b}", ver, "cuda", f"NVSwitch Configuration and Query library {upstream}",
-                substitutions=subs),
+                substitutions=subs, reference=f"{FM_GUIDE} (NSCQ: libnvidia-nscq-<branch>)"),
     ]
+
+
+# The other stand-ins' sources (name -> page listing the real package's name, version and Depends).
+_REFERENCES = {
+    "datacenter-gpu-manager-4-core": "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html",
+    "datacenter-gpu-manager-4-cuda12": "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html",
+    "datacenter-gpu-manager-exporter": CUDA_DEBIAN12,
+    "nvidia-container-toolkit": "https://nvidia.github.io/libnvidia-container/stable/deb/",
+    "docker-ce": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
+    "docker-ce-cli": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
+    "containerd.io": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
+    "doca-ofed": "https://linux.mellanox.com/public/repo/doca/",
+    f"linux-headers-{KERNEL}": "https://packages.ubuntu.com/search?keywords=linux-headers",
+    "zfsutils-linux": "https://packages.ubuntu.com/noble/zfsutils-linux",
+}
 
 
 def stand_ins() -> list[StandIn]:
@@ -115,4 +142,4 @@ def stand_ins() -> list[StandIn]:
                 files=(("/usr/sbin/zpool", "zpool"), ("/usr/sbin/zfs", "zfs")),
                 substitutions={"VERSION": f"{ZFS_VERSION}-0ubuntu9"}),
     ]
-    return out
+    return [p if p.reference else replace(p, reference=_REFERENCES[p.name]) for p in out]

@@ -84,7 +84,7 @@ def test_host_variables_reach_the_host_and_describe_its_hardware(site_with_state
     assert a1["bringup_bmc"] == {"address": "10.0.0.11", "port": 443}
     assert a1["bringup_hardware"]["gpu"] == {"model": "NVIDIA H100 80GB HBM3", "count": 8}
     assert a1["bringup_hardware"]["nvswitch"] is True and a1["bringup_hardware"]["nvme_data_disks"] == 8
-    assert a1["bringup_versions"] == {"gpu_driver": "570.172.08", "ofed": "24.10-1.1.4"}
+    assert a1["bringup_versions"] == {"gpu_driver": "570.172.08", "gpu_driver_source": "cuda", "ofed": "24.10-1.1.4"}
     assert inv.hostvars["gpu-b-01"]["bringup_state"] == "failed"
     assert inv.hostvars["gpu-b-01"]["bringup_state_reason"] == "site_install_the_driver"
     assert "password" not in json.dumps(inv.as_list())

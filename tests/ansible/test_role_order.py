@@ -34,7 +34,7 @@ def _flatten(task: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _site_role_order() -> list[str]:
-    play = _yaml(REPO / "playbooks" / "site.yml")[0]
+    play = next(p for p in _yaml(REPO / "playbooks" / "site.yml") if p["name"] == "Configure the GPU hosts")
     block = next(t for t in play["tasks"] if "block" in t)["block"]
     return [t["ansible.builtin.import_role"]["name"] for t in block if "ansible.builtin.import_role" in t]
 
