@@ -11,13 +11,12 @@ from training.launcher import (
     Host,
     LaunchError,
     NcclSite,
-    Supervisor,
     hcas_from_fabric_design,
     job_env,
     load_nccl_site,
     parse_hostfile,
-    provision_health,
 )
+from training.supervisor import Supervisor, provision_health
 
 
 def test_hostfile_deepspeed_and_plain_lines() -> None:
@@ -68,37 +67,37 @@ def _events(run: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
 
 
-def test_failure_reruns_health_drops_critical_hosts_and_restarts(tmp_path: Path) -> None:
+def test_failure_reruns_health_and_restarts_on_the_golden_hosts_only(tmp_path: Path) -> None:
     checked: list[list[str]] = []
 
     def health(hosts: Sequence[str]) -> dict[str, str]:
         checked.append(list(hosts))
-        return {"a": "healthy", "b": "critical", "c": "unhealthy"}  # d missing: unknown
+        return {"a": "golden", "b": "critical", "c": "unhealthy"}  # d missing: unknown
 
-    sup = FakeSupervisor([Host(n, 8) for n in "abcd"], [], tmp_path, health, max_restarts=2)
+    sup = FakeSupervisor([Host(n, 8) for n in "abcd"], [], tmp_path, health, max_restarts=2, sizes=(1,))
     sup.script = [{"b": 1}, {}]
     assert sup.run() == 0
     assert checked == [["a", "b", "c", "d"]]
     ev = _events(tmp_path)
     assert [e["event"] for e in ev] == ["start", "restart", "start", "finished"]
-    assert ev[1]["dropped"] == {"b": "critical", "d": "unknown"}
-    assert ev[2]["hosts"] == ["a", "c"]
+    assert ev[1]["dropped"] == {"b": "critical", "c": "unhealthy", "d": "unknown"} and ev[1]["cause"] == "failed"
+    assert ev[2]["hosts"] == ["a"]
 
 
 def test_restarts_are_bounded(tmp_path: Path) -> None:
-    sup = FakeSupervisor([Host("a", 8)], [], tmp_path, lambda h: {"a": "healthy"}, max_restarts=1)
+    sup = FakeSupervisor([Host("a", 8)], [], tmp_path, lambda h: {"a": "golden"}, max_restarts=1)
     sup.script = [{"a": 1}, {"a": 1}]
     assert sup.run() == 1
     assert [e["event"] for e in _events(tmp_path)] == ["start", "restart", "start", "gave_up"]
 
 
-def test_gives_up_below_min_hosts(tmp_path: Path) -> None:
-    sup = FakeSupervisor([Host("a", 8), Host("b", 8)], [], tmp_path, lambda h: {"a": "critical", "b": "healthy"},
-                         max_restarts=3, min_hosts=2)
+def test_gives_up_when_the_golden_hosts_fill_no_allowed_size(tmp_path: Path) -> None:
+    sup = FakeSupervisor([Host("a", 8), Host("b", 8)], [], tmp_path, lambda h: {"a": "critical", "b": "golden"},
+                         max_restarts=3, sizes=(2,))
     sup.script = [{"a": 1}]
     assert sup.run() == 1
     last = _events(tmp_path)[-1]
-    assert last["event"] == "gave_up" and "min_hosts" in str(last["reason"])
+    assert last["event"] == "gave_up" and "the config allows [2]" in str(last["reason"])
 
 
 def test_a_health_check_past_its_timeout_is_killed_and_every_host_counts_as_unknown(
@@ -110,6 +109,7 @@ def test_a_health_check_past_its_timeout_is_killed_and_every_host_counts_as_unkn
     assert sup.run() == 1  # the supervisor carries on: no usable host left, so it gives up cleanly
     last = _events(tmp_path)[-1]
     assert last["event"] == "gave_up" and last["dropped"] == {"a": "unknown", "b": "unknown"}
+    assert "the config allows []" in str(last["reason"])
     assert "health check still running after 0.5 s, killed" in capsys.readouterr().err
     with pytest.raises(ProcessLookupError):
         os.kill(int(pidfile.read_text()), 0)
