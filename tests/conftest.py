@@ -11,26 +11,45 @@ import pytest
 
 from provision.state import secret_values
 from tests.demo_run import DemoRun, run_demo
-from tests.xdist_workers import Isolation, group_by_shared_fixtures, isolate_worker
+from tests.xdist_workers import (
+    Isolation,
+    group_by_shared_fixtures,
+    isolate_worker,
+    make_scheduler,
+    open_groups_folder,
+    share_groups,
+)
 
 VENV_BIN = Path(sys.executable).parent
 ISOLATION = pytest.StashKey[Isolation | None]()
+GROUPS = pytest.StashKey[Path | None]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """An xdist worker gets a loopback of its own before any test runs (tests/xdist_workers.py)."""
+    """An xdist worker gets a loopback of its own before any test runs; the controller, a folder for the groups
+    (tests/xdist_workers.py)."""
     config.stash[ISOLATION] = isolate_worker()
+    config.stash[GROUPS] = open_groups_folder(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     isolation = config.stash.get(ISOLATION, None)
     if isolation is not None:
         isolation.close()
+    groups = config.stash.get(GROUPS, None)
+    if groups is not None:
+        shutil.rmtree(groups, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group_by_shared_fixtures(items)
+    share_groups(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    return make_scheduler(config, log) if config.stash.get(GROUPS, None) is not None else None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

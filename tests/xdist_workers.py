@@ -8,20 +8,25 @@ namespace does not separate is made private too: ssh's ControlMaster sockets (`a
 ControlPersist; the socket is a file named for host, port and user, which two workers' test hosts share).
 
 Fixtures broader than a test (module, package, session scope) are built once per worker that uses them:
-`group_by_shared_fixtures` puts every test that shares such a fixture instance on one worker, so the demo run
-(a minute) or the Debian test hosts are never built twice.
+`group_by_shared_fixtures` puts every test that shares such a fixture instance in one `xdist_group`, and
+`GroupScheduling` runs each group on one worker, so the demo run (a minute) or the Debian test hosts are never
+built twice and tests that follow each other on one lab keep their order. xdist's own `loadgroup` cannot do it
+under pytest 9 (it renames `item._nodeid`, which pytest 9 no longer reads): the workers write the groups they
+collected to a folder the controller made (`$BRINGUP_XDIST_GROUPS`), and the scheduler reads them there.
 """
 
 from __future__ import annotations
 
 import ctypes
 import fcntl
+import json
 import os
 import shutil
 import socket
 import struct
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +36,8 @@ SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 IFREQ = "16sH22x"  # struct ifreq: the name, then ifr_flags (the rest of the union unused)
 CONTROL_PATH_ENV = "ANSIBLE_SSH_CONTROL_PATH_DIR"
+GROUPS_ENV = "BRINGUP_XDIST_GROUPS"
+GROUPED_DISTS = ("load", "loadgroup")  # --dist modes whose scheduling GroupScheduling replaces
 TESTS = Path(__file__).resolve().parent
 
 
@@ -134,3 +141,48 @@ def group_by_shared_fixtures(items: list[pytest.Item]) -> None:
     for item, keys in per_item:
         if keys:
             item.add_marker(pytest.mark.xdist_group(find(keys[0])))
+
+
+def open_groups_folder(config: pytest.Config) -> Path | None:
+    """On the controller of a grouped xdist run: the folder the workers write their groups to (inherited by
+    them through the environment). None elsewhere."""
+    if worker_id() is not None or getattr(config.option, "dist", "no") not in GROUPED_DISTS:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="bringup-xdist-groups-"))
+    os.environ[GROUPS_ENV] = str(folder)
+    return folder
+
+
+def share_groups(items: list[pytest.Item]) -> None:
+    """On a worker: every grouped test's node id and group, for the controller's scheduler."""
+    folder, worker = os.environ.get(GROUPS_ENV), worker_id()
+    if not folder or worker is None:
+        return
+    groups = {}
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None:
+            groups[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    written = Path(folder, f".{worker}.json.part")
+    written.write_text(json.dumps(groups), encoding="utf-8")
+    written.replace(Path(folder, f"{worker}.json"))  # whole, before the worker reports its collection
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling with a group as the scope of each grouped test (every other test its own
+    scope); the largest groups are handed out first, single tests balance the end."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = Path(os.environ[GROUPS_ENV])
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # first asked once every worker has collected, so every file is there
+                self.groups = {}
+                for written in sorted(folder.glob("gw*.json")):
+                    self.groups.update(json.loads(written.read_text(encoding="utf-8")))
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)

@@ -32,6 +32,7 @@ from sim.sshhosts.faults import EndpointFault, Faults, HostFaults, OutputFault
 from sim.sshhosts.perftest_session import handle
 from sim.sshhosts.perftest_sim import Traffic, parse_invocation
 from sim.sshhosts.replay import replay_dir
+from sim.unixpath import socket_address
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENV_HOST = "BRINGUP_SIM_HOST"
@@ -266,7 +267,8 @@ class SshHostsServer:
     async def _agent(self, host: SimHost, level: str, config: str) -> tuple[int, str, str]:
         argv = ["--config", "{config}", "--level", level, "--json", "--replay", str(host.replay)]
         if self.agent_mode == "fork":
-            reader, writer = await asyncio.open_unix_connection(str(self.files.zygote_socket), limit=2**24)
+            with socket_address(self.files.zygote_socket) as address:
+                reader, writer = await asyncio.open_unix_connection(address, limit=2**24)
             try:
                 writer.write(json.dumps({"argv": argv, "config": config}).encode() + b"\n")
                 await writer.drain()

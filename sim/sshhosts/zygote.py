@@ -16,9 +16,11 @@ import os
 import socketserver
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import tools.health.__main__ as agent_main
+from sim.unixpath import socket_address
 
 
 def run_agent(argv: list[str], config: str) -> dict[str, Any]:
@@ -59,7 +61,9 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(socket_path)
     parent = os.getppid()
-    with _Server(socket_path, _Handler) as server:
+    with socket_address(Path(socket_path)) as address:
+        server = _Server(address, _Handler)
+    with server:
         server.timeout = 0.2  # handle_request returns (and reaps children) at least this often
         # Serve while the SSH host server that started us lives: killed with SIGKILL, it cannot stop us,
         # and an orphaned zygote would outlive the lab.

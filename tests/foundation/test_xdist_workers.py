@@ -92,3 +92,14 @@ def test_tests_sharing_a_broad_fixture_instance_are_one_group_and_others_none() 
     assert groups[0] is not None and groups[0] == groups[1] == groups[2]
     assert groups[3] is not None and groups[3] != groups[0]
     assert groups[4] is None
+
+
+def test_a_module_fixtures_tests_run_on_one_worker_under_two() -> None:
+    """End to end, as ./bringup test runs it: xdist's own loadgroup no longer groups under pytest 9."""
+    target = "tests/health/test_expectations_schema.py"  # 13 tests share its module-scoped `sites`
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                           "-v", target, "-k", "render_the_same_expectations"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers = {line.split("]", 1)[0] for line in done.stdout.splitlines() if "PASSED" in line and target in line}
+    assert len(workers) == 1, done.stdout[-2000:]
