@@ -128,3 +128,16 @@ def test_what_peers_said_is_shown_as_text_never_as_markup(tmp_path: Path) -> Non
     store.close()
     assert hostile not in page and "<script" not in page and "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_real_job_jsonl_gives_its_loss_and_mfu_curves(tmp_path: Path) -> None:
+    """The job file of the 1B real-data run on one H200 (2026-12-01, training/README.md's figures)."""
+    real = Path(__file__).parents[1] / "fixtures/training/real_data_2026-12-01/llama3_1b_job_real_metrics.jsonl"
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "metrics.jsonl").write_bytes(real.read_bytes())
+    got = training(tmp_path)
+    steps = [json.loads(line) for line in real.read_text().splitlines() if '"event": "step"' in line]
+    assert got.ran and got.steps == len(steps) == 10
+    assert [p.value for p in got.loss] == [s["loss"] for s in steps]
+    assert [p.value for p in got.mfu] == [s["mfu"] for s in steps if s["mfu"] is not None]
+    assert all(0 < p.value < 1 for p in got.mfu) and [k for k, _ in got.events] == ["plan", "built", "finished"]
