@@ -5,9 +5,9 @@ etc/default-counters.csv: DCGM_FI_DEV_XID_ERRORS "value of the last XID error", 
 DCGM_FI_DEV_CLOCKS_EVENT_REASONS, NVML's clocks-event bitmask); the node exporter's infiniband collector
 (prometheus/node_exporter collector/infiniband_linux.go: node_infiniband_link_downed_total,
 node_infiniband_symbol_error_total, labels device and port). The health agent's textfile, the training
-monitor's and the nightly burn-in's are rendered by their real writers (tools/health/textfile.py,
-training/monitor.py, fabric/burnin/nightly.py). Host targets carry the `host` label the generated scrape
-targets give them (provision/metrics/targets.py).
+monitor's, the MFU diagnosis's and the nightly burn-in's are rendered by their real writers
+(tools/health/textfile.py, training/monitor.py, training/diagnosis/report.py, fabric/burnin/nightly.py).
+Host targets carry the `host` label the generated scrape targets give them (provision/metrics/targets.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from fabric.burnin.nightly import flags, prometheus
 from tests.alerts.promtool import Series, expectations, parse, run_promtool, scraped
 from tools.health.outcome import Outcome
 from tools.health.textfile import render
+from training.diagnosis.classify import Anomaly
+from training.diagnosis.report import AnomalySink
 from training.monitor import MetricsWriter, StepRecord
 
 A, B = "gpu-r1-01", "gpu-r1-02"
@@ -121,11 +123,16 @@ def test_a_training_job_that_stops_stepping_fires_no_progress_and_a_stepping_one
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_training_anomaly_fires_per_kind_and_host(tmp_path: Path) -> None:
-    series = [Series("training_anomaly", {"job": "llama-8b", "kind": "loss_spike", "host": A, "instance": "x"},
-                     "0 0 1x20"),
-              Series("training_anomaly", {"job": "llama-8b", "kind": "straggler", "host": B, "instance": "x"}, "0x20")]
-    r = run_promtool(tmp_path, series, expectations("10m", {"TrainingAnomaly": [{"kind": "loss_spike", "host": A}]}))
+def test_training_anomaly_fires_per_kind_and_host_and_not_for_labels(tmp_path: Path) -> None:
+    """The diagnosis's own sink writes the textfile (training/diagnosis/report.py); a label (a checkpoint's
+    periodic dip) is not exported, so it cannot alert."""
+    (tmp_path / "run").mkdir()
+    sink = AnomalySink(tmp_path / "run", "llama-8b", tmp_path / "prom")
+    sink.emit([Anomaly("straggler", True, (A,), (40, 60), 0.6, {"rank": 3}),
+               Anomaly("checkpoint", False, (), (100,), 0.1, {})])
+    series = [*_training(tmp_path / "steps", list(range(0, 300, 10))),
+              *scraped(parse(sink.prom.read_text(encoding="utf-8")), {"instance": f"{A}:9100"}, 30)]
+    r = run_promtool(tmp_path, series, expectations("10m", {"TrainingAnomaly": [{"kind": "straggler", "host": A}]}))
     assert r.returncode == 0, r.stdout + r.stderr
 
 
