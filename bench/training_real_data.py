@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -62,7 +63,7 @@ def save_random_hf(model: str, out: Path, tokenizer: Path) -> None:
     cfg.pop("architectures"), cfg.pop("model_type"), cfg.pop("torch_dtype")
     torch.manual_seed(0)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        m = LlamaForCausalLM(LlamaConfig(**cfg)).to(torch.bfloat16)
+        m = LlamaForCausalLM(LlamaConfig(**cfg)).to(torch.bfloat16)  # type: ignore[arg-type]
     m.save_pretrained(out, max_shard_size="4GB")
     shutil.copyfile(tokenizer, out / "tokenizer.json")
 
@@ -78,7 +79,7 @@ def reference_loss(hf_dir: Path, data: Path, seq: int, mb: int, seed: int) -> fl
     from training.prepared import PreparedLoader
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.bfloat16, attn_implementation="sdpa").to(dev)
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.bfloat16, attn_implementation="sdpa").to(dev)  # type: ignore[arg-type]
     batch, _ = PreparedLoader.fresh_prepared(data, seq, mb, 0, 1, seed, True).next_batch()
     b = batch.to(dev)
     with torch.no_grad():
@@ -136,7 +137,7 @@ def cases(model: str, hf: Path, data: Path, steps: int, compile_: str) -> list[t
             ("hf_baseline", base), *((name, [*job, "--data", str(data), *more]) for name, more in extra)]
 
 
-def main() -> int:
+def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--model", choices=sorted(CASES), required=True)
@@ -151,24 +152,17 @@ def main() -> int:
     p.add_argument("--step", choices=("all", "make-hf", "reference"), default="all")
     p.add_argument("--micro-batch", type=int, default=0)
     p.add_argument("--seq", type=int, default=4096)
-    a = p.parse_args()
-    if a.step == "make-hf":
-        save_random_hf(a.model, a.work / a.model, a.work / "tokenizer.json")
-        return 0
-    if a.step == "reference":
-        loss = reference_loss(a.work / a.model, a.work / "prepared", a.seq, a.micro_batch, 1234)
-        print("REFERENCE " + json.dumps({"loss": loss}))
-        return 0
-    start = time.monotonic()
-    a.out.mkdir(parents=True, exist_ok=True)
-    log = a.out / f"{a.model}.log"
+    return p.parse_args()
+
+
+def _setup(a: argparse.Namespace, log: Path) -> int:
+    """Corpus, tokenizer and prepared shards, then the random Hugging Face folder (unless there)."""
     corpus, tok, data, hf = a.work / "corpus", a.work / "tokenizer.json", a.work / "prepared", a.work / a.model
     if not data.exists():
+        from training.configs import model_config
         from training.tokenizer import train_tokenizer
 
         make_corpus(corpus, a.docs)
-        from training.configs import model_config
-
         train_tokenizer(sorted(corpus.glob("*.jsonl")), min(8000, model_config(a.model).vocab_size), tok)
         rc, out = _run([sys.executable, "-m", "training", "prepare-data", "--tokenizer", str(tok), "--input",
                         str(corpus), "--out", str(data)], log, 120)
@@ -181,48 +175,71 @@ def main() -> int:
         if rc:
             print(out[-2000:])
             return rc
-    results: list[dict[str, object]] = [{"case": "setup", "seconds": round(time.monotonic() - start, 1),
-                                         "manifest": json.loads((data / "manifest.json").read_text()).get("totals")}]
-    todo = cases(a.model, hf, data, a.steps, a.compile)
+    return 0
+
+
+def _run_case(a: argparse.Namespace, name: str, cmd: list[str], log: Path, left: float) -> dict[str, object]:
+    run_dir = a.out / f"{a.model}_{name}"
+    if name.startswith("job"):
+        cmd = [*cmd, "--run-dir", str(run_dir)]
+    t = time.monotonic()
+    rc, out = _run(cmd, log, left - 30)
+    res: dict[str, object] = {"case": name, "model": a.model, "rc": rc, "wall_seconds": round(time.monotonic() - t, 1),
+                              "command": " ".join(c.replace(str(ROOT) + "/", "") for c in cmd[1:])}
+    if name.startswith("job"):
+        res.update(job_summary(run_dir))
+    else:
+        lines = [ln for ln in out.splitlines() if ln.startswith("SUMMARY ")]
+        res.update(json.loads(lines[-1].removeprefix("SUMMARY ")) if lines else {})
+    if rc:
+        res["tail"] = out[-1500:]
+    return res
+
+
+def _reference(a: argparse.Namespace, log: Path, real: dict[str, Any]) -> dict[str, object]:
+    """transformers' loss on the batch the job's step 1 saw (same micro-batch as the job ran)."""
+    _, _, flags, _ = CASES[a.model]
+    seq = flags[flags.index("--seq-len") + 1] if "--seq-len" in flags else "4096"
+    mb = str(real["train"]["micro_batch"])
+    rc, out = _run([sys.executable, __file__, "--out", str(a.out), "--model", a.model, "--work", str(a.work),
+                    "--step", "reference", "--micro-batch", mb, "--seq", seq], log, 120)
+    lines = [ln for ln in out.splitlines() if ln.startswith("REFERENCE ")]
+    ref = json.loads(lines[-1].removeprefix("REFERENCE "))["loss"] if lines else None
+    return {"case": "transformers_loss_first_batch", "rc": rc, "loss": ref,
+            "job_step1_loss": real["losses"][0] if real.get("losses") else None, "micro_batch": int(mb)}
+
+
+def main() -> int:
+    a = _args()
+    if a.step == "make-hf":
+        save_random_hf(a.model, a.work / a.model, a.work / "tokenizer.json")
+        return 0
+    if a.step == "reference":
+        loss = reference_loss(a.work / a.model, a.work / "prepared", a.seq, a.micro_batch, 1234)
+        print("REFERENCE " + json.dumps({"loss": loss}))
+        return 0
+    start = time.monotonic()
+    a.out.mkdir(parents=True, exist_ok=True)
+    log = a.out / f"{a.model}.log"
+    rc = _setup(a, log)
+    if rc:
+        return rc
+    manifest = json.loads((a.work / "prepared" / "manifest.json").read_text())
+    results: list[dict[str, Any]] = [{"case": "setup", "seconds": round(time.monotonic() - start, 1),
+                                      "tokens": manifest.get("total_tokens"),
+                                      "documents": manifest.get("total_documents")}]
+    todo = cases(a.model, a.work / a.model, a.work / "prepared", a.steps, a.compile)
     job_real = next(cmd for name, cmd in todo if name == "job_real")
     todo += [(spec.split(":", 1)[0], [*job_real, *spec.split(":", 1)[1].split()]) for spec in a.extra]
     only = set(filter(None, a.only.split(",")))
-    for name, cmd in todo:
-        if only and name not in only:
-            continue
+    for name, cmd in (c for c in todo if not only or c[0] in only):
         left = a.budget - (time.monotonic() - start)
-        if left < 40:
-            results.append({"case": name, "skipped": "budget spent"})
-            continue
-        run_dir = a.out / f"{a.model}_{name}"
-        if name.startswith("job"):
-            cmd = [*cmd, "--run-dir", str(run_dir)]
-        t = time.monotonic()
-        rc, out = _run(cmd, log, left - 30)
-        res: dict[str, object] = {"case": name, "model": a.model, "rc": rc,
-                                  "wall_seconds": round(time.monotonic() - t, 1),
-                                  "command": " ".join(c.replace(str(ROOT) + "/", "") for c in cmd[1:])}
-        if name.startswith("job"):
-            res.update(job_summary(run_dir))
-        else:
-            lines = [ln for ln in out.splitlines() if ln.startswith("SUMMARY ")]
-            res.update(json.loads(lines[-1].removeprefix("SUMMARY ")) if lines else {})
-        if rc:
-            res["tail"] = out[-1500:]
+        res = _run_case(a, name, cmd, log, left) if left >= 40 else {"case": name, "skipped": "budget spent"}
         results.append(res)
         print(json.dumps({k: v for k, v in res.items() if k not in ("tail", "losses")}), flush=True)
-    _, _, flags, _ = CASES[a.model]
-    seq = flags[flags.index("--seq-len") + 1] if "--seq-len" in flags else "4096"
     real = next((r for r in results if r.get("case") == "job_real" and "train" in r), None)
     if real is not None and not a.no_reference and a.budget - (time.monotonic() - start) > 25:
-        mb = str(real["train"]["micro_batch"])  # type: ignore[index]
-        rc, out = _run([sys.executable, __file__, "--out", str(a.out), "--model", a.model, "--work", str(a.work),
-                        "--step", "reference", "--micro-batch", mb, "--seq", seq], log, 120)
-        lines = [ln for ln in out.splitlines() if ln.startswith("REFERENCE ")]
-        ref = json.loads(lines[-1].removeprefix("REFERENCE "))["loss"] if lines else None
-        job_loss = real["losses"][0] if real.get("losses") else None  # type: ignore[index]
-        results.append({"case": "transformers_loss_first_batch", "rc": rc, "loss": ref, "job_step1_loss": job_loss,
-                        "micro_batch": int(mb)})
+        results.append(_reference(a, log, real))
     with open(a.out / "summary.jsonl", "a") as f:
         for r in results:
             f.write(json.dumps({"model": a.model, "date": time.strftime("%Y-%m-%d"), **r}) + "\n")

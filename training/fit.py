@@ -20,9 +20,10 @@ on 8B over 2x H200); a smaller micro-batch breaks ties.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 from training.configs import ModelConfig, TrainConfig
+from training.monitor import MetricsWriter, log
 from training.plan import GIB, RESERVED_GIB, Budget, min_gpus, plan
 
 MARGIN = {"fsdp": 0.05, "deepspeed": 0.10}
@@ -158,3 +159,21 @@ def apply_fit(args: argparse.Namespace, m: ModelConfig, t: TrainConfig, world: i
         return None
     explicit = {name for name in MEMORY_FLAGS if getattr(args, name, None) is not None}
     return decide(m, args.engine, world, mem, t, bool(getattr(args, "auto_fit", 0)), explicit)
+
+
+def plan_before_start(args: argparse.Namespace, m: ModelConfig, t: TrainConfig, world: int, device: object,
+                      metrics: MetricsWriter, rank: int) -> TrainConfig | None:
+    """The settings this rank runs, or None when the plan stops the job; the decision is logged
+    and recorded as a `plan` event on every rank."""
+    try:
+        fit = apply_fit(args, m, t, world, device)
+    except PlanError as e:
+        metrics.event("plan", action="stopped", message=str(e))
+        log(f"rank {rank}: {e}")
+        return None
+    if fit is None:
+        return t
+    metrics.event("plan", action=fit.action, message=fit.message, plan=asdict(fit.budget))
+    if rank == 0:
+        log(fit.message)
+    return fit.train

@@ -31,7 +31,7 @@ from training.configs import ModelConfig, TrainConfig, model_config, recommended
 from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
 from training.diagnosis.watch import JobWatch
 from training.engines import Engine, lr_at
-from training.fit import PlanError, add_fit_args, apply_fit
+from training.fit import add_fit_args, plan_before_start
 from training.joblog import JobMetricsWriter
 from training.monitor import (
     GcController,
@@ -162,19 +162,12 @@ def run(args: argparse.Namespace) -> int:
     ckpt_root = run_dir / "checkpoints"
     metrics = JobMetricsWriter(run_dir, rank, world, args.job_name, args.prom_dir)
 
-    try:  # the memory plan for these exact settings and this world size, before anything is built
-        fit = apply_fit(args, mcfg, tcfg, world, device)
-    except PlanError as e:
-        metrics.event("plan", action="stopped", message=str(e))
-        log(f"rank {rank}: {e}")
+    fitted = plan_before_start(args, mcfg, tcfg, world, device, metrics, rank)  # before anything is built
+    if fitted is None:
         metrics.close()
         dist.destroy_process_group()
         return 3
-    if fit is not None:
-        tcfg = fit.train
-        metrics.event("plan", action=fit.action, message=fit.message, plan=asdict(fit.budget))
-        if rank == 0:
-            log(fit.message)
+    tcfg = fitted
     t0 = time.monotonic()
     engine = build_engine(args.engine, mcfg, tcfg, device, init_from=args.init_from)
     metrics.event("built", engine=args.engine, model=mcfg.name, params=mcfg.num_params(), world=world,
