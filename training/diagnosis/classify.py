@@ -113,6 +113,10 @@ def classify(samples: Sequence[Sample], expected: Expected | None, ranks: RankVi
     level = statistics.median(r)
     out: list[Anomaly] = []
     drops = [i for i, x in enumerate(r) if x < DROP * level]
+    for deeper in (0.25, 0.1):  # noisy steps (a loaded host) drop to half; stalls go far deeper
+        if len(drops) <= 0.05 * len(samples):
+            break
+        drops = [i for i in drops if r[i] < deeper * level]
     ckpt = [i for i in drops if samples[i].checkpoint or (i > 0 and samples[i - 1].checkpoint)]
     if ckpt:
         out.append(Anomaly("checkpoint", False, (), tuple(samples[i].step for i in ckpt), level,

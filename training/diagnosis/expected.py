@@ -9,8 +9,6 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-import yaml
-
 from training.diagnosis.classify import Expected
 
 MAX_BYTES = 1 << 20
@@ -24,6 +22,8 @@ def site_expected_mfu(site: Path | None, model: str, host_class: str) -> float |
     """The site file's `training.expected_mfu.MODEL.HOST_CLASS` (a fraction of the bf16 peak)."""
     if site is None or not site.is_file() or site.stat().st_size > MAX_BYTES:
         return None
+    import yaml  # only where a site is read: the worker on a GPU image may lack it
+
     raw = yaml.safe_load(site.read_text()) or {}
     table = raw.get("training", {}).get("expected_mfu", {}) if isinstance(raw, dict) else {}
     value = table.get(model, {}).get(host_class) if isinstance(table, dict) and isinstance(
