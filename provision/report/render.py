@@ -15,6 +15,7 @@ from provision.report import svg
 from provision.report.model import STATUS_ORDER, Report
 from provision.state.secret_values import mask
 
+MAX_RACK_CHARTS = 6  # past this many racks, the funnel is one racks-by-states figure
 MAX_ROWS = 500  # burn-in links listed on the page per table (--json has them all)
 SECTIONS = (
     ("funnel", "Lifecycle per rack"),
@@ -29,7 +30,8 @@ SECTIONS = (
 
 @dataclass(frozen=True)
 class Figures:
-    funnels: dict[str, Markup]
+    funnels: dict[str, Markup]  # one chart per rack, on a site of a few racks
+    funnel_matrix: Markup  # all racks in one figure, on a site of many
     heatmap: Markup
     fabric: Markup
     burnin: Markup
@@ -39,7 +41,9 @@ class Figures:
 
 def figures(report: Report) -> Figures:
     t = report.training
-    return Figures({f.rack: svg.funnel(f) for f in report.funnel},
+    few = len(report.funnel) <= MAX_RACK_CHARTS
+    return Figures({f.rack: svg.funnel(f) for f in report.funnel} if few else {},
+                   Markup("") if few else svg.funnel_matrix(report.funnel),
                    svg.heatmap(report.health) if report.health.rows else Markup(""),
                    svg.fabric_map(report.fabric) if report.fabric.switches else Markup(""),
                    svg.burnin(report.burnin) if report.burnin.links else Markup(""),

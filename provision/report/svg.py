@@ -49,6 +49,30 @@ def funnel(rack: RackFunnel) -> Markup:
     return _svg(label_w + bar_w + 40, len(rack.stages) * row_h, body, f"lifecycle funnel of rack {rack.rack}")
 
 
+def funnel_matrix(racks: Sequence[RackFunnel]) -> Markup:
+    """Many racks at once: one row per rack, one column per state, each cell the share of the rack's hosts
+    that reached the state (darker: more), with the count; failed and golden at the end of the row."""
+    label_w, cell_w, row_h, head_h = 70, 62, 16, 60
+    states = [s.state for s in racks[0].stages] if racks else []
+    body = [_text(label_w + j * cell_w + 4, head_h - 6, state, f'transform="rotate(-30 {label_w + j * cell_w + 4} '
+                  f'{head_h - 6})"') for j, state in enumerate([*states, "failed"])]
+    for i, rack in enumerate(racks):
+        y = head_h + i * row_h
+        body.append(_text(0, y + 12, f"rack {rack.rack}"))
+        for j, stage in enumerate(rack.stages):
+            share = stage.hosts / rack.hosts if rack.hosts else 0.0
+            fill = colour("golden") if stage.state == "golden" else "#4c78a8"
+            tip = escape(f"rack {rack.rack}: {stage.hosts} of {rack.hosts} reached {stage.state}")
+            body += [f'<rect x="{label_w + j * cell_w}" y="{y + 1}" width="{cell_w - 2}" height="{row_h - 2}" '
+                     f'fill="{fill}" fill-opacity="{0.15 + 0.85 * share:.2f}"><title>{tip}</title></rect>',
+                     _text(label_w + j * cell_w + 4, y + 12, f"{stage.hosts}/{rack.hosts}")]
+        x = label_w + len(states) * cell_w + 4
+        failed = _text(x, y + 12, str(rack.failed), 'fill="#b00020" text-decoration="underline"')
+        body.append(f'<a href="#failed">{failed}</a>' if rack.failed else _text(x, y + 12, "0"))
+    width = label_w + (len(states) + 1) * cell_w + 20
+    return _svg(width, head_h + len(racks) * row_h + 4, body, "lifecycle funnel: racks by states")
+
+
 def heatmap(matrix: HealthMatrix) -> Markup:
     """Hosts down, checks across; a failed host's name links to its entry."""
     cell, label_w, head_h = 14, 120, 150

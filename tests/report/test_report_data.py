@@ -141,3 +141,14 @@ def test_a_real_job_jsonl_gives_its_loss_and_mfu_curves(tmp_path: Path) -> None:
     assert [p.value for p in got.loss] == [s["loss"] for s in steps]
     assert [p.value for p in got.mfu] == [s["mfu"] for s in steps if s["mfu"] is not None]
     assert all(0 < p.value < 1 for p in got.mfu) and [k for k, _ in got.events] == ["plan", "built", "finished"]
+
+
+def test_a_site_of_many_racks_gets_one_racks_by_states_funnel(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "racks.db")
+    store.sync_site([(f"gpu-{r}-{h}", f"r{r:02d}") for r in range(1, 9) for h in (1, 2)])
+    store.fail("gpu-3-1", "bmc_auth", command="harvest-macs", evidence={"detail": "HTTP 401"})
+    page = render_html(gather("racks", store, tmp_path, None))
+    store.close()
+    assert page.count('aria-label="lifecycle funnel: racks by states"') == 1
+    assert "lifecycle funnel of rack" not in page  # no chart per rack
+    assert all(f">rack r0{r}</text>" in page for r in range(1, 9)) and '<a href="#failed">' in page
