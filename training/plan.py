@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--activation-checkpoint", choices=AC_MODES, default=None,
                    help="default: the lightest mode that fits")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--auto-fit", action="store_true",
+                   help="also print what `train --auto-fit 1` would choose for this config (FSDP2)")
     a = p.parse_args(argv)
     m = model_config(a.config)
     mem_gib = vendor_gib(a.gpu_mem)
@@ -188,6 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['engine']:10} {r['activation_checkpoint']:9} {r['weights_gib']:8.1f} {r['grads_gib']:8.1f} "
               f"{r['optimizer_gib']:8.1f} {r['activations_gib']:8.1f} {r['working_gib']:8.1f} {r['total_gib']:8.1f}"
               f"  {r['verdict']:13} {r['min_gpus_full_checkpointing']}")
+    if a.auto_fit:
+        from training.configs import recommended_train
+        from training.fit import auto_fit, describe
+
+        best = auto_fit(m, "fsdp", a.gpus, mem_gib, recommended_train(a.config))
+        print(f"auto-fit (FSDP2, from {a.config}'s run settings): " +
+              (describe(best) if best is not None else "nothing fits"))
     print(f"(GiB per GPU; peak = persistent state + the larger of end-of-forward and end-of-backward; fits "
           f"leaves {RESERVED_GIB:g} GiB for CUDA context, NCCL and fragmentation; 'min GPUs': fewest GPUs of "
           f"this size for one sequence each with full checkpointing)")

@@ -98,3 +98,11 @@ def test_job_stops_on_every_rank_before_building_when_the_plan_is_over_the_gpu(t
     for rank in (0, 1):
         events = [json.loads(line) for line in (run / f"metrics_rank{rank}.jsonl").read_text().splitlines()]
         assert [e["event"] for e in events] == ["plan"] and events[0]["action"] == "stopped"
+
+
+def test_plan_cli_prints_the_auto_fit_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    from training.plan import main
+
+    main(["--config", "llama3_8b", "--gpus", "1", "--gpu-mem", "141", "--auto-fit"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("auto-fit"))
+    assert "--activation-checkpoint selective" in line and "--reshard-after-forward 1" in line
