@@ -15,6 +15,8 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
+import pytest
+
 from fabric.burnin.history import LinkRow
 from fabric.burnin.nightly import flags, prometheus
 from tests.alerts.promtool import Series, expectations, parse, run_promtool, scraped
@@ -24,6 +26,7 @@ from training.diagnosis.classify import Anomaly
 from training.diagnosis.report import AnomalySink
 from training.monitor import MetricsWriter, StepRecord
 
+pytestmark = pytest.mark.tools("promtool")
 A, B = "gpu-r1-01", "gpu-r1-02"
 
 
