@@ -138,9 +138,10 @@ def design_generate(
     render.generated_design(generate_fat_tree(params), describe(params), tiers, out, as_json)
 
 
-@design_app.command("import-csv")
-def design_import_csv(
-    cabling: Annotated[Path, typer.Argument(help="Cabling spreadsheet (CSV).")],
+@design_app.command("import")
+@design_app.command("import-csv", hidden=True)
+def design_import(
+    cabling: Annotated[Path, typer.Argument(help="Cabling spreadsheet: .xlsx workbook (every sheet) or .csv.")],
     switches: Annotated[Path | None, typer.Option(
         "--switches", help="Switch list CSV (name, model, ports, tier, row, rack, u).")] = None,
     name: DesignName = "fabric",
@@ -148,13 +149,22 @@ def design_import_csv(
                      "column; required unless every row gives one.")] = None,
     width: Annotated[str | None, typer.Option("--width", help="Expected width (e.g. 4X) of rows without a width "
                      "column; required unless every row gives one.")] = None,
+    columns: Annotated[str | None, typer.Option("--columns", help="The partner's headers: 'a=Server,a_port=Srv "
+                       "Port,b=Switch,b_port=Sw Port' (fields: a, a_port, b, b_port, cable, width, speed).")] = None,
+    columns_file: Annotated[Path | None, typer.Option("--columns-file", help="The same mapping as a YAML/JSON "
+                            "object {field: header}.")] = None,
+    sheet: Annotated[str | None, typer.Option("--sheet", help="Read only this sheet of a workbook.")] = None,
     out: DesignOut = None,
     as_json: JsonOutput = False,
 ) -> None:
-    """Turn a partner's cabling CSV into a design file."""
+    """Turn a partner's cabling workbook or CSV into a design file (every bad row reported with sheet and row)."""
+    from fabric.design_csv import CABLING_ALIASES
     from fabric.pipeline import import_cabling
+    from fabric.sheets import mapping_from_option
 
-    render.imported_design(import_cabling(cabling, switches, name, width, speed), cabling, out, as_json)
+    mapping = mapping_from_option(columns, columns_file, CABLING_ALIASES)
+    render.imported_design(import_cabling(cabling, switches, name, width, speed, mapping, sheet), cabling, out,
+                           as_json)
 
 
 @design_app.command("check")

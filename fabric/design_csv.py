@@ -1,6 +1,10 @@
-"""Import the cabling spreadsheet a datacenter partner sends (CSV) as a design.
+"""Import the cabling spreadsheet a datacenter partner sends (.xlsx workbook or CSV) as a design.
 
-Cabling CSV: one row per cable; header names are matched loosely (case, spaces, punctuation):
+The sheet is read by `fabric.sheets` (header row found under any title block, merged cells filled, blank
+rows skipped, a `--columns` mapping for the partner's own headers); every row that cannot be understood
+is reported with its sheet and row, and the import then fails: nothing is dropped silently.
+
+Cabling sheet: one row per cable; header names are matched loosely (case, spaces, punctuation):
   cable id   : cable, cable_id, label, cable label
   end A      : a, source, src, from, start device, startdevice, source device
   port A     : a_port, source port, src port, from port, start port
@@ -17,16 +21,17 @@ form `<tier>-<row>-<rack>-U<u>` when there is one.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
+from pathlib import Path
 
 from fabric.design import Design, DesignLink, DesignNode, Location, Port, build_design
 from fabric.errors import DesignError
+from fabric.sheets import SheetRow, csv_grid, read_csv_text, read_table
 from fabric.speeds import SPEED_RANK, WIDTH_LANES, normalise_speed, normalise_width
 from fabric.topology import NodeType
 
-_ALIASES = {
+CABLING_FIELDS = ("a", "a_port", "b", "b_port")
+CABLING_ALIASES = {
     "cable": {"cable", "cableid", "label", "cablelabel", "id"},
     "a": {"a", "source", "src", "from", "startdevice", "sourcedevice", "fieldsstartdevice", "device_a", "devicea"},
     "a_port": {"aport", "sourceport", "srcport", "fromport", "startport", "porta"},
@@ -39,27 +44,11 @@ _EXAMPLE = {"width": "--width 4X", "speed": "--speed NDR"}
 _LOCATED = re.compile(r"^[A-Za-z]+-(\w+)-(\w+)-U(\d+)$")
 
 
-def _key(header: str) -> str | None:
-    k = re.sub(r"[^a-z0-9_]", "", header.lower().replace(" ", "")).replace("_", "")
-    for field, names in _ALIASES.items():
-        if k in {n.replace("_", "") for n in names}:
-            return field
-    return None
-
-
 def _rows(text: str, source: str) -> list[dict[str, str]]:
-    text = text.lstrip("\ufeff")
-    if "\x00" in text:
-        raise DesignError(source, ["binary data: expected a CSV file"])
-    reader = csv.reader(io.StringIO(text))
-    try:
-        rows = [r for r in reader if any(c.strip() for c in r)]
-    except csv.Error as e:
-        raise DesignError(source, [f"not CSV: {e}"]) from None
-    if not rows:
-        raise DesignError(source, ["empty CSV"])
-    header = [h.lstrip("#").strip() for h in rows[0]]
-    return [dict(zip(header, r, strict=False)) for r in rows[1:]] if header else []
+    """The switch list's rows by lower-case header."""
+    grid = csv_grid(text.encode(), source)
+    header = [h.lstrip("#").strip().lower() for h in grid[0][1]]
+    return [dict(zip(header, cells, strict=False)) for _, cells in grid[1:] if any(cells)]
 
 
 def _norm_end(name: str) -> str:
@@ -70,19 +59,46 @@ def _norm_end(name: str) -> str:
     return name
 
 
-def _row_list(rows: list[int]) -> str:
-    return f"row{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:5]))}" + (
-        f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+def _row_list(wheres: list[str]) -> str:
+    """'row 2' / 'rows 2, 3, 4' (CSV) or "sheet 'A' row 2, sheet 'A' row 3" (workbooks), five at most."""
+    if all(w.startswith("row ") for w in wheres):
+        numbers = [w[4:] for w in wheres]
+        text = f"row{'s' if len(numbers) > 1 else ''} {', '.join(numbers[:5])}"
+    else:
+        text = ", ".join(wheres[:5])
+    return text + (f" and {len(wheres) - 5} more" if len(wheres) > 5 else "")
+
+
+def _port_number(text: str, end: str) -> int:
+    """A port number: digits, or the last digits of a name like 'Port 12' / 'swp12'; an HCA's blank port is 1."""
+    if not text and "/" in end:
+        return 1
+    m = re.fullmatch(r"\D{0,12}?(\d{1,5})", text.strip())
+    if m is None:
+        raise ValueError(f"port {text!r} is not a number")
+    return int(m.group(1))
 
 
 def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = "cabling.csv",
                       name: str = "fabric", width: str | None = None, speed: str | None = None) -> Design:
     """`width`/`speed`: the expected rate of rows that do not give their own (None: every row must)."""
+    rows = read_csv_text(text, CABLING_ALIASES, CABLING_FIELDS, source).rows
+    return design_from_rows(rows, switches_csv, source, name, width, speed)
+
+
+def import_cabling_sheet(path: Path, switches_csv: str | None, name: str, width: str | None, speed: str | None,
+                         columns: dict[str, str] | None = None, sheet: str | None = None) -> Design:
+    """A design from a partner's workbook (.xlsx, every sheet or `sheet`) or CSV, with its headers mapped."""
+    table = read_table(path, CABLING_ALIASES, CABLING_FIELDS, columns, sheet)
+    return design_from_rows(table.rows, switches_csv, str(path), name, width, speed)
+
+
+def design_from_rows(rows: list[SheetRow], switches_csv: str | None, source: str, name: str,
+                     width: str | None, speed: str | None) -> Design:
     width, speed = _importer_rate(width, speed, source)
-    raw_rows = _rows(text, source)
-    if not raw_rows:
+    if not rows:
         raise DesignError(source, ["no rows after the header"])
-    links, ends, max_port = _cable_links(raw_rows, width, speed, source)
+    links, ends, max_port = _cable_links(rows, width, speed, source)
     declared = _declared_switches(switches_csv, source) if switches_csv is not None else {}
     nodes = _cabled_nodes(links, ends, max_port, declared, switches_csv is not None, source)
     return build_design(name, width, speed, nodes, links, source=source)
@@ -100,35 +116,32 @@ def _importer_rate(width: str | None, speed: str | None, source: str) -> tuple[s
     return (normalise_width(width) if width else None), (normalise_speed(speed) if speed else None)
 
 
-def _cable_links(raw_rows: list[dict[str, str]], width: str | None, speed: str | None,
+def _cable_links(rows: list[SheetRow], width: str | None, speed: str | None,
                  source: str) -> tuple[list[DesignLink], set[str], dict[str, int]]:
     """One link per row (numbered by its line), the devices cabled and the highest port seen on each."""
-    mapping = {h: _key(h) for h in raw_rows[0]}
-    missing = [f for f in ("a", "a_port", "b", "b_port") if f not in mapping.values()]
-    if missing:
-        raise DesignError(source, [f"header {list(raw_rows[0])} lacks columns for {', '.join(missing)} "
-                                   "(e.g. 'Source Device, Source Port, Destination Device, Destination Port')"])
     problems: list[str] = []
     links: list[DesignLink] = []
     ends: set[str] = set()
     max_port: dict[str, int] = {}
-    unrated: dict[str, list[int]] = {"width": [], "speed": []}
-    for i, row in enumerate(raw_rows, start=2):
-        r = {mapping[h]: (v or "").strip() for h, v in row.items() if mapping.get(h)}
+    unrated: dict[str, list[str]] = {"width": [], "speed": []}
+    for row in rows:
+        r, i, where = row.fields, row.row, row.where()
         try:
             a, b = _norm_end(r["a"]), _norm_end(r["b"])
-            ap, bp = int(r["a_port"] or ("1" if "/" in a else "")), int(r["b_port"] or ("1" if "/" in b else ""))
-        except (KeyError, ValueError):
-            problems.append(f"row {i}: needs two devices and two port numbers, got {list(row.values())}")
+            ap, bp = _port_number(r["a_port"], a), _port_number(r["b_port"], b)
+            if not a or not b:
+                raise ValueError("a device is blank")
+        except ValueError as e:
+            problems.append(f"{where}: needs two devices and two port numbers ({e}), got {list(row.raw)}")
             continue
         lw = normalise_width(r["width"]) if r.get("width") else width
         ls = normalise_speed(r["speed"]) if r.get("speed") else speed
         if (r.get("width") and lw is None) or (r.get("speed") and ls is None):
-            problems.append(f"row {i}: unknown width/speed {r.get('width')!r}/{r.get('speed')!r}")
+            problems.append(f"{where}: unknown width/speed {r.get('width')!r}/{r.get('speed')!r}")
             continue
         for what, value in (("width", lw), ("speed", ls)):
             if value is None:
-                unrated[what].append(i)
+                unrated[what].append(where)
         if lw is None or ls is None:
             continue
         links.append(DesignLink(Port(a, ap), Port(b, bp), lw, ls, r.get("cable") or None, number=i))
@@ -137,9 +150,9 @@ def _cable_links(raw_rows: list[dict[str, str]], width: str | None, speed: str |
             max_port[n] = max(max_port.get(n, 0), p)
     missing = [what for what, rows in unrated.items() if rows]
     if missing:
-        rows = sorted({i for what in missing for i in unrated[what]})
+        unrated_rows = list(dict.fromkeys(w for what in missing for w in unrated[what]))
         example = " ".join(_EXAMPLE[what] for what in missing)
-        problems.insert(0, f"no expected {' or '.join(missing)} for {_row_list(rows)}: give "
+        problems.insert(0, f"no expected {' or '.join(missing)} for {_row_list(unrated_rows)}: give "
                            f"{' and '.join(f'--{what}' for what in missing)} (e.g. {example}) "
                            f"or a {'/'.join(missing)} column")
     if problems:

@@ -12,7 +12,7 @@ from typing import Any
 
 from fabric.baseline import design_from_topology
 from fabric.design import Design, Location, load_design
-from fabric.design_csv import parse_cabling_csv
+from fabric.design_csv import import_cabling_sheet
 from fabric.errors import FabricError, ParseError
 from fabric.identify import Identification, identify
 from fabric.parsers import parse_any, parse_ufm_links
@@ -167,7 +167,8 @@ def identify_captures(design_path: Path, captures: list[Path], fmt: str = "auto"
     return design, identify(design, load_captures(captures, fmt))
 
 
-def import_cabling(cabling: Path, switches: Path | None, name: str, width: str | None, speed: str | None) -> Design:
-    """A design from a partner's cabling CSV (and optional switch list CSV)."""
-    return parse_cabling_csv(read_text(cabling), read_text(switches) if switches else None, str(cabling), name,
-                             width, speed)
+def import_cabling(cabling: Path, switches: Path | None, name: str, width: str | None, speed: str | None,
+                   columns: dict[str, str] | None = None, sheet: str | None = None) -> Design:
+    """A design from a partner's cabling workbook or CSV (and optional switch list CSV)."""
+    return import_cabling_sheet(cabling, read_text(switches) if switches else None, name, width, speed, columns,
+                                sheet)

@@ -1,0 +1,227 @@
+"""Read a partner's spreadsheet (.xlsx workbook or .csv) as rows of named fields, as it comes.
+
+What a datacenter sends is rarely a clean table: a title block above the header, blank rows between
+racks, a device name merged down over the cables it carries, a second sheet of notes, headers in the
+partner's own words. `read_table` finds the header row on each sheet (the first row naming every
+required field), maps headers to fields by alias or by an explicit column mapping (`--columns
+"a=Server,a_port=Srv Port"` or a YAML/JSON mapping file), fills merged cells with their top-left value,
+skips blank rows, and numbers every row by its real sheet row (or CSV line) so a problem names
+`sheet 'Cabling' row 14`. A sheet with no such header is reported in `skipped`, never dropped silently.
+
+Workbooks are read with openpyxl (not pandas: pandas' read_excel leaves merged cells empty, and it would
+add ~70 MB of install for nothing the reader needs). Inputs are bounded: the file's size, the workbook's
+uncompressed XML (a zip bomb is refused before it is parsed), rows and columns per sheet.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabric.errors import DesignError
+from provision.site.bounded import InputRefused, load_yaml, read_bytes
+
+MiB = 1024 * 1024
+MAX_SHEET_FILE_BYTES = 32 * MiB
+MAX_XLSX_EXPANDED_BYTES = 256 * MiB
+MAX_ROWS = 200_000
+MAX_COLUMNS = 256
+HEADER_SEARCH_ROWS = 50
+XLSX_SUFFIXES = (".xlsx", ".xlsm")
+
+
+@dataclass(frozen=True)
+class SheetRow:
+    """One data row: its sheet (None for CSV), its real row number, its fields and its raw cells."""
+
+    sheet: str | None
+    row: int
+    fields: dict[str, str]
+    raw: tuple[str, ...]
+
+    def where(self) -> str:
+        return f"sheet {self.sheet!r} row {self.row}" if self.sheet is not None else f"row {self.row}"
+
+
+@dataclass
+class Table:
+    rows: list[SheetRow] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # sheets without a header naming the required fields
+
+
+def header_key(text: str) -> str:
+    """A header as compared: lower case, letters and digits only."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def parse_columns(spec: str, fields: Iterable[str]) -> dict[str, str]:
+    """`field=Header,field=Header` into {field: header}; an unknown field fails naming the known ones."""
+    known = set(fields)
+    mapping: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, sep, header = part.partition("=")
+        if not sep or not header.strip():
+            raise DesignError("--columns", [f"{part!r} is not field=Header"])
+        if name.strip() not in known:
+            raise DesignError("--columns", [f"unknown field {name.strip()!r}: one of {', '.join(sorted(known))}"])
+        mapping[name.strip()] = header.strip()
+    return mapping
+
+
+def load_column_mapping(path: Path, fields: Iterable[str]) -> dict[str, str]:
+    """A mapping file: YAML or JSON object {field: header}."""
+    try:
+        data = load_yaml(read_bytes(path, limit=MiB, what="column mapping").decode("utf-8", "replace"))
+    except InputRefused as e:
+        raise DesignError(str(path), [str(e)]) from None
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise DesignError(str(path), ["a column mapping is an object of field: header name"])
+    return parse_columns(",".join(f"{k}={v}" for k, v in data.items()), fields)
+
+
+def read_table(path: Path, aliases: Mapping[str, set[str]], required: tuple[str, ...],
+               columns: Mapping[str, str] | None = None, sheet: str | None = None) -> Table:
+    """Every data row of the file (every sheet of a workbook, or just `sheet`)."""
+    try:
+        data = read_bytes(path, limit=MAX_SHEET_FILE_BYTES, what="spreadsheet")
+    except InputRefused as e:
+        raise DesignError(str(path), [str(e)]) from None
+    if path.suffix.lower() in XLSX_SUFFIXES:
+        grids = _xlsx_grids(data, str(path), sheet)
+    else:
+        grids = [(None, csv_grid(data, str(path)))]
+    return table_from_grids(grids, aliases, required, columns or {}, str(path))
+
+
+def read_csv_text(text: str, aliases: Mapping[str, set[str]], required: tuple[str, ...],
+                  source: str, columns: Mapping[str, str] | None = None) -> Table:
+    return table_from_grids([(None, csv_grid(text.encode(), source))], aliases, required, columns or {}, source)
+
+
+Grid = list[tuple[int, list[str]]]
+
+
+def table_from_grids(grids: list[tuple[str | None, Grid]], aliases: Mapping[str, set[str]],
+                     required: tuple[str, ...], columns: Mapping[str, str], source: str) -> Table:
+    table = Table()
+    for name, grid in grids:
+        found = _header(grid, aliases, required, columns)
+        if found is None:
+            where = f"sheet {name!r}" if name is not None else source
+            table.skipped.append(f"{where}: header lacks columns for {', '.join(required)} (no row among "
+                                 f"the first {HEADER_SEARCH_ROWS} names them all; map the partner's headers "
+                                 "with --columns field=Header)")
+            continue
+        at, mapping = found
+        for number, cells in grid[at + 1:]:
+            if not any(c for c in cells):
+                continue
+            values = {f: (cells[i] if i < len(cells) else "") for i, f in mapping.items()}
+            table.rows.append(SheetRow(name, number, values, tuple(cells)))
+    if not table.rows and table.skipped:
+        raise DesignError(source, table.skipped)
+    return table
+
+
+def _header(grid: Grid, aliases: Mapping[str, set[str]], required: tuple[str, ...],
+            columns: Mapping[str, str]) -> tuple[int, dict[int, str]] | None:
+    """The index of the first row naming every required field, and {column index: field}."""
+    by_key = {header_key(a): f for f, names in aliases.items() for a in names}
+    explicit = {header_key(h): f for f, h in columns.items()}
+    for at, (_, cells) in enumerate(grid[:HEADER_SEARCH_ROWS]):
+        mapping: dict[int, str] = {}
+        for i, cell in enumerate(cells):
+            k = header_key(cell)
+            f = explicit.get(k)
+            if f is None and by_key.get(k) not in columns:
+                f = by_key.get(k)
+            if f and f not in mapping.values():
+                mapping[i] = f
+        if all(f in mapping.values() for f in required):
+            return at, mapping
+    return None
+
+
+def csv_grid(data: bytes, source: str) -> Grid:
+    if b"\x00" in data:
+        raise DesignError(source, ["binary data: expected a CSV file (or give a .xlsx workbook its suffix)"])
+    text = data.decode("utf-8-sig", "replace")
+    reader = csv.reader(io.StringIO(text))
+    grid: Grid = []
+    try:
+        line = 1
+        for cells in reader:
+            if len(grid) >= MAX_ROWS:
+                raise DesignError(source, [f"more than {MAX_ROWS} rows"])
+            grid.append((line, [c.strip() for c in cells[:MAX_COLUMNS]]))
+            line = reader.line_num + 1
+    except csv.Error as e:
+        raise DesignError(source, [f"not CSV: {e}"]) from None
+    if not grid:
+        raise DesignError(source, ["empty CSV"])
+    return grid
+
+
+def _xlsx_grids(data: bytes, source: str, only: str | None) -> list[tuple[str | None, Grid]]:
+    import openpyxl
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            expanded = sum(i.file_size for i in z.infolist())
+    except zipfile.BadZipFile:
+        raise DesignError(source, ["not an .xlsx workbook (not a zip archive)"]) from None
+    if expanded > MAX_XLSX_EXPANDED_BYTES:
+        raise DesignError(source, [f"workbook expands to {expanded // MiB} MiB (limit "
+                                   f"{MAX_XLSX_EXPANDED_BYTES // MiB} MiB)"])
+    try:
+        wb = openpyxl.load_workbook(io.BytesIO(data), data_only=True)
+    except Exception as e:  # openpyxl raises many kinds for a damaged workbook
+        raise DesignError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
+    names = wb.sheetnames
+    if only is not None and only not in names:
+        raise DesignError(source, [f"no sheet {only!r}: the workbook has {', '.join(map(repr, names))}"])
+    grids: list[tuple[str | None, Grid]] = []
+    for name in ([only] if only is not None else names):
+        grids.append((name, _sheet_grid(wb[name], source)))
+    return grids
+
+
+def _cell_text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _sheet_grid(ws: object, source: str) -> Grid:
+    from openpyxl.worksheet.worksheet import Worksheet
+
+    assert isinstance(ws, Worksheet)
+    if ws.max_row > MAX_ROWS or ws.max_column > MAX_COLUMNS:
+        raise DesignError(source, [f"sheet {ws.title!r} is {ws.max_row} rows x {ws.max_column} columns (limit "
+                                   f"{MAX_ROWS} x {MAX_COLUMNS})"])
+    fill: dict[tuple[int, int], str] = {}
+    for merged in ws.merged_cells.ranges:
+        top = _cell_text(ws.cell(merged.min_row, merged.min_col).value)
+        for r in range(merged.min_row, merged.max_row + 1):
+            for c in range(merged.min_col, merged.max_col + 1):
+                fill[(r, c)] = top
+    grid: Grid = []
+    for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
+        grid.append((r, [fill.get((r, c), _cell_text(v)) for c, v in enumerate(row, start=1)]))
+    return grid
+
+
+def mapping_from_option(columns: str | None, columns_file: Path | None, fields: Iterable[str]) -> dict[str, str]:
+    """--columns and/or --columns-file into one mapping (the option wins over the file)."""
+    fields = list(fields)
+    mapping = load_column_mapping(columns_file, fields) if columns_file else {}
+    mapping.update(parse_columns(columns, fields) if columns else {})
+    return mapping
+
