@@ -12,12 +12,14 @@ import pytest
 from fabric.ports.evidence import Evidence
 from fabric.ports.metrics import causes
 from fabric.topology import End
+from provision.cli import main
 from provision.metrics.stages import LIFECYCLE_FILE
 from provision.metrics.targets import Ports, scrape_targets, target_hosts, write_targets
 from provision.metrics.textfile import ENV_METRICS_DIR, Family, Sample, metrics_dir, render, write_families
 from provision.state import State, StateStore
 from provision.steps.runner import RunLimits, run_step
 from tests.alerts.promtool import parse
+from tests.sites import copy_sim_site
 from tests.steps.test_runner import ProbeStep, _host, _store
 
 
@@ -113,3 +115,25 @@ def test_scrape_targets_follow_each_hosts_state_and_address(tmp_path: Path) -> N
 
 FLOW_TO_GOLDEN = [State.bmc_reachable, State.macs_harvested, State.pxe_armed, State.enlisted, State.commissioned,
                   State.deployed, State.configured, State.healthy, State.burned_in, State.golden]
+
+
+def test_provision_metrics_targets_writes_the_file_sd_files_and_the_lifecycle_snapshot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(ENV_METRICS_DIR, raising=False)
+    monkeypatch.delenv("BRINGUP_STATE_DB", raising=False)
+    site = copy_sim_site(tmp_path / "sim")
+    assert main(["status", "--site", str(site)]) == 0  # creates the store with the site's hosts
+    db = site.parent / "state" / "sim.db"
+    store = StateStore(db, actor="test")
+    store.set_facts("gpu-r1-01", command="test", os_address="10.64.16.2")
+    store.close()
+    capsys.readouterr()
+    out = tmp_path / "sd"
+    assert main(["metrics", "targets", "--site", str(site), "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["jobs"]["node"] == {"targets": 1, "changed": True}
+    assert "gpu-r1-02" in report["without_address"]
+    assert json.loads((out / "node.json").read_text())[0]["targets"] == ["10.64.16.2:9100"]
+    assert json.loads((out / "dcgm.json").read_text()) == []  # declared, never configured
+    life = parse((db.parent / "metrics" / LIFECYCLE_FILE).read_text())
+    assert ("bringup_host_state", {"host": "gpu-r1-01", "rack": "r1", "state": "declared"}, 1.0) in life
