@@ -15,6 +15,8 @@ COLOURS = {
     "not_covered": "#9e9e9e", "not_applicable": "#d9d9d9", "untested": "#eeeeee",
 }
 MAX_BARS = 1200
+MAX_PER_ROW = 32  # boxes on one line of the fabric map
+TIER_GAP, LINE_GAP = 130.0, 56.0
 NO_RATE_BAR = 24.0
 FONT = 'font-family="sans-serif" font-size="11"'
 
@@ -96,15 +98,21 @@ def heatmap(matrix: HealthMatrix) -> Markup:
 
 
 def _positions(fabric: FabricMap, box_w: float, gap: float) -> tuple[dict[str, tuple[float, float]], float, float]:
+    """Where each box goes: a row per tier (the top tier first, host racks last), in location order, a row
+    longer than MAX_PER_ROW wrapped onto the next line of its tier."""
     tiers = sorted({s.tier for s in fabric.switches}, reverse=True)
     rows: list[list[str]] = [[s.name for s in fabric.switches if s.tier == t] for t in tiers] + [list(fabric.racks)]
-    width = max(len(r) for r in rows) * (box_w + gap) + gap
+    lines = [(k, names[i:i + MAX_PER_ROW]) for k, names in enumerate(rows) for i in range(0, len(names), MAX_PER_ROW)]
+    width = max(len(names) for _, names in lines) * (box_w + gap) + gap
     pos: dict[str, tuple[float, float]] = {}
-    for k, names in enumerate(rows):
+    y, last = 30.0 - TIER_GAP, -1
+    for k, names in lines:
+        y += TIER_GAP if k != last else LINE_GAP
+        last = k
         offset = (width - len(names) * (box_w + gap)) / 2
         for i, name in enumerate(names):
-            pos[name] = (offset + i * (box_w + gap) + gap / 2, 30 + k * 130)
-    return pos, width, 30 + (len(rows) - 1) * 130 + 60
+            pos[name] = (offset + i * (box_w + gap) + gap / 2, y)
+    return pos, width, y + 60
 
 
 def fabric_map(fabric: FabricMap) -> Markup:
