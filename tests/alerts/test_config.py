@@ -1,6 +1,7 @@
 """The monitoring roles' configuration, rendered by Ansible from each role's defaults (and with receivers
 set), checked by the tools that run it: `promtool check config` (which also checks the rules it loads) and
-`amtool check-config`; the rules file alone with `promtool check rules`."""
+`amtool check-config`, and its routing tree with `amtool config routes test`; the rules file alone with
+`promtool check rules`."""
 
 from __future__ import annotations
 
@@ -66,7 +67,17 @@ def test_rendered_alertmanager_config_passes_amtool_check_config_without_and_wit
         assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
     with_hooks = yaml.safe_load((rendered[1] / "alertmanager.yml").read_text())
     assert [r["name"] for r in with_hooks["receivers"]] == ["bringup", "bringup-critical"]
-    assert with_hooks["route"]["routes"][0]["receiver"] == "bringup-critical"
+
+
+@pytest.mark.tools("amtool")
+@pytest.mark.parametrize(("labels", "without", "with_pager"), [
+    (["severity=critical", "alertname=GpuHardwareXid", "host=gpu-r1-03"], "bringup", "bringup-critical"),
+    (["severity=warning", "alertname=HostFailedStage", "host=gpu-r1-03"], "bringup", "bringup")])
+def test_alertmanager_routes_critical_alerts_to_the_pager_only_when_one_is_configured(
+        rendered: tuple[Path, Path], labels: list[str], without: str, with_pager: str) -> None:
+    got = [_tool("amtool", "config", "routes", "test", f"--config.file={d / 'alertmanager.yml'}", *labels)
+           for d in rendered]
+    assert [(g.returncode, g.stdout.strip()) for g in got] == [(0, without), (0, with_pager)]
 
 
 def test_the_targets_service_runs_provision_metrics_targets_into_the_directory_prometheus_reads(
