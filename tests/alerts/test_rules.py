@@ -19,6 +19,11 @@ import pytest
 
 from fabric.burnin.history import LinkRow
 from fabric.burnin.nightly import flags, prometheus
+from provision.metrics.stages import lifecycle_families, stage_families
+from provision.metrics.textfile import render as render_families
+from provision.state import StateStore
+from provision.state.lifecycle import FLOW
+from provision.steps.runner import HostResult
 from tests.alerts.promtool import Series, expectations, parse, run_promtool, scraped
 from tools.health.outcome import Outcome
 from tools.health.textfile import render
@@ -157,4 +162,24 @@ def test_an_exporter_down_for_ten_minutes_fires(tmp_path: Path) -> None:
               Series("up", {"job": "node", "host": A, "instance": f"{A}:9100"}, "1x30")]
     r = run_promtool(tmp_path, series, expectations("20m", {"ExporterDown": [
         {"job": "dcgm", "host": A, "instance": f"{A}:9400"}]}))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_clean_site_all_golden_after_clean_stage_runs_raises_nothing(tmp_path: Path) -> None:
+    """The state store's writers on a site where every host went through and every stage passed."""
+    store = StateStore(tmp_path / "s.db", actor="test")
+    hosts = [f"gpu-r1-{i:02d}" for i in range(1, 9)]
+    store.sync_site((h, "r1") for h in hosts)
+    for h in hosts:
+        for state in FLOW[1:]:
+            store.mark(h, state, reason="test")
+    results = [HostResult(h, True) for h in hosts]
+    text = render_families([*stage_families("health", results, 1_796_000_000.0, 2.0),
+                            *lifecycle_families(store.hosts(), 1_796_000_000.0)])
+    series = scraped(parse(text), {"job": "bringup", "instance": "127.0.0.1:9100"}, 60)
+    series += [_dcgm(h, "DCGM_FI_DEV_XID_ERRORS", "0x60") for h in hosts]
+    series += [_dcgm(h, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "4x60") for h in hosts]  # power cap under load
+    series += [_ib(h, "node_infiniband_symbol_error_total", "3x60") for h in hosts]
+    series += [Series("up", {"job": "node", "host": h, "instance": f"{h}:9100"}, "1x60") for h in hosts]
+    r = run_promtool(tmp_path, series, [*expectations("30m", {}), *expectations("59m", {})])
     assert r.returncode == 0, r.stdout + r.stderr
