@@ -4,6 +4,7 @@
     127.0.2.0/24    lab services (127.0.2.1 MAAS API, 127.0.2.2 UFM REST, ...)
     127.0.16.0/20   BMCs, one Redfish endpoint each (127.0.16.1 ... 127.0.31.254)
     127.0.32.0/20   simulated SSH hosts that replay captured tool outputs (sim/sshhosts)
+    127.0.48.0/24   management switches, one SSH endpoint each (sim/switches: 127.0.48.1 ... .254)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 TEST_HOSTS = ipaddress.ip_network("127.0.1.0/24")
 SERVICES = ipaddress.ip_network("127.0.2.0/24")
 BMCS = ipaddress.ip_network("127.0.16.0/20")
+SWITCHES = ipaddress.ip_network("127.0.48.0/24")
 
 MAAS_ADDRESS = "127.0.2.1"
 UFM_ADDRESS = "127.0.2.2"
@@ -49,3 +51,10 @@ def bmc_address(index: int) -> str:
     if octet3 > 31:
         raise AddressPlanError(f"BMC #{index}: the plan has room for {16 * 254}")
     return f"127.0.{octet3}.{octet4}"
+
+
+def switch_address(index: int) -> str:
+    """The index-th (0-based) management switch: 127.0.48.1 ... 127.0.48.254."""
+    if not 0 <= index < 254:
+        raise AddressPlanError(f"switch #{index}: the plan has room for 254")
+    return str(SWITCHES.network_address + index + 1)

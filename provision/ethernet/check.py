@@ -1,0 +1,100 @@
+"""`provision ethernet check`: read every switch (bounded concurrency, per-switch deadline), locate every
+designed NIC, compare, and return one report with a stable JSON shape.
+
+JSON (schema `bringup.ethernet-check/1`):
+    {"schema", "ok": bool, "seconds": float,
+     "counts": {status: n},
+     "switches": [{"name", "platform", "address", "location", "state": "ok"|"unknown", "reason",
+                   "seconds", "macs": n, "ports": n}],
+     "nics": [{"host", "role": "bmc"|"pxe", "mac", "designed": {"switch", "port"},
+               "seen": [{"switch", "port", "vlan"}], "status", "reason", "fix", "swap_with"}],
+     "findings": [the nics whose status is not ok]}
+A switch that could not be read is `unknown` with its reason; so is every NIC designed on it and seen
+nowhere else. No credential appears anywhere in it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from provision.ethernet.compare import NicResult, compare
+from provision.ethernet.design import EthernetDesign, SwitchSpec
+from provision.ethernet.switches import SwitchView, read_switch
+from provision.site.credentials import Login
+from provision.state.secret_values import mask
+
+SCHEMA = "bringup.ethernet-check/1"
+DEFAULT_CONCURRENCY = 16
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass
+class EthernetReport:
+    switches: dict[str, SwitchView]
+    nics: list[NicResult]
+    seconds: float
+
+    @property
+    def findings(self) -> list[NicResult]:
+        return [r for r in self.nics if r.status != "ok"]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA, "ok": not self.findings, "seconds": round(self.seconds, 3),
+            "counts": dict(sorted(Counter(r.status for r in self.nics).items())),
+            "switches": [{"name": v.name, "platform": v.spec.platform, "address": v.spec.address,
+                          "location": v.spec.location, "state": v.state, "reason": mask(v.reason),
+                          "seconds": v.seconds, "macs": len(v.macs), "ports": len(v.ports)}
+                         for v in sorted(self.switches.values(), key=lambda v: v.name)],
+            "nics": [r.to_json() for r in self.nics],
+            "findings": [r.to_json() for r in self.findings],
+        }
+
+
+def read_switches(switches: dict[str, SwitchSpec], logins: Callable[[str], Login], *,
+                  concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, SwitchView]:
+    """Every switch's view; one that has not answered within 3 timeouts (connect, two commands) is unknown."""
+    views: dict[str, SwitchView] = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(switches) or 1)),
+                              thread_name_prefix="ethernet-switch")
+    pending: dict[Future[SwitchView], str] = {}
+    started: dict[str, float] = {}
+    try:
+        for name, spec in sorted(switches.items()):
+            try:
+                login = logins(spec.credential)
+            except Exception as e:  # a credential that cannot be resolved: that switch only is unknown
+                views[name] = SwitchView(name, spec, reason=mask(f"credential {spec.credential!r}: {e}"))
+                continue
+            pending[pool.submit(_timed, started, name, spec, login, timeout)] = name
+        deadline_each = 3 * timeout + 2
+        while pending:
+            done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for fut in done:
+                views[pending.pop(fut)] = fut.result()
+            now = time.monotonic()
+            for fut, name in list(pending.items()):
+                if name in started and now - started[name] > deadline_each:
+                    pending.pop(fut)
+                    views[name] = SwitchView(name, switches[name], seconds=round(now - started[name], 3),
+                                             reason=f"no answer within {deadline_each:.0f} s (hung mid-output?)")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return views
+
+
+def _timed(started: dict[str, float], name: str, spec: SwitchSpec, login: Login, timeout: float) -> SwitchView:
+    started[name] = time.monotonic()
+    return read_switch(name, spec, login, timeout)
+
+
+def check(design: EthernetDesign, logins: Callable[[str], Login], macs: dict[tuple[str, str], str] | None = None,
+          *, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT_S) -> EthernetReport:
+    start = time.monotonic()
+    views = read_switches(design.switches, logins, concurrency=concurrency, timeout=timeout)
+    results = compare(design, views, macs or {})
+    return EthernetReport(views, results, time.monotonic() - start)

@@ -1,0 +1,118 @@
+"""The Ethernet design: management switches and where each host's BMC and PXE NIC is cabled.
+
+File (YAML), next to the site file or given with --design:
+
+    switches:
+      tor-r1: {platform: cisco_nxos, address: 10.0.0.11, port: 22, credential: switch_admin, location: r1}
+    nics:
+      gpu-r1-01:
+        bmc: {switch: tor-r1, port: Eth1/1, mac: "02:00:00:00:01:01", vlan: 10}
+        pxe: {switch: tor-r1, port: Eth1/25, mac: "02:00:00:00:02:01", vlan: 20}
+
+`credential` names an entry of the site's `credentials` (user name and a reference to the password in
+the environment or a vault): the password is never in this file, argv, logs, state or output.
+A NIC's `mac` is optional: the MACs harvested from the BMCs (host facts) take precedence.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from provision.errors import BringupError
+from provision.site.bounded import InputRefused, load_yaml, read_text
+
+PLATFORMS = ("cisco_nxos", "arista_eos")
+MAX_DESIGN_BYTES = 8 * 1024 * 1024
+_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+class EthernetDesignError(BringupError):
+    """The Ethernet design file cannot be used."""
+
+
+def normalise_mac(text: str) -> str:
+    """Any of 5087.89a1.de75, 50-87-89-A1-DE-75, 50:87:89:a1:de:75 as 50:87:89:a1:de:75 ('' if not a MAC)."""
+    digits = re.sub(r"[^0-9a-f]", "", text.lower())
+    if len(digits) != 12:
+        return ""
+    return ":".join(digits[i:i + 2] for i in range(0, 12, 2))
+
+
+def normalise_port(text: str) -> str:
+    """A switch port as compared: Ethernet1/26, Eth1/26 and Et1/26 are all eth1/26."""
+    t = text.strip().lower()
+    return re.sub(r"^(ethernet|eth|et)\s*", "eth", t)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SwitchSpec(_Model):
+    platform: Literal["cisco_nxos", "arista_eos"]
+    address: str = Field(min_length=1)
+    port: int = Field(default=22, ge=1, le=65535)
+    credential: str = Field(min_length=1)
+    location: str = ""
+
+
+class NicPlacement(_Model):
+    switch: str = Field(min_length=1)
+    port: str = Field(min_length=1)
+    mac: str | None = None
+    vlan: int | None = Field(default=None, ge=1, le=4094)
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        mac = normalise_mac(v)
+        if not _MAC.match(mac):
+            raise ValueError(f"{v!r} is not a MAC address")
+        return mac
+
+
+class HostNics(_Model):
+    bmc: NicPlacement | None = None
+    pxe: NicPlacement | None = None
+
+
+class EthernetDesign(_Model):
+    switches: dict[str, SwitchSpec]
+    nics: dict[str, HostNics] = Field(default_factory=dict)
+
+    def placements(self) -> list[tuple[str, str, NicPlacement]]:
+        """(host, role, placement) for every designed NIC, hosts in order."""
+        out = []
+        for host in sorted(self.nics):
+            for role in ("bmc", "pxe"):
+                p = getattr(self.nics[host], role)
+                if p is not None:
+                    out.append((host, role, p))
+        return out
+
+
+def parse_design(text: str, source: str) -> EthernetDesign:
+    try:
+        data = load_yaml(text)
+        design = EthernetDesign.model_validate(data)
+    except (InputRefused, ValidationError, ValueError) as e:
+        raise EthernetDesignError(f"{source}: {e}") from None
+    unknown = sorted({f"{h} {role} -> {p.switch}" for h, role, p in design.placements()
+                      if p.switch not in design.switches})
+    if unknown:
+        raise EthernetDesignError(f"{source}: NICs cabled to undeclared switches: {', '.join(unknown[:5])}")
+    return design
+
+
+def load_design(path: Path) -> EthernetDesign:
+    try:
+        text = read_text(path, limit=MAX_DESIGN_BYTES, what="Ethernet design")
+    except InputRefused as e:
+        raise EthernetDesignError(str(e)) from None
+    return parse_design(text, str(path))

@@ -1,0 +1,84 @@
+"""A switch's answers as rows, parsed with ntc-templates (the maintained TextFSM templates).
+
+Each platform has the commands it is asked and the header its real output starts its table with: an
+answer without that header is an unknown format (a different NOS release, an error message, a login
+banner) and the switch is reported `unknown`, never read as "no MACs learnt".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ntc_templates.parse import parse_output
+
+from provision.ethernet.design import normalise_mac, normalise_port
+
+# platform -> {what: (command, a header line its real output carries)}
+COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
+    "cisco_nxos": {"macs": ("show mac address-table", "MAC Address"),
+                   "ports": ("show interface status", "Port")},
+    "arista_eos": {"macs": ("show mac address-table", "mac Address"),
+                   "ports": ("show interfaces status", "Port")},
+}
+
+# port status words of each NOS -> up | down | err-disabled | admin-down
+_STATE = {"connected": "up", "up": "up", "notconnect": "down", "notconnec": "down", "down": "down",
+          "xcvrabsen": "down", "xcvrabsent": "down", "sfpabsent": "down", "nooperm": "down",
+          "noopermem": "down", "inactive": "down", "linkflape": "err-disabled",
+          "err-disabled": "err-disabled", "errdisabled": "err-disabled", "err-disab": "err-disabled",
+          "disabled": "admin-down", "sfpinvali": "down"}
+
+
+class UnknownFormat(ValueError):
+    """The answer is not the table this platform's command prints."""
+
+
+@dataclass(frozen=True)
+class MacEntry:
+    mac: str
+    vlan: int | None
+    port: str  # as the switch names it
+    key: str  # normalised port
+
+
+@dataclass(frozen=True)
+class PortState:
+    port: str
+    key: str
+    state: str  # up | down | err-disabled | admin-down | other:<word>
+    raw: str
+    vlan: str
+
+
+def _rows(platform: str, what: str, text: str) -> list[dict[str, object]]:
+    command, header = COMMANDS[platform][what]
+    if header.lower() not in text.lower():
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "(empty)")
+        raise UnknownFormat(f"'{command}' answered without its table header ({first[:80]!r})")
+    try:
+        rows: list[dict[str, object]] = parse_output(platform=platform, command=command, data=text)
+    except Exception as e:  # textfsm raises its own errors on a line its template refuses
+        raise UnknownFormat(f"'{command}': {type(e).__name__}: {str(e)[:120]}") from None
+    return rows
+
+
+def parse_macs(platform: str, text: str) -> list[MacEntry]:
+    out = []
+    for row in _rows(platform, "macs", text):
+        ports = row.get("ports") or row.get("destination_port") or []
+        port = str(ports[0] if isinstance(ports, list) and ports else ports)
+        mac = normalise_mac(str(row.get("mac_address", "")))
+        vlan = str(row.get("vlan_id", ""))
+        if mac and port:
+            out.append(MacEntry(mac, int(vlan) if vlan.isdigit() else None, port, normalise_port(port)))
+    return out
+
+
+def parse_ports(platform: str, text: str) -> list[PortState]:
+    out = []
+    for row in _rows(platform, "ports", text):
+        raw = str(row.get("status", ""))
+        state = _STATE.get(raw.lower(), f"other:{raw}")
+        port = str(row.get("port", ""))
+        out.append(PortState(port, normalise_port(port), state, raw, str(row.get("vlan_id", ""))))
+    return out

@@ -1,0 +1,104 @@
+"""Read one management switch over SSH with netmiko: its MAC address table and its port states.
+
+Every read is bounded: the connection, the login and each command have a timeout, the answer a size
+cap, and a switch that pages although netmiko set `terminal length 0` is caught by its `--More--`
+prompt rather than waited on. Any failure makes the switch's view `unknown` with the reason; the
+password (resolved from the site's credential reference, held for masking) is handed to netmiko in
+memory only, and every reason is masked before it leaves this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from dataclasses import dataclass, field
+
+from provision.ethernet.design import SwitchSpec
+from provision.ethernet.parse import COMMANDS, MacEntry, PortState, UnknownFormat, parse_macs, parse_ports
+from provision.site.credentials import Login
+from provision.state.secret_values import mask
+
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+_PAGER = "--More--"
+
+
+@dataclass
+class SwitchView:
+    name: str
+    spec: SwitchSpec
+    state: str = "unknown"  # ok | unknown
+    reason: str = ""
+    seconds: float = 0.0
+    macs: list[MacEntry] = field(default_factory=list)
+    ports: dict[str, PortState] = field(default_factory=dict)  # by normalised port
+
+
+def _connect(spec: SwitchSpec, login: Login, timeout: float) -> object:
+    from netmiko import ConnectHandler
+
+    return ConnectHandler(
+        device_type=spec.platform, host=spec.address, port=spec.port, username=login.username,
+        password=login.password.reveal(), timeout=timeout, conn_timeout=timeout, auth_timeout=timeout,
+        banner_timeout=timeout, blocking_timeout=timeout, read_timeout_override=timeout, fast_cli=True,
+        allow_agent=False, use_keys=False, session_log=None, ssh_config_file=None,
+        system_host_keys=False, alt_host_keys=False)
+
+
+class SwitchHung(Exception):
+    """A command whose prompt never came back."""
+
+
+def _ask(conn: object, command: str, timeout: float) -> str:
+    from netmiko.exceptions import ReadTimeout
+
+    base = str(conn.base_prompt)  # type: ignore[attr-defined]  # set by netmiko's session preparation
+    pattern = rf"{re.escape(base)}[>#]|{re.escape(_PAGER)}"
+    try:
+        out = str(conn.send_command(command, expect_string=pattern, read_timeout=timeout,  # type: ignore[attr-defined]
+                                    strip_prompt=True, strip_command=True))
+    except ReadTimeout:
+        raise SwitchHung(f"'{command}': no prompt within {timeout:g} s (hung mid-output)") from None
+    if _PAGER in out:
+        raise UnknownFormat(f"'{command}' paged its output ({_PAGER}) although terminal length 0 was set")
+    if len(out) > MAX_ANSWER_BYTES:
+        raise UnknownFormat(f"'{command}' answered more than {MAX_ANSWER_BYTES} bytes")
+    return out
+
+
+def _why(exc: BaseException, spec: SwitchSpec, username: str) -> str:
+    name = type(exc).__name__
+    text = " ".join(str(exc).split())
+    if isinstance(exc, SwitchHung):
+        return text
+    if "Authentication" in name:
+        return f"login refused for user {username!r} (check the credential {spec.credential!r})"
+    if "Timeout" in name or "timed out" in text.lower():
+        return f"no answer from {spec.address}:{spec.port} in time ({name}: {text.split('.')[0][:120]})"
+    return f"{name}: {text[:200]}"
+
+
+def read_switch(name: str, spec: SwitchSpec, login: Login, timeout: float) -> SwitchView:
+    """The switch's MAC table and port states, or `unknown` with why; never raises."""
+    view = SwitchView(name, spec)
+    start = time.monotonic()
+    conn: object | None = None
+    try:
+        conn = _connect(spec, login, timeout)
+        commands = COMMANDS[spec.platform]
+        macs_text = _ask(conn, commands["macs"][0], timeout)
+        ports_text = _ask(conn, commands["ports"][0], timeout)
+        view.macs = parse_macs(spec.platform, macs_text)
+        view.ports = {p.key: p for p in parse_ports(spec.platform, ports_text)}
+        view.state = "ok"
+    except UnknownFormat as e:
+        view.reason = f"unknown format: {e}"
+    except Exception as e:  # netmiko/paramiko raise many kinds; each becomes the switch's reason
+        view.reason = _why(e, spec, login.username)
+    finally:
+        if conn is not None:
+            with contextlib.suppress(Exception):  # a half-dead session may fail to close; the view is decided
+                conn.disconnect()  # type: ignore[attr-defined]
+    view.reason = mask(view.reason)
+    view.seconds = round(time.monotonic() - start, 3)
+    return view

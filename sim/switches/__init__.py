@@ -1,0 +1,1 @@
+"""SSH management switches (cisco_nxos, arista_eos) on loopback addresses for `provision ethernet check`."""

@@ -1,0 +1,90 @@
+"""The lab's Ethernet as designed and as built: one top-of-rack switch per rack, each host's BMC NIC on
+port U and its PXE NIC on port 24+U, from the MACs the simulated BMCs report; then the faults applied
+to the as-built side only (what the check must find):
+
+    crossed: [HOST_A, HOST_B]   their PXE cables swapped at the switch
+    unplugged: HOST             its PXE cable out: no MAC, the port notconnect
+    err_disabled: HOST          its PXE port error-disabled: no MAC learnt
+    switch_faults: {SWITCH: refuse_login | hang | page | unknown_format}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.addresses import switch_address
+
+PORTS = 48
+PXE_OFFSET = 24
+BMC_VLAN, PXE_VLAN = 10, 20
+SIM_SWITCH_PORT = 2022
+_DOWN = {"cisco_nxos": "notconnec", "arista_eos": "notconnect"}
+_ERR = {"cisco_nxos": "err-disab", "arista_eos": "errdisabled"}
+
+
+@dataclass(frozen=True)
+class LabHost:
+    name: str
+    rack: str
+    u: int  # 1..24
+    bmc_mac: str
+    pxe_mac: str
+
+
+@dataclass
+class EthernetFaults:
+    crossed: list[tuple[str, str]] = field(default_factory=list)
+    unplugged: list[str] = field(default_factory=list)
+    err_disabled: list[str] = field(default_factory=list)
+    switch_faults: dict[str, str] = field(default_factory=dict)
+
+
+def port_name(platform: str, n: int) -> str:
+    return f"Eth1/{n}" if platform == "cisco_nxos" else f"Et{n}"
+
+
+def _switches(hosts: list[LabHost]) -> dict[str, tuple[str, str, int]]:
+    """rack -> (switch name, platform, index), NX-OS and EOS alternating."""
+    racks = sorted({h.rack for h in hosts})
+    return {r: (f"tor-{r}", ("cisco_nxos", "arista_eos")[i % 2], i) for i, r in enumerate(racks)}
+
+
+def build(hosts: list[LabHost], faults: EthernetFaults, credential: str = "switch_admin",
+          username: str = "admin",
+          password_env: str = "BRINGUP_SWITCH_PASSWORD") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the Ethernet design file's data, the simulator's as-built data)."""
+    tors = _switches(hosts)
+    design: dict[str, Any] = {"switches": {}, "nics": {}}
+    ports: dict[str, dict[int, dict[str, Any]]] = {}
+    for rack, (name, platform, i) in tors.items():
+        design["switches"][name] = {"platform": platform, "address": switch_address(i), "port": SIM_SWITCH_PORT,
+                                    "credential": credential, "location": rack}
+        ports[name] = {n: {"name": port_name(platform, n), "status": _DOWN[platform],
+                           "vlan": BMC_VLAN if n <= PXE_OFFSET else PXE_VLAN, "macs": []} for n in range(1, PORTS + 1)}
+    placed: dict[tuple[str, str], tuple[str, int]] = {}
+    for h in hosts:
+        name, platform, _ = tors[h.rack]
+        nics = {}
+        for role, n, mac, vlan in (("bmc", h.u, h.bmc_mac, BMC_VLAN), ("pxe", PXE_OFFSET + h.u, h.pxe_mac, PXE_VLAN)):
+            nics[role] = {"switch": name, "port": port_name(platform, n), "mac": mac, "vlan": vlan}
+            placed[(h.name, role)] = (name, n)
+        design["nics"][h.name] = nics
+    macs = {(h.name, "bmc"): h.bmc_mac for h in hosts} | {(h.name, "pxe"): h.pxe_mac for h in hosts}
+    for a, b in faults.crossed:
+        placed[(a, "pxe")], placed[(b, "pxe")] = placed[(b, "pxe")], placed[(a, "pxe")]
+    for (host, role), (sw, n) in placed.items():
+        port = ports[sw][n]
+        platform = design["switches"][sw]["platform"]
+        if role == "pxe" and host in faults.unplugged:
+            continue
+        if role == "pxe" and host in faults.err_disabled:
+            port["status"] = _ERR[platform]
+            continue
+        port["status"] = "connected"
+        port["macs"].append([macs[(host, role)], port["vlan"]])
+    asbuilt = {"username": username, "password_env": password_env, "switches": [
+        {"name": sw, **{k: design["switches"][sw][k] for k in ("platform", "address", "port")},
+         "fault": faults.switch_faults.get(sw, ""), "ports": [ports[sw][n] for n in sorted(ports[sw])]}
+        for sw in sorted(ports)]}
+    return design, asbuilt

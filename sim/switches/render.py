@@ -1,0 +1,100 @@
+"""What each simulated NOS prints: prompts, paging, command answers.
+
+The table headers and row layouts are those of real captures: ntc-templates' own test fixtures
+(Apache-2.0, https://github.com/networktocode/ntc-templates, tests/cisco_nxos/show_mac_address-table,
+tests/cisco_nxos/show_interface_status, tests/arista_eos/show_mac_address-table,
+tests/arista_eos/show_interfaces_status), copied in tests/fixtures/ethernet/ with their attribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PAGE_LINES = 24
+MORE = "--More--"
+
+
+@dataclass
+class SimPort:
+    name: str
+    status: str = "connected"  # the NOS's own word: connected, notconnect, err-disabled / errdisabled, disabled
+    vlan: int = 1
+    macs: list[tuple[str, int]] = field(default_factory=list)  # (mac aa:bb:..., vlan)
+
+
+@dataclass
+class SimSwitch:
+    name: str
+    platform: str  # cisco_nxos | arista_eos
+    address: str
+    port: int
+    ports: list[SimPort]
+    fault: str = ""  # refuse_login | hang | page | unknown_format
+
+
+def _dotted(mac: str) -> str:
+    d = mac.replace(":", "").lower()
+    return f"{d[0:4]}.{d[4:8]}.{d[8:12]}"
+
+
+NXOS_MAC_HEAD = """Legend:
+        * - primary entry, G - Gateway MAC, (R) - Routed MAC, O - Overlay MAC
+        age - seconds since last seen,+ - primary entry using vPC Peer-Link,
+        (T) - True, (F) - False
+     VLAN       MAC Address       Type     age    Secure  NTFY     Ports
+------------+-----------------+----------+-------+------+------+------------------
+"""
+NXOS_STATUS_HEAD = """--------------------------------------------------------------------------------
+Port          Name               Status    Vlan      Duplex  Speed   Type
+--------------------------------------------------------------------------------
+"""
+EOS_MAC_HEAD = """          Mac Address Table
+------------------------------------------------------------------
+
+Vlan    Mac Address       Type        Ports      Moves   Last Move
+----    -----------       ----        -----      -----   ---------
+"""
+EOS_STATUS_HEAD = "Port       Name                   Status       Vlan        Duplex  Speed Type\n"
+
+
+def mac_table(sw: SimSwitch) -> str:
+    rows = [(vlan, mac, p.name) for p in sw.ports for mac, vlan in p.macs]
+    if sw.platform == "cisco_nxos":
+        body = "".join(f"*    {v:<8} {_dotted(m)}   dynamic    0        F      F    {port}\n" for v, m, port in rows)
+        return NXOS_MAC_HEAD + body
+    body = "".join(f"{v:>4}    {_dotted(m)}    DYNAMIC     {port:<10} 1       0:01:{i % 60:02d} ago\n"
+                   for i, (v, m, port) in enumerate(rows))
+    return EOS_MAC_HEAD + body + f"Total Mac Addresses for this criterion: {len(rows)}\n"
+
+
+def port_status(sw: SimSwitch) -> str:
+    if sw.platform == "cisco_nxos":
+        return NXOS_STATUS_HEAD + "".join(
+            f"{p.name:<13} {'--':<18} {p.status:<9} {p.vlan:<9} {'full':<7} {'1000':<7} 1000base-T\n"
+            for p in sw.ports)
+    return EOS_STATUS_HEAD + "".join(
+        f"{p.name:<10} {'':<22} {p.status:<12} {p.vlan:<11} a-full  a-1G  1000BASE-T\n" for p in sw.ports)
+
+
+def prompt(sw: SimSwitch) -> str:
+    return f"{sw.name}#" if sw.platform == "cisco_nxos" else f"{sw.name}>"
+
+
+def answer(sw: SimSwitch, command: str) -> str:
+    """The text a command prints (without the prompt). Abbreviations as the NOS accepts them are not needed:
+    netmiko sends the full words."""
+    words = " ".join(command.split())
+    eos = sw.platform == "arista_eos"
+    if words in ("", "exit"):
+        return ""
+    if words == "terminal length 0":
+        return "Pagination disabled.\n" if eos else ""
+    if words.startswith("terminal width"):
+        return f"Width set to {words.split()[-1]} columns.\n" if eos else ""
+    if words == "show mac address-table":
+        return mac_table(sw)
+    if words == ("show interfaces status" if eos else "show interface status"):
+        return port_status(sw)
+    if eos:
+        return "% Invalid input\n"
+    return "                      ^\n% Invalid command at '^' marker.\n"
