@@ -8,7 +8,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train", "launch", "plan", "merge", "tokenizer", "prepare-data", "report"}
+    commands = {"train", "launch", "plan", "merge", "tokenizer", "prepare-data", "report", "pack-env"}
     if not argv or argv[0] not in commands:
         print(f"usage: python -m training {{{','.join(sorted(commands))}}} ...", file=sys.stderr)
         return 2
@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         from training.report import main as report_main
 
         return report_main(rest)
+    if cmd == "pack-env":
+        from training.pack_env import main as pack_main
+
+        return pack_main(rest)
     if cmd == "merge":
         from training.merge import main as merge_main
 

@@ -1,0 +1,1 @@
+"""`provision ship`: the training environment's archive (`python -m training pack-env`) to every host."""
