@@ -28,7 +28,7 @@ GROUPS = pytest.StashKey[Path | None]()
 def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker gets a loopback of its own before any test runs; the controller, a folder for the groups
     (tests/xdist_workers.py)."""
-    config.stash[ISOLATION] = isolate_worker()
+    config.stash[ISOLATION] = isolate_worker(config)
     config.stash[GROUPS] = open_groups_folder(config)
 
 
@@ -42,9 +42,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     group_by_shared_fixtures(items)
-    share_groups(items)
+    share_groups(config, items)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -45,9 +45,11 @@ class WorkerIsolationError(RuntimeError):
     """A worker could not get a network of its own: running it beside others would collide."""
 
 
-def worker_id() -> str | None:
-    """`gw0`, `gw1`, ... on an xdist worker; None in a plain (single-process) run."""
-    return os.environ.get("PYTEST_XDIST_WORKER")
+def worker_id(config: pytest.Config) -> str | None:
+    """`gw0`, `gw1`, ... on an xdist worker; None in a plain run or on the controller (also one started by a
+    test running on a worker, which inherits PYTEST_XDIST_WORKER: the environment cannot tell)."""
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else str(workerinput["workerid"])
 
 
 def _bring_loopback_up() -> None:
@@ -96,9 +98,9 @@ class Isolation:
         shutil.rmtree(self.control, ignore_errors=True)
 
 
-def isolate_worker() -> Isolation | None:
+def isolate_worker(config: pytest.Config) -> Isolation | None:
     """On an xdist worker: its Isolation; nothing in a plain run."""
-    worker = worker_id()
+    worker = worker_id(config)
     return None if worker is None else Isolation(worker)
 
 
@@ -146,16 +148,16 @@ def group_by_shared_fixtures(items: list[pytest.Item]) -> None:
 def open_groups_folder(config: pytest.Config) -> Path | None:
     """On the controller of a grouped xdist run: the folder the workers write their groups to (inherited by
     them through the environment). None elsewhere."""
-    if worker_id() is not None or getattr(config.option, "dist", "no") not in GROUPED_DISTS:
+    if worker_id(config) is not None or getattr(config.option, "dist", "no") not in GROUPED_DISTS:
         return None
     folder = Path(tempfile.mkdtemp(prefix="bringup-xdist-groups-"))
     os.environ[GROUPS_ENV] = str(folder)
     return folder
 
 
-def share_groups(items: list[pytest.Item]) -> None:
+def share_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On a worker: every grouped test's node id and group, for the controller's scheduler."""
-    folder, worker = os.environ.get(GROUPS_ENV), worker_id()
+    folder, worker = os.environ.get(GROUPS_ENV), worker_id(config)
     if not folder or worker is None:
         return
     groups = {}
