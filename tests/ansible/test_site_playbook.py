@@ -20,13 +20,23 @@ from tests.ansible.conftest import REPO, run_playbook, state_of
 
 pytestmark = pytest.mark.slow
 
-SITE = REPO / "playbooks" / "site.yml"
-DRIVER = "580.159.04-0ubuntu1"
+# As users type it: the top-level site.yml (importing playbooks/site.yml).
+SITE = REPO / "site.yml"
+# NVIDIA's CUDA repository for debian12 (the test hosts are Debian 12): unversioned names, "-1" revision.
+DRIVER = "580.159.04-1"
 HOSTS = ("gpu-r1-01", "gpu-r1-02", "gpu-r1-03", "gpu-r1-04")
 _runs: dict[str, Any] = {}
 
 
+def fresh_check_run(lab: Any) -> Any:
+    """`--check --diff` on the fresh hosts, before anything configured them."""
+    if "fresh_check" not in _runs:
+        _runs["fresh_check"] = run_playbook(lab.inventory, SITE, "--check", "--diff")
+    return _runs["fresh_check"]
+
+
 def first_run(lab: Any) -> Any:
+    fresh_check_run(lab)
     if "first" not in _runs:
         _runs["first"] = run_playbook(lab.inventory, SITE)
     return _runs["first"]
@@ -49,6 +59,16 @@ def ssh(lab: Any, name: str) -> Any:
 def enabled(host: Any, unit: str) -> bool:
     # testinfra sees no running systemd in a chroot and would check SysV links: ask systemctl itself.
     return bool(host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled")
+
+
+def test_check_mode_on_fresh_hosts_fails_no_task_and_records_nothing(lab: Any) -> None:
+    run = fresh_check_run(lab)
+    assert run.rc == 0, run.output[-4000:]
+    for name in HOSTS:
+        assert run.recap[name]["failed"] == 0 and run.recap[name]["changed"] > 0, (name, run.recap[name])
+        assert state_of(lab, name)[0] == "deployed"
+    assert "+# Managed by Ansible (role nvidia_driver)" in run.output  # --diff shows the files it would write
+    assert not ssh(lab, HOSTS[0]).file("/etc/modprobe.d/blacklist-nouveau.conf").exists
 
 
 def test_first_run_configures_every_host_and_records_it(lab: Any) -> None:
@@ -76,6 +96,9 @@ def test_roles_end_state_over_ssh(lab: Any, name: str) -> None:
     assert host.file("/etc/sysctl.d/90-bringup.conf").contains("^net.ipv4.neigh.default.gc_thresh3 = 65536$")
     assert host.file("/etc/security/limits.d/90-bringup.conf").contains("memlock[[:space:]]*unlimited")
     assert host.file("/etc/systemd/system.conf.d/90-bringup-limits.conf").contains("DefaultLimitMEMLOCK=infinity")
+    # unattended-upgrades never touches the kernel, the driver stack or OFED
+    uu = host.file("/etc/apt/apt.conf.d/51bringup-unattended-upgrades")
+    assert all(uu.contains(f'^    "{p}";$') for p in ("linux-", "nvidia-", "libnvidia-", "doca-", "mlnx-"))
     # vendor repositories: signed-by keys verified by fingerprint
     for repo in ("nvidia-cuda", "nvidia-doca", "docker", "nvidia-container-toolkit"):
         sources = host.file(f"/etc/apt/sources.list.d/{repo}.sources")
@@ -90,11 +113,15 @@ def test_roles_end_state_over_ssh(lab: Any, name: str) -> None:
     assert host.package(f"linux-headers-{kernel}").is_installed
     assert f"linux-headers-{kernel}" not in host.run("apt-mark showhold").stdout.split()
     # nvidia_driver: pinned, held, persistence daemon, module for the running kernel
-    for pkg in ("nvidia-driver-580-server-open", "nvidia-dkms-580-server-open", "nvidia-utils-580-server"):
+    for pkg in ("nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"):
         assert host.package(pkg).version == DRIVER
     holds = host.run("apt-mark showhold").stdout.split()
-    assert {"nvidia-driver-580-server-open", "nvidia-utils-580-server"} <= set(holds)
+    assert {"nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"} <= set(holds)
     assert enabled(host, "nvidia-persistenced")
+    # the packaged unit's --no-persistence-mode is overridden
+    assert host.file("/lib/systemd/system/nvidia-persistenced.service").contains("--no-persistence-mode")
+    dropin = host.file("/etc/systemd/system/nvidia-persistenced.service.d/bringup-persistence-mode.conf")
+    assert dropin.contains("^ExecStart=$") and dropin.contains("^ExecStart=.* --persistence-mode ")
     assert "580.159.04" in host.run("nvidia-smi").stdout
     assert host.file("/etc/modprobe.d/blacklist-nouveau.conf").contains("^blacklist nouveau$")
     # fabric manager locked to the driver
@@ -157,6 +184,14 @@ def test_second_run_changes_nothing(lab: Any) -> None:
     assert "TASK [pinned_packages : Install the packages that are missing or at another version]" not in run.output
 
 
+def test_check_mode_on_configured_hosts_reports_no_change(lab: Any) -> None:
+    assert second_run(lab).rc == 0
+    run = run_playbook(lab.inventory, SITE, "--check", "--diff")
+    assert run.rc == 0, run.output[-4000:]
+    for name in HOSTS:
+        assert run.recap[name]["failed"] == 0 and run.recap[name]["changed"] == 0, (name, run.recap[name])
+
+
 def test_faulty_hosts_fail_with_what_to_fix_and_the_others_finish(lab: Any) -> None:
     assert second_run(lab).rc == 0
     faults.inject(lab, "gpu-r1-01", "disk_mismatch")
@@ -171,8 +206,8 @@ def test_faulty_hosts_fail_with_what_to_fix_and_the_others_finish(lab: Any) -> N
         assert run.recap[name]["failed"] == 1, (name, run.recap[name])
     assert run.recap["gpu-r1-04"]["failed"] == 0 and run.recap["gpu-r1-04"]["changed"] >= 1
     assert "the site expects 4 data disks, 3 are usable" in run.output and "/mnt/scratch" in run.output
-    assert "nvidia-driver-580-server-open is held at 580.95.05-0ubuntu1" in run.output
-    assert "apt-mark unhold nvidia-driver-580-server-open" in run.output
+    assert "nvidia-driver-cuda is held at 580.95.05-1" in run.output
+    assert "apt-mark unhold nvidia-driver-cuda" in run.output
     assert "nvidia-peermem is not available for kernel" in run.output
     assert state_of(lab, "gpu-r1-01") == ("failed", "site_refuse_a_disk_layout_that_does_not_match_the_site")
     assert state_of(lab, "gpu-r1-02") == ("failed", "site_refuse_to_move_a_package_held_at_another_version")

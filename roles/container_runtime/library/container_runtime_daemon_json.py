@@ -74,6 +74,9 @@ def main() -> None:
     )
     params = module.params
     runtime = module.get_bin_path("nvidia-container-runtime")
+    if not runtime and module.check_mode:
+        # --check on a host the toolkit is not installed on yet: the path its package installs the runtime at.
+        runtime = "/usr/bin/nvidia-container-runtime"
     if not runtime:
         module.fail_json(msg=f"nvidia-container-runtime is not on PATH {params['runtime_missing_hint']}".strip())
     path = params["path"]

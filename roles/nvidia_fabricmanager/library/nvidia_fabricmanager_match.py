@@ -42,6 +42,9 @@ def main() -> None:
     names = [module.params["driver_package"], module.params["fabricmanager_package"]]
     rc, out, err = module.run_command(["dpkg-query", "--show", "--showformat=${Version}\\n", *names])
     versions = out.splitlines()
+    if (rc != 0 or len(versions) != 2) and module.check_mode:
+        # --check on a host the packages are not installed on yet: nothing to compare.
+        module.exit_json(changed=False, versions=versions, msg="not installed yet (check mode)")
     if rc != 0 or len(versions) != 2:
         module.fail_json(msg=f"cannot read the versions of {' and '.join(names)}: {err.strip() or out.strip()}")
     problem = mismatch(versions[0], versions[1])
