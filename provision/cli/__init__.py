@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "db": "db_cmds",
     "report": "report_cmds",
     "metrics": "metrics_cmds",
+    "ethernet": "ethernet_cmds",
     "ship": "ship_cmds",
 }
 

@@ -124,6 +124,7 @@ def _pair_swaps(results: list[NicResult]) -> None:
 def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tuple[str, str], str]) -> list[NicResult]:
     """One result per designed NIC; `macs` (host, role) -> harvested MAC wins over the design's."""
     where = locate(views)
+    unread = sorted(n for n, v in views.items() if v.state != "ok")
     results = []
     for host, role, p in design.placements():
         mac = macs.get((host, role)) or p.mac
@@ -137,6 +138,8 @@ def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tup
                 _seen(r, p, views)
             else:
                 _unseen(r, p, views.get(p.switch))
+                if r.status != "unknown" and unread:
+                    r.reason += f" (not read: {', '.join(unread)}; it may be plugged there)"
         results.append(r)
     _pair_swaps(results)
     return results

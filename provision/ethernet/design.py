@@ -115,4 +115,6 @@ def load_design(path: Path) -> EthernetDesign:
         text = read_text(path, limit=MAX_DESIGN_BYTES, what="Ethernet design")
     except InputRefused as e:
         raise EthernetDesignError(str(e)) from None
+    except OSError as e:
+        raise EthernetDesignError(f"{path}: {e.strerror or e} (write the Ethernet design or give --design)") from None
     return parse_design(text, str(path))

@@ -13,7 +13,9 @@ import asyncio
 import hmac
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
@@ -24,14 +26,18 @@ MAX_LINE = 4096
 IDLE_S = 300.0
 
 
+def switches_from(asbuilt: dict[str, Any]) -> list[SimSwitch]:
+    """The as-built data's switches (sim/switches/asbuilt.py writes it), loopback addresses only."""
+    return [SimSwitch(s["name"], s["platform"], check_loopback(s["address"]), int(s["port"]),
+                      [SimPort(p["name"], p["status"], int(p["vlan"]), [(m, int(v)) for m, v in p["macs"]])
+                       for p in s["ports"]], s.get("fault", ""))
+            for s in asbuilt["switches"]]
+
+
 def load_asbuilt(path: Path) -> tuple[list[SimSwitch], str, str]:
     """(switches, username, name of the password's environment variable) from the as-built JSON."""
     data = json.loads(path.read_text())
-    switches = [SimSwitch(s["name"], s["platform"], check_loopback(s["address"]), int(s["port"]),
-                          [SimPort(p["name"], p["status"], int(p["vlan"]), [(m, int(v)) for m, v in p["macs"]])
-                           for p in s["ports"]], s.get("fault", ""))
-                for s in data["switches"]]
-    return switches, data["username"], data["password_env"]
+    return switches_from(data), data["username"], data["password_env"]
 
 
 class _Auth(asyncssh.SSHServer):
@@ -95,7 +101,7 @@ async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch) -> None:
 
 
 async def serve(switches: list[SimSwitch], username: str, password: str,
-                ready: asyncio.Event | None = None) -> None:
+                ready: Callable[[], None] | None = None) -> None:
     key = asyncssh.generate_private_key("ssh-ed25519")
     servers = []
     for sw in switches:
@@ -104,7 +110,7 @@ async def serve(switches: list[SimSwitch], username: str, password: str,
             process_factory=lambda proc, sw=sw: _shell(proc, sw), encoding="utf-8", line_editor=True,
             login_timeout=30, keepalive_interval=0))
     if ready is not None:
-        ready.set()
+        ready()
     try:
         await asyncio.Event().wait()
     finally:

@@ -1,0 +1,82 @@
+"""`provision ethernet check`: where every BMC and PXE NIC is plugged, asked of the management switches.
+
+Exit codes as `fabric validate`: 0 every NIC where the design says, 1 findings (including `unknown`),
+2 could not check (no design, bad design, no credential for any switch...).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# Typer runs a lone registered command as the whole program: load the lifecycle commands beside it.
+import provision.cli.lifecycle_cmds  # noqa: F401
+from provision.cli.app import Common, app, common_options
+from provision.cli.context import Context
+from provision.cli.output import console, emit_json, error_line, esc
+from provision.errors import BringupError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+ethernet_app = typer.Typer(no_args_is_help=True, help="Ethernet cabling of BMC and PXE NICs, from the switches.")
+app.add_typer(ethernet_app, name="ethernet")
+
+
+@ethernet_app.command("check")
+@common_options
+def check_cmd(
+    *,
+    common: Common,
+    design: Annotated[Path | None, typer.Option(
+        "--design", help="Ethernet design file (default: ethernet.yml beside the site file).")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256,
+                                             help="Switches read at once.")] = 16,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.5, max=300,
+                                           help="Seconds for each connect, login and command.")] = 10.0,
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the JSON here (the report reads "
+                                             "ethernet-check.json from the run directory).")] = None,
+) -> None:
+    """Locate every BMC and PXE MAC on the switches and compare with the design: wrong port (swap pairs),
+    unplugged, error-disabled, seen twice, wrong VLAN, unknown (switch unreadable)."""
+    from provision.ethernet.check import check
+    from provision.ethernet.design import load_design
+    from provision.site.credentials import login
+
+    try:
+        ctx = Context.of(common)
+        site = ctx.site
+        eth = load_design(design or site.directory / "ethernet.yml")
+        facts = {h: f for h, f in ctx.store.facts_many().items() if h in eth.nics}
+        macs = {(h, role): mac for h, f in facts.items()
+                for role, mac in (("pxe", f.pxe_mac), ("bmc", f.bmc_mac)) if mac}
+        report = check(eth, lambda name: login(site, name), macs, concurrency=concurrency, timeout=timeout)
+    except BringupError as e:
+        error_line(str(e))
+        raise typer.Exit(EXIT_ERROR) from None
+    data = report.to_json()
+    if out is not None:
+        out.write_text(json.dumps(data, indent=2) + "\n")
+    if common.json_out:
+        emit_json(data)
+    else:
+        _print(data)
+    raise typer.Exit(EXIT_FINDINGS if report.findings else EXIT_CLEAN)
+
+
+def _print(data: dict[str, object]) -> None:
+    switches = data["switches"]
+    assert isinstance(switches, list)
+    for s in switches:
+        if s["state"] != "ok":
+            console.print(f"switch {esc(s['name'])} ({esc(s['address'])}): unknown: {esc(s['reason'])}")
+    findings = data["findings"]
+    assert isinstance(findings, list)
+    for f in findings:
+        console.print(f"{esc(f['host'])} {f['role'].upper()} NIC {esc(f['mac'])}: {f['status']}: "
+                      f"{esc(f['reason'])}\n    fix: {esc(f['fix'])}")
+    ok = sum(1 for s in switches if s["state"] == "ok")
+    console.print(f"ethernet: {ok}/{len(switches)} switches read, {len(findings)} findings, counts "
+                  f"{esc(json.dumps(data['counts']))}, {data['seconds']} s")
+

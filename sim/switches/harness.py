@@ -1,0 +1,46 @@
+"""Run the switch simulator on a thread of this process (tests, bench): listening inside the block, stopped
+when it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from sim.switches.server import serve, switches_from
+
+
+@contextlib.contextmanager
+def running(asbuilt: dict[str, Any], password: str, timeout: float = 10.0) -> Iterator[None]:
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    errors: list[Exception] = []
+
+    async def main() -> None:
+        try:
+            await serve(switches_from(asbuilt), asbuilt["username"], password, started.set)
+        except Exception as e:  # a bind that failed: reported to the caller below
+            errors.append(e)
+            started.set()
+
+    task = loop.create_task(main())
+
+    def run() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(task)
+
+    thread = threading.Thread(target=run, name="sim-switches", daemon=True)
+    thread.start()
+    try:
+        if not started.wait(timeout):
+            raise RuntimeError(f"switch simulator not listening after {timeout} s")
+        if errors:
+            raise RuntimeError(f"switch simulator failed to start: {errors[0]}")
+        yield
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout)
+        if not thread.is_alive():
+            loop.close()

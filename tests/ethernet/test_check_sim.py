@@ -1,0 +1,99 @@
+"""`provision ethernet check` over SSH against the switch simulator (sim/switches: NX-OS and EOS prompts and
+tables as ntc-templates' real captures show them): the cabling faults found, every switch-level fault
+(refused login, hang mid-output, paging, unknown format) makes that switch `unknown` with its reason
+without stalling the others, and the switches' password is nowhere in the output, the logs or argv."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provision.cli import main
+from provision.ethernet.check import SCHEMA, check
+from provision.ethernet.design import EthernetDesign
+from tests.ethernet.conftest import PASSWORD, login
+from tests.sites import copy_sim_site
+
+TIMEOUT = 1.5
+
+
+class _Collect(logging.Handler):
+    def __init__(self, records: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def checked(faulty_lab: EthernetDesign) -> tuple[dict[str, object], float, str]:
+    logging.getLogger().setLevel(logging.DEBUG)  # netmiko/paramiko at their most talkative
+    records: list[str] = []
+    handler = _Collect(records)
+    logging.getLogger().addHandler(handler)
+    try:
+        start = time.monotonic()
+        report = check(faulty_lab, login, timeout=TIMEOUT)
+        took = time.monotonic() - start
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().setLevel(logging.WARNING)
+    return report.to_json(), took, "\n".join(records)
+
+
+def test_each_faulty_switch_is_unknown_with_its_reason_and_the_others_are_read(
+        checked: tuple[dict[str, object], float, str]) -> None:
+    data, took, _ = checked
+    switches = {s["name"]: (s["state"], s["reason"]) for s in data["switches"]}  # type: ignore[attr-defined]
+    assert switches["tor-r1"] == ("ok", "") and switches["tor-r2"] == ("ok", "")
+    assert switches["tor-r3"] == ("unknown", "login refused for user 'admin' (check the credential 'switch_admin')")
+    assert switches["tor-r4"] == ("unknown", "'show mac address-table': no prompt within 1.5 s (hung mid-output)")
+    assert switches["tor-r5"][1].endswith("paged its output (--More--) although terminal length 0 was set")
+    assert "answered without its table header ('Syntax error: Illegal parameter')" in switches["tor-r6"][1]
+    assert took < 3 * TIMEOUT + 4  # the hung switch bounds the run; nobody waits on it in turn
+
+
+def test_the_cabling_faults_are_found_and_the_unread_switches_nics_are_unknown(
+        checked: tuple[dict[str, object], float, str]) -> None:
+    data, _, _ = checked
+    assert data["schema"] == SCHEMA and data["ok"] is False
+    findings = {(f["host"], f["role"]): f["status"] for f in data["findings"]}  # type: ignore[attr-defined]
+    assert {k: v for k, v in findings.items() if v != "unknown"} == {
+        ("gpu-r1-03", "pxe"): "wrong_port", ("gpu-r1-04", "pxe"): "wrong_port",
+        ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
+    assert data["counts"] == {"err_disabled": 1, "not_seen": 1, "ok": 44, "unknown": 96, "wrong_port": 2}
+
+
+def test_the_switch_password_is_in_neither_the_json_nor_the_logs(checked: tuple[dict[str, object], float, str]) -> None:
+    data, _, logs = checked
+    assert "tor-r1" in logs  # the logs were captured
+    assert PASSWORD not in json.dumps(data) and PASSWORD not in logs
+
+
+def test_the_command_reads_the_sites_credential_from_the_environment_and_exits_1_on_findings(
+        faulty_lab: EthernetDesign, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    site = copy_sim_site(tmp_path / "site")
+    data = yaml.safe_load(site.read_text())
+    data["credentials"]["switch_admin"] = {"username": "admin", "password": {"env": "TEST_SWITCH_PASSWORD"}}
+    site.write_text(yaml.safe_dump(data))
+    two = {"switches": {n: faulty_lab.switches[n].model_dump() for n in ("tor-r1", "tor-r3")},
+           "nics": {h: n.model_dump(exclude_none=True) for h, n in faulty_lab.nics.items() if h.startswith("gpu-r1-")}}
+    (site.parent / "ethernet.yml").write_text(yaml.safe_dump(two))
+    monkeypatch.setenv("TEST_SWITCH_PASSWORD", PASSWORD)
+    out = tmp_path / "ethernet-check.json"
+    assert main(["ethernet", "check", "--site", str(site), "--timeout", "2", "--json", "--out", str(out)]) == 1
+    printed = capfd.readouterr()
+    assert json.loads(printed.out) == json.loads(out.read_text())
+    assert PASSWORD not in printed.out + printed.err
+    assert [s["state"] for s in json.loads(out.read_text())["switches"]] == ["ok", "unknown"]
+    monkeypatch.delenv("TEST_SWITCH_PASSWORD")
+    assert main(["ethernet", "check", "--site", str(site), "--timeout", "2"]) == 1  # every switch unknown
+    assert "environment variable TEST_SWITCH_PASSWORD is not set" in capfd.readouterr().out
+    assert main(["ethernet", "check", "--site", str(site), "--design", str(tmp_path / "none.yml")]) == 2

@@ -1,0 +1,77 @@
+"""The comparison on switch views read through the real templates from the simulator's tables (no SSH):
+every finding the issue names, with both ends and a fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provision.ethernet.compare import NicResult, compare
+from provision.ethernet.design import EthernetDesign
+from provision.ethernet.parse import parse_macs, parse_ports
+from provision.ethernet.switches import SwitchView
+from sim.switches.asbuilt import EthernetFaults
+from sim.switches.render import mac_table, port_status
+from sim.switches.server import switches_from
+from tests.ethernet.conftest import FAULTS, lab
+
+
+def _views(design: EthernetDesign, asbuilt: dict[str, Any], unread: str = "") -> dict[str, SwitchView]:
+    views = {}
+    for sw in switches_from(asbuilt):
+        v = SwitchView(sw.name, design.switches[sw.name])
+        if sw.name == unread:
+            v.reason = "login refused for user 'admin'"
+        else:
+            v.macs = parse_macs(sw.platform, mac_table(sw))
+            v.ports = {p.key: p for p in parse_ports(sw.platform, port_status(sw))}
+            v.state = "ok"
+        views[sw.name] = v
+    return views
+
+
+def _by(results: list[NicResult]) -> dict[tuple[str, str], NicResult]:
+    return {(r.host, r.role): r for r in results}
+
+
+def test_crossed_unplugged_and_err_disabled_cables_are_found_with_their_fix() -> None:
+    design, asbuilt = lab(2, 12, FAULTS)
+    results = _by(compare(design, _views(design, asbuilt), {}))
+    bad = {k: r.status for k, r in results.items() if r.status != "ok"}
+    assert bad == {("gpu-r1-03", "pxe"): "wrong_port", ("gpu-r1-04", "pxe"): "wrong_port",
+                   ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
+    crossed = results[("gpu-r1-03", "pxe")]
+    assert crossed.swap_with == "gpu-r1-04 pxe" and crossed.fix == (
+        "swap these two cables: tor-r1 Eth1/27 (gpu-r1-03 pxe) <-> tor-r1 Eth1/28 (gpu-r1-04 pxe)")
+    unplugged = results[("gpu-r2-07", "pxe")]
+    assert unplugged.reason.startswith("unplugged: not seen on any switch; designed port tor-r2 Et31 has no link")
+
+
+def test_a_nic_on_another_free_port_is_wrong_port_without_a_swap() -> None:
+    design, asbuilt = lab(1, 4, EthernetFaults())
+    port = asbuilt["switches"][0]["ports"]
+    port[40]["macs"], port[24]["macs"] = port[24]["macs"], []  # gpu-r1-01's PXE moved from Eth1/25 to Eth1/41
+    r = _by(compare(design, _views(design, asbuilt), {}))[("gpu-r1-01", "pxe")]
+    assert (r.status, r.swap_with, r.fix) == ("wrong_port", None, "move the cable from tor-r1 Eth1/41 to tor-r1 Eth1/25")
+
+
+def test_a_mac_on_two_ports_and_a_port_in_the_wrong_vlan_are_reported() -> None:
+    design, asbuilt = lab(1, 4, EthernetFaults())
+    ports = asbuilt["switches"][0]["ports"]
+    ports[44]["macs"] = list(ports[25]["macs"])  # gpu-r1-02's PXE MAC also on Eth1/45
+    ports[26]["macs"] = []
+    ports[26]["vlan"] = 99  # gpu-r1-03's PXE port up in VLAN 99, nothing learnt
+    got = _by(compare(design, _views(design, asbuilt), {}))
+    assert got[("gpu-r1-02", "pxe")].status == "seen_twice"
+    assert "tor-r1 Eth1/26, tor-r1 Eth1/45" in got[("gpu-r1-02", "pxe")].reason
+    assert (got[("gpu-r1-03", "pxe")].status, got[("gpu-r1-03", "pxe")].fix) == ("wrong_vlan", "put tor-r1 Eth1/27 in VLAN 20")
+
+
+def test_nics_of_an_unread_switch_are_unknown_with_its_reason_and_harvested_macs_win() -> None:
+    design, asbuilt = lab(2, 2, EthernetFaults())
+    harvested = {("gpu-r2-01", "pxe"): "02:00:00:01:02:02"}  # the MAC the BMC reports is gpu-r1-02's port's
+    got = _by(compare(design, _views(design, asbuilt, unread="tor-r1"), harvested))
+    assert got[("gpu-r1-01", "bmc")].status == "unknown"
+    assert "tor-r1 could not be read: login refused" in got[("gpu-r1-01", "bmc")].reason
+    moved = got[("gpu-r2-01", "pxe")]  # seen nowhere readable: the unread switch is named
+    assert moved.status == "not_seen" and moved.reason.endswith("(not read: tor-r1; it may be plugged there)")
+    assert got[("gpu-r2-02", "pxe")].status == "ok"

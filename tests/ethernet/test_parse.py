@@ -1,0 +1,54 @@
+"""ntc-templates on real captures (ntc-templates' own fixtures, tests/fixtures/ethernet/README.md), and the
+simulator's tables read by the same templates as the real ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision.ethernet.design import normalise_mac, normalise_port
+from provision.ethernet.parse import UnknownFormat, parse_macs, parse_ports
+from sim.switches.render import SimPort, SimSwitch, mac_table, port_status
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "ethernet"
+
+
+def _raw(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_real_nxos_mac_table_and_port_states_parse_to_normalised_rows() -> None:
+    macs = parse_macs("cisco_nxos", _raw("cisco_nxos_show_mac_address-table.raw"))
+    assert ("00:0e:00:0e:00:0e", 145, "Po10") in [(m.mac, m.vlan, m.port) for m in macs]
+    ports = {p.port: p.state for p in parse_ports("cisco_nxos", _raw("cisco_nxos_show_interface_status.raw"))}
+    assert (ports["mgmt0"], ports["Eth1/1"], ports["Eth1/3"]) == ("up", "admin-down", "down")
+
+
+def test_real_eos_mac_table_and_errdisabled_port_parse() -> None:
+    macs = parse_macs("arista_eos", _raw("arista_eos_show_mac_address-table.raw"))
+    assert ("00:1c:73:13:a3:de", 55, "eth32") in [(m.mac, m.vlan, m.key) for m in macs]
+    ports = {p.port: p.state for p in parse_ports("arista_eos", _raw("arista_eos_show_interfaces_status.raw"))}
+    assert (ports["Et3/2/2"], ports["Et3/1/1"], ports["Et3/2/1"]) == ("err-disabled", "up", "down")
+
+
+@pytest.mark.parametrize("platform", ["cisco_nxos", "arista_eos"])
+def test_the_simulators_tables_read_back_through_the_real_templates(platform: str) -> None:
+    name = "Eth1/5" if platform == "cisco_nxos" else "Et5"
+    sw = SimSwitch("tor", platform, "127.0.48.1", 2022, [
+        SimPort(name, "connected", 20, [("02:00:00:00:02:05", 20)]),
+        SimPort(name.replace("5", "6"), "notconnect" if platform == "arista_eos" else "notconnec", 20)])
+    assert [(m.mac, m.vlan, m.key) for m in parse_macs(platform, mac_table(sw))] == [
+        ("02:00:00:00:02:05", 20, normalise_port(name))]
+    assert [(p.port, p.state, p.vlan) for p in parse_ports(platform, port_status(sw))] == [
+        (name, "up", "20"), (name.replace("5", "6"), "down", "20")]
+
+
+def test_an_answer_without_the_table_header_is_an_unknown_format_not_an_empty_table() -> None:
+    with pytest.raises(UnknownFormat, match="without its table header"):
+        parse_macs("cisco_nxos", "% Permission denied for the role\n")
+
+
+def test_macs_and_ports_compare_in_one_spelling() -> None:
+    assert normalise_mac("5087.89A1.DE75") == normalise_mac("50-87-89-a1-de-75") == "50:87:89:a1:de:75"
+    assert normalise_port("Ethernet1/26") == normalise_port("Eth1/26") == "eth1/26" and normalise_port("Et7") == "eth7"
