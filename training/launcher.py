@@ -7,10 +7,13 @@ variable of the launcher's own run that shapes it (`forwarded_env`, `--env`). Th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -170,6 +173,39 @@ def host_command(host: Host, argv: Sequence[str], env: Mapping[str, str], workdi
     return ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=30", host.name, remote]
 
 
+ENV_SUMMARY = ".bringup-env-summary.json"  # written by pack-env, unpacked by `provision ship`
+
+
+def _host_summary(host: Host, env_dir: str, timeout_s: float) -> str:
+    path = env_dir.replace("{host}", host.name) + "/" + ENV_SUMMARY
+    if host.local:
+        p = Path(path)
+        return p.read_text()[:65536] if p.is_file() else ""
+    r = subprocess.run(["ssh", "-o", "BatchMode=yes", host.name, f"head -c 65536 {shlex.quote(path)}"],
+                       capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL)
+    return r.stdout if r.returncode == 0 else ""
+
+
+def environment_mismatches(hosts: Sequence[Host], manifest: Path, env_dir: str, timeout_s: float = 30.0
+                           ) -> dict[str, str]:
+    """Host -> why its environment is not the job's (pack-env manifest): missing, or another env_id/versions."""
+    want = json.loads(manifest.read_text()[:1 << 20])
+
+    def judge(host: Host) -> tuple[str, str | None]:
+        try:
+            got = json.loads(_host_summary(host, env_dir, timeout_s) or "null")
+        except (json.JSONDecodeError, subprocess.TimeoutExpired, OSError):
+            got = None
+        if not isinstance(got, dict):
+            return host.name, "no shipped environment (provision ship)"
+        if got.get("env_id") != want["env_id"] or got.get("versions") != want["versions"]:
+            return host.name, f"environment {got.get('env_id')} {got.get('versions')}, the job's {want['env_id']}"
+        return host.name, None
+
+    with ThreadPoolExecutor(max_workers=min(64, len(hosts) or 1)) as pool:
+        return {h: why for h, why in pool.map(judge, hosts) if why}
+
+
 def _env_pairs(items: Sequence[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -202,6 +238,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="kill the health check after this long; every host then counts as unknown")
     p.add_argument("--hang-s", type=float, default=0.0, help="no step for this long: hung, restart (0: off)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for every rank (repeatable)")
+    p.add_argument("--env-manifest", type=Path, help="pack-env's bringup-env.manifest.json: refuse hosts whose "
+                   "shipped environment differs")
+    p.add_argument("--env-dir", default="/opt/bringup/env-ship/env", help="where provision ship unpacked it")
     p.add_argument("--python", default=sys.executable, help="Python on the hosts")
     p.add_argument("--workdir", type=Path, default=Path.cwd(), help="project checkout on the hosts")
     p.add_argument("--dry-run", action="store_true", help="print each host's command and exit")
@@ -231,6 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         sup = Supervisor(hosts, train_args, run_dir, provision_health(health, a.health_timeout_s), nccl,
                          a.max_restarts, a.min_hosts, a.rdzv_port, a.python, a.workdir, spares=spares, sizes=sizes,
                          engine=a.engine, env=_env_pairs(a.env), hang_s=a.hang_s)
+        if a.env_manifest is not None:
+            bad = environment_mismatches([*hosts, *spares], a.env_manifest, a.env_dir)
+            if any(h.name in bad for h in hosts):
+                raise LaunchError("hosts whose environment is not the job's: " +
+                                  "; ".join(f"{h}: {why}" for h, why in sorted(bad.items())))
+            sup.spares = [h for h in spares if h.name not in bad]
         _, saved_by, _ = checkpoint_world(run_dir)
         ranks = len(hosts) * min(h.slots for h in hosts)
         if a.engine == "deepspeed" and saved_by not in (None, ranks):

@@ -140,3 +140,29 @@ def test_launch_dry_run_prints_one_command_per_host(tmp_path: Path, capsys: pyte
     assert [ln.split(":")[0] for ln in lines] == ["gpu-r1-01", "gpu-r1-02"]
     assert "--engine deepspeed" in lines[1] and "--steps 100" in lines[1] and "--node-rank=1" in lines[1]
     assert "NCCL_IB_HCA=mlx5_0,mlx5_1" in lines[0]
+
+
+def test_the_launcher_refuses_hosts_whose_shipped_environment_is_not_the_jobs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.ship.conftest import make_venv
+    from training.launcher import environment_mismatches, main
+    from training.pack_env import pack
+
+    man = pack(make_venv(tmp_path), tmp_path / "out")
+    job_versions = dict(man["versions"])  # type: ignore[call-overload]
+    summary = {"env_id": man["env_id"], "versions": job_versions}
+    for host, versions in (("localhost", job_versions), ("127.0.0.2", {**job_versions, "torch": "2.12.0"})):
+        (tmp_path / host).mkdir()
+        (tmp_path / host / ".bringup-env-summary.json").write_text(json.dumps({**summary, "versions": versions}))
+    manifest = tmp_path / "out" / "bringup-env.manifest.json"
+    hosts = [Host("localhost", 1), Host("127.0.0.2", 1), Host("127.0.0.3", 1)]
+    bad = environment_mismatches(hosts, manifest, str(tmp_path / "{host}"))
+    assert sorted(bad) == ["127.0.0.2", "127.0.0.3"] and "no shipped environment" in bad["127.0.0.3"]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost slots=1\n127.0.0.2 slots=1\n")
+    args = ["--hostfile", str(hostfile), "--config", "tiny", "--run-dir", str(tmp_path / "run"), "--dry-run",
+            "--env-manifest", str(manifest), "--env-dir", str(tmp_path / "{host}")]
+    assert main(args) == 2
+    assert "127.0.0.2: environment" in capsys.readouterr().err
+    hostfile.write_text("localhost slots=1\n")
+    assert main(args) == 0
