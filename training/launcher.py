@@ -236,6 +236,8 @@ def _parser() -> argparse.ArgumentParser:
                    "promoted_to_golden} (default: provision health [--site SITE] --hosts {hosts} --level fast --json)")
     p.add_argument("--health-timeout-s", type=float, default=1800.0,
                    help="kill the health check after this long; every host then counts as unknown")
+    p.add_argument("--anomaly-cmd", help="after each attempt: the diagnoses into the hosts' history (default with "
+                   "--site: provision anomalies --site SITE --run-dir {run_dir})")
     p.add_argument("--hang-s", type=float, default=0.0, help="no step for this long: hung, restart (0: off)")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for every rank (repeatable)")
     p.add_argument("--env-manifest", type=Path, help="pack-env's bringup-env.manifest.json: refuse hosts whose "
@@ -269,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         sizes = tuple(int(x) for x in a.shrink_to.split(",") if x.strip())
         sup = Supervisor(hosts, train_args, run_dir, provision_health(health, a.health_timeout_s), nccl,
                          a.max_restarts, a.min_hosts, a.rdzv_port, a.python, a.workdir, spares=spares, sizes=sizes,
-                         engine=a.engine, env=_env_pairs(a.env), hang_s=a.hang_s)
+                         engine=a.engine, env=_env_pairs(a.env), hang_s=a.hang_s,
+                         anomaly_cmd=a.anomaly_cmd or (f"provision anomalies {site}--run-dir {{run_dir}}" * bool(site)))
         if a.env_manifest is not None:
             bad = environment_mismatches([*hosts, *spares], a.env_manifest, a.env_dir)
             if any(h.name in bad for h in hosts):

@@ -193,6 +193,7 @@ class Supervisor:
     env: dict[str, str] = field(default_factory=dict)  # --env KEY=VALUE for every rank
     hang_s: float = 0.0  # no step for this long: hung (0: not watched)
     restart_on_anomaly: bool = True
+    anomaly_cmd: str = ""  # after each attempt, e.g. `provision anomalies --site S --run-dir {run_dir}`
     stop: Stop | None = None  # why the last attempt was stopped early, if it was
     _seen_anomalies: int = 0
 
@@ -248,6 +249,18 @@ class Supervisor:
                 codes.setdefault(name, p.returncode if p.returncode is not None else -signal.SIGKILL)
         return codes
 
+    def _record_anomalies(self) -> None:
+        """The attempt's diagnoses into the suspect hosts' state-store history (best effort: the job goes on)."""
+        if not self.anomaly_cmd or not (self.run_dir / "anomalies.jsonl").exists():
+            return
+        argv = [a.replace("{run_dir}", str(self.run_dir)) for a in shlex.split(self.anomaly_cmd)]
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+            if r.returncode != 0:
+                _log(f"anomalies not recorded ({shlex.join(argv)} exited {r.returncode}): {r.stderr.strip()[-300:]}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _log(f"anomalies not recorded ({e})")
+
     def _refusal(self, codes: dict[str, int], attempt: int) -> str | None:
         if attempt >= self.max_restarts:
             return "restart limit reached"
@@ -264,6 +277,7 @@ class Supervisor:
             self._record("start", attempt=attempt, hosts=[h.name for h in hosts], checkpoint=_ckpt_name(self.run_dir),
                          env=sorted(job_env(self.nccl, self.run_dir, attempt, self.env)))
             codes = self.run_attempt(hosts, attempt)
+            self._record_anomalies()
             if self.stop is None and all(c == 0 for c in codes.values()):
                 self._record("finished", attempt=attempt)
                 return 0

@@ -30,7 +30,8 @@ COMMAND_MODULES = {
     "report": "report_cmds",
     "metrics": "metrics_cmds",
     "ethernet": "ethernet_cmds",
-    "ship": "ship_cmds",
+    "ship": "job_cmds",
+    "anomalies": "job_cmds",
 }
 
 
