@@ -16,7 +16,9 @@ from provision.ethernet.design import normalise_mac, normalise_port
 # platform -> {what: (command, a header line its real output carries)}
 COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
     "cisco_nxos": {"macs": ("show mac address-table", "MAC Address"),
-                   "ports": ("show interface status", "Port")},
+                   "ports": ("show interface status", "Port"),
+                   # NX-OS's status column has no word for error-disabled: its own command lists them
+                   "errdisabled": ("show interface status err-disabled", "Reason")},
     "arista_eos": {"macs": ("show mac address-table", "mac Address"),
                    "ports": ("show interfaces status", "Port")},
 }
@@ -25,7 +27,7 @@ COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
 _STATE = {"connected": "up", "up": "up", "notconnect": "down", "notconnec": "down", "down": "down",
           "xcvrabsen": "down", "xcvrabsent": "down", "sfpabsent": "down", "nooperm": "down",
           "noopermem": "down", "inactive": "down", "linkflape": "err-disabled",
-          "err-disabled": "err-disabled", "errdisabled": "err-disabled", "err-disab": "err-disabled",
+          "err-disabled": "err-disabled", "errdisabled": "err-disabled",
           "disabled": "admin-down", "sfpinvali": "down"}
 
 
@@ -81,4 +83,13 @@ def parse_ports(platform: str, text: str) -> list[PortState]:
         state = _STATE.get(raw.lower(), f"other:{raw}")
         port = str(row.get("port", ""))
         out.append(PortState(port, normalise_port(port), state, raw, str(row.get("vlan_id", ""))))
+    return out
+
+
+def parse_errdisabled(platform: str, text: str) -> dict[str, str]:
+    """Normalised port -> why it is error-disabled (NX-OS `show interface status err-disabled`)."""
+    out = {}
+    for row in _rows(platform, "errdisabled", text):
+        why = f"{row.get('status', '')} {row.get('port_error', '')}".strip()
+        out[normalise_port(str(row.get("interface", "")))] = why
     return out

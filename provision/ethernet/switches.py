@@ -12,10 +12,18 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from provision.ethernet.design import SwitchSpec
-from provision.ethernet.parse import COMMANDS, MacEntry, PortState, UnknownFormat, parse_macs, parse_ports
+from provision.ethernet.parse import (
+    COMMANDS,
+    MacEntry,
+    PortState,
+    UnknownFormat,
+    parse_errdisabled,
+    parse_macs,
+    parse_ports,
+)
 from provision.site.credentials import Login
 from provision.state.secret_values import mask
 
@@ -90,6 +98,11 @@ def read_switch(name: str, spec: SwitchSpec, login: Login, timeout: float) -> Sw
         ports_text = _ask(conn, commands["ports"][0], timeout)
         view.macs = parse_macs(spec.platform, macs_text)
         view.ports = {p.key: p for p in parse_ports(spec.platform, ports_text)}
+        if "errdisabled" in commands:
+            disabled = parse_errdisabled(spec.platform, _ask(conn, commands["errdisabled"][0], timeout))
+            for key, why in disabled.items():
+                if key in view.ports:
+                    view.ports[key] = replace(view.ports[key], state="err-disabled", raw=why)
         view.state = "ok"
     except UnknownFormat as e:
         view.reason = f"unknown format: {e}"

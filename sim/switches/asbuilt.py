@@ -20,7 +20,7 @@ PXE_OFFSET = 24
 BMC_VLAN, PXE_VLAN = 10, 20
 SIM_SWITCH_PORT = 2022
 _DOWN = {"cisco_nxos": "notconnec", "arista_eos": "notconnect"}
-_ERR = {"cisco_nxos": "err-disab", "arista_eos": "errdisabled"}
+_ERR = {"cisco_nxos": "err-disabled", "arista_eos": "errdisabled"}  # NX-OS: see render.port_status
 
 
 @dataclass(frozen=True)

@@ -67,11 +67,17 @@ def mac_table(sw: SimSwitch) -> str:
     return EOS_MAC_HEAD + body + f"Total Mac Addresses for this criterion: {len(rows)}\n"
 
 
+NXOS_ERRDISABLED_HEAD = """--------------------------------------------------------------------------------
+Port         Name               Status             Reason
+--------------------------------------------------------------------------------
+"""
+
+
 def port_status(sw: SimSwitch) -> str:
-    if sw.platform == "cisco_nxos":
+    if sw.platform == "cisco_nxos":  # an error-disabled port shows `down` here and is listed by its own command
         return NXOS_STATUS_HEAD + "".join(
-            f"{p.name:<13} {'--':<18} {p.status:<9} {p.vlan:<9} {'full':<7} {'1000':<7} 1000base-T\n"
-            for p in sw.ports)
+            f"{p.name:<13} {'--':<18} {'down' if p.status == 'err-disabled' else p.status:<9} {p.vlan:<9} "
+            f"{'full':<7} {'1000':<7} 1000base-T\n" for p in sw.ports)
     return EOS_STATUS_HEAD + "".join(
         f"{p.name:<10} {'':<22} {p.status:<12} {p.vlan:<11} a-full  a-1G  1000BASE-T\n" for p in sw.ports)
 
@@ -95,6 +101,9 @@ def answer(sw: SimSwitch, command: str) -> str:
         return mac_table(sw)
     if words == ("show interfaces status" if eos else "show interface status"):
         return port_status(sw)
+    if words == "show interface status err-disabled" and not eos:
+        return NXOS_ERRDISABLED_HEAD + "".join(f"{p.name:<12} {'--':<18} {'err-disabled':<18} Error disabled\n"
+                                               for p in sw.ports if p.status == "err-disabled")
     if eos:
         return "% Invalid input\n"
     return "                      ^\n% Invalid command at '^' marker.\n"

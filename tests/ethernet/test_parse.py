@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from provision.ethernet.design import normalise_mac, normalise_port
-from provision.ethernet.parse import UnknownFormat, parse_macs, parse_ports
+from provision.ethernet.parse import UnknownFormat, parse_errdisabled, parse_macs, parse_ports
 from sim.switches.render import SimPort, SimSwitch, mac_table, port_status
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ethernet"
@@ -23,6 +23,11 @@ def test_real_nxos_mac_table_and_port_states_parse_to_normalised_rows() -> None:
     assert ("00:0e:00:0e:00:0e", 145, "Po10") in [(m.mac, m.vlan, m.port) for m in macs]
     ports = {p.port: p.state for p in parse_ports("cisco_nxos", _raw("cisco_nxos_show_interface_status.raw"))}
     assert (ports["mgmt0"], ports["Eth1/1"], ports["Eth1/3"]) == ("up", "admin-down", "down")
+
+
+def test_real_nxos_err_disabled_listing_names_each_port_and_why() -> None:
+    got = parse_errdisabled("cisco_nxos", _raw("cisco_nxos_show_interface_status_err-disabled.raw"))
+    assert got["eth3"] == "err-disabled Error disabled" and got["eth1"] == "linkFlapErr linkFlapErrDisabled"
 
 
 def test_real_eos_mac_table_and_errdisabled_port_parse() -> None:
