@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         site = f"--site {shlex.quote(str(a.site))} " if a.site else ""
         health = a.health_cmd or f"provision health {site}--hosts {{hosts}} --level fast --json"
         sizes = tuple(int(x) for x in a.shrink_to.split(",") if x.strip())
-        sup = Supervisor(hosts, train_args, run_dir, provision_health(health, a.health_timeout_s), nccl,
+        golden = "" if a.health_cmd else f"provision golden {site}--json"
+        sup = Supervisor(hosts, train_args, run_dir, provision_health(health, a.health_timeout_s, golden), nccl,
                          a.max_restarts, a.min_hosts, a.rdzv_port, a.python, a.workdir, spares=spares, sizes=sizes,
                          engine=a.engine, env=_env_pairs(a.env), hang_s=a.hang_s,
                          anomaly_cmd=a.anomaly_cmd or (f"provision anomalies {site}--run-dir {{run_dir}}" * bool(site)))

@@ -39,13 +39,26 @@ HealthCheck = Callable[[Sequence[str]], dict[str, str]]
 
 class HealthCommand:
     """`provision health --site S --hosts {hosts} --level fast --json` (or another template) as a check:
-    host -> `golden` (healthy and in the golden set after the run), else its verdict; unknown when the
+    host -> `golden` (healthy, and promoted by the run or listed by `golden_template`, e.g. `provision
+    golden --site S --json`), else its verdict; unknown when the
     check cannot start, runs past `timeout_s` (killed with its process group) or says nothing of a host.
     The failing checks of each host (check -> reason) are kept in `problems` for the diagnosis."""
 
-    def __init__(self, template: str, timeout_s: float = 1800.0) -> None:
-        self.template, self.timeout_s = template, timeout_s
+    def __init__(self, template: str, timeout_s: float = 1800.0, golden_template: str = "") -> None:
+        self.template, self.timeout_s, self.golden_template = template, timeout_s, golden_template
         self.problems: dict[str, dict[str, str]] = {}
+
+    def _golden(self, hosts: Sequence[str]) -> set[str]:
+        """The golden set after the check (`provision golden --json`): hosts already golden that pass stay
+        golden without being promoted again, so the health payload alone does not list them."""
+        if not self.golden_template:
+            return set()
+        stdout = self._run(shlex.split(self.golden_template), hosts)
+        try:
+            rows = json.loads(stdout or "{}").get("hosts", [])
+        except (json.JSONDecodeError, AttributeError):
+            return set()
+        return {str(r.get("hostname")) for r in rows if isinstance(r, dict)}
 
     def __call__(self, hosts: Sequence[str]) -> dict[str, str]:
         argv = [a.replace("{hosts}", ",".join(hosts)) for a in shlex.split(self.template)]
@@ -57,7 +70,7 @@ class HealthCommand:
             payload = json.loads(stdout)
         except json.JSONDecodeError:
             return unknown
-        golden = set(payload.get("promoted_to_golden", [])) | set(payload.get("golden", []))
+        golden = set(payload.get("promoted_to_golden", [])) | set(payload.get("golden", [])) | self._golden(hosts)
         verdicts: dict[str, str] = {}
         for e in payload.get("hosts", []):
             host, verdict = str(e["host"]), str(e["verdict"])
@@ -88,8 +101,8 @@ class HealthCommand:
         return stdout
 
 
-def provision_health(template: str, timeout_s: float = 1800.0) -> HealthCommand:
-    return HealthCommand(template, timeout_s)
+def provision_health(template: str, timeout_s: float = 1800.0, golden_template: str = "") -> HealthCommand:
+    return HealthCommand(template, timeout_s, golden_template)
 
 
 @dataclass(frozen=True)
