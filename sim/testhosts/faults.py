@@ -22,7 +22,11 @@ def _host_vars(lab: Lab, host: str, values: dict[str, object]) -> None:
 def apt_unreachable(lab: Lab, host: str) -> None:
     """The host's Docker repository points at a port where nothing listens (a dead mirror or proxy)."""
     dead = lab.repo_url.rsplit(":", 1)[0] + ":1"
-    _host_vars(lab, host, {"container_runtime_docker_repo_url": f"{dead}/docker"})
+    # One attempt, without apt's own retries: a refused connection fails at once, the rest would be backoff
+    # (about a minute) that proves nothing more.
+    _host_vars(lab, host, {"container_runtime_docker_repo_url": f"{dead}/docker",
+                           "vendor_repo_update_cache_retries": 1})
+    (lab.host(host).root / "etc/apt/apt.conf.d/99bringup-fault-no-retries").write_text('Acquire::Retries "0";\n')
 
 
 def held_wrong_version(lab: Lab, host: str) -> None:

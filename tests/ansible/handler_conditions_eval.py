@@ -19,7 +19,8 @@ ROLES = Path(__file__).resolve().parents[2] / "roles"
 
 def running(role: str, variables: dict[str, object]) -> list[str]:
     loader = DataLoader()
-    templar = Templar(loader=loader, variables=variables)
+    # ansible_check_mode: a magic variable Ansible always sets (False outside --check).
+    templar = Templar(loader=loader, variables={"ansible_check_mode": False, **variables})
     handlers = loader.load_from_file(str(ROLES / role / "handlers" / "main.yml"), trusted_as_template=True)
     return sorted(h["name"] for h in handlers if "when" in h and templar.evaluate_conditional(h["when"]))
 
