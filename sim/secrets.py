@@ -12,7 +12,8 @@ import os
 import secrets as _random
 from pathlib import Path
 
-SIM_SECRET_VARIABLES = ("BRINGUP_SIM_BMC_PASSWORD", "BRINGUP_SIM_MAAS_API_KEY", "BRINGUP_SIM_UFM_PASSWORD")
+SIM_SECRET_VARIABLES = ("BRINGUP_SIM_BMC_PASSWORD", "BRINGUP_SIM_MAAS_API_KEY", "BRINGUP_SIM_UFM_PASSWORD",
+                        "BRINGUP_SIM_SWITCH_PASSWORD")
 
 
 def _maas_key() -> str:

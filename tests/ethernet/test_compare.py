@@ -75,3 +75,16 @@ def test_nics_of_an_unread_switch_are_unknown_with_its_reason_and_harvested_macs
     moved = got[("gpu-r2-01", "pxe")]  # seen nowhere readable: the unread switch is named
     assert moved.status == "not_seen" and moved.reason.endswith("(not read: tor-r1; it may be plugged there)")
     assert got[("gpu-r2-02", "pxe")].status == "ok"
+
+
+def test_the_embedded_sites_ethernet_design_is_the_one_the_simulator_serves() -> None:
+    from pathlib import Path
+
+    from provision.site import load_site
+    from sim.switches.embedded import design_text, embedded
+
+    site = load_site(Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml")
+    assert (site.directory / "ethernet.yml").read_text() == design_text(site)
+    design, asbuilt = embedded(site)
+    served = {p["name"]: p for s in asbuilt["switches"] if s["name"] == "tor-r2" for p in s["ports"]}
+    assert design["nics"]["gpu-r2-07"]["pxe"]["port"] == "Et31" and served["Et31"]["macs"] == []  # unplugged
