@@ -22,6 +22,7 @@ from sim.__main__ import open_lab
 # $BRINGUP_STATE_DB, which the demo points at a fresh file.
 STEPS: list[tuple[str, str, list[str]]] = [
     ("Harvest MACs from every BMC", "provision", ["harvest-macs"]),
+    ("Find every BMC and PXE NIC on the management switches", "provision", ["ethernet", "check"]),
     ("Arm one-time PXE boot and power on", "provision", ["pxe-boot"]),
     ("Enlist, commission and deploy through MAAS", "provision", ["maas", "deploy", "--poll", "0.5"]),
     ("Validate the InfiniBand cabling against the design", "fabric", ["validate", "--live"]),
@@ -136,6 +137,8 @@ def run_demo(site_path: Path | None) -> int:
                 continue
             console.rule(f"[bold]{title}[/]  [dim]{program} {' '.join(argv)}")
             run = fabric_main if program == "fabric" else provision_main
+            if argv[:1] == ["ethernet"]:  # kept for provision report (ethernet-check.json in the run directory)
+                argv = [*argv, "--out", str(lab.run_dir / "ethernet-check.json")]
             code = run([*argv, "--site", site_file])
             if argv[:1] == ["validate"]:
                 _keep_validation(site_file, lab.run_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,8 @@ from provision.bmc.power import (
     reset,
     wait_power,
 )
-from provision.bmc.triage import triage
+from provision.bmc.triage import HostProblem, triage
+from provision.ethernet.triage import SwitchTriage
 from provision.redfish import ClientOptions, RedfishClient, tls_context
 from provision.site import Host, Site
 from provision.site.credentials import Login, login
@@ -123,13 +125,20 @@ class BmcStep(Step):
 class HarvestStep(BmcStep):
     spec = HARVEST
 
+    @functools.cached_property
+    def _switches(self) -> SwitchTriage:
+        return SwitchTriage(self.site)
+
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         cls = self.site.host_class(host)
         async with self.session(host) as bmc:
             system = await find_system(bmc)
             await rec.move(host.hostname, State.bmc_reachable, {"bmc": base_url(host), "system": system.path})
             inventory = await harvest(bmc, cls, system)
-        check_inventory(inventory, cls)
+        try:
+            check_inventory(inventory, cls)
+        except HostProblem as problem:  # a link failure carries the switch's view, its reason made precise
+            raise await self._switches.refine(host.hostname, inventory.summary().get("pxe_mac"), problem) from None
         summary = inventory.summary()
         evidence = {"bmc": base_url(host), "inventory": summary,
                     "pxe": {"source": inventory.pxe.source, "detail": inventory.pxe.detail},

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ntc_templates.parse import parse_output
-
 from provision.ethernet.design import normalise_mac, normalise_port
 
 # platform -> {what: (command, a header line its real output carries)}
@@ -53,6 +51,8 @@ class PortState:
 
 
 def _rows(platform: str, what: str, text: str) -> list[dict[str, object]]:
+    from ntc_templates.parse import parse_output  # loaded by the first switch answer, not by importing steps
+
     command, header = COMMANDS[platform][what]
     if header.lower() not in text.lower():
         first = next((line.strip() for line in text.splitlines() if line.strip()), "(empty)")

@@ -22,6 +22,14 @@ _BMC_REASONS = {
     "another service or a proxy, then reset the iDRAC (racreset) or update its firmware",
 }
 
+# Made precise from the switches' view (provision/ethernet/triage.py) when the site has an Ethernet design.
+_CABLE_REASONS = {
+    "pxe_cable_unplugged": "the PXE NIC's MAC is on no switch and its designed port has no link: plug (reseat or "
+    "replace) the cable into the port the evidence names, then `provision ethernet check`",
+    "pxe_cable_misplaced": "the PXE NIC's MAC is learnt on another switch port than designed: move the cable (or "
+    "swap the two crossed cables the evidence names), then `provision ethernet check`",
+}
+
 HARVEST = StepSpec(
     name="harvest-macs",
     run_by="provision harvest-macs",
@@ -34,6 +42,7 @@ HARVEST = StepSpec(
         **_BMC_REASONS,
         "no_pxe_nic": "enable a PXE device in the BIOS (PxeDev1) or fix the host class's pxe_nic",
         "pxe_nic_link_down": "check the PXE NIC's cable and switch port",
+        **_CABLE_REASONS,
         "unexpected_hardware": "reseat or replace the missing part, or fix the host class's expectations",
     },
 )

@@ -50,6 +50,9 @@ def _injected(site: Path) -> Injected:
     specific: dict[str, str] = {}
     for host, faults in _yaml(site, "faults.yml")["faults"].items():
         reasons.setdefault(host, BMC_REASONS[faults[0]])
+    for host in _yaml(site, "ethernet-faults.yml").get("unplugged", []):  # the switch shows the cable out
+        if reasons.get(host) == "pxe_nic_link_down":
+            reasons[host] = "pxe_cable_unplugged"
     for host, fault in _yaml(site, "maas.yml")["faults"].items():
         reasons.setdefault(host, MAAS_REASONS[fault])
     for host, spec in _yaml(site, "health-faults.yml")["hosts"].items():

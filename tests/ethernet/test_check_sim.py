@@ -5,6 +5,7 @@ without stalling the others, and the switches' password is nowhere in the output
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -16,6 +17,9 @@ import yaml
 from provision.cli import main
 from provision.ethernet.check import SCHEMA, check
 from provision.ethernet.design import EthernetDesign
+from provision.ethernet.triage import SwitchTriage
+from provision.site import load_site
+from provision.steps.runner import HostFailure
 from tests.ethernet.conftest import PASSWORD, login
 from tests.sites import copy_sim_site
 
@@ -29,6 +33,18 @@ class _Collect(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record.getMessage())
+
+
+def _site_with(lab: EthernetDesign, tmp_path: Path, switches: tuple[str, ...], hosts: tuple[str, ...]) -> Path:
+    """A copy of the embedded site whose switch credential and Ethernet design point at `lab`'s switches."""
+    site = copy_sim_site(tmp_path / "site")
+    data = yaml.safe_load(site.read_text())
+    data["credentials"]["switch_admin"] = {"username": "admin", "password": {"env": "TEST_SWITCH_PASSWORD"}}
+    site.write_text(yaml.safe_dump(data))
+    part = {"switches": {n: lab.switches[n].model_dump() for n in switches},
+            "nics": {h: n.model_dump(exclude_none=True) for h, n in lab.nics.items() if h.startswith(hosts)}}
+    (site.parent / "ethernet.yml").write_text(yaml.safe_dump(part))
+    return site
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +95,7 @@ def test_the_switch_password_is_in_neither_the_json_nor_the_logs(checked: tuple[
 def test_the_command_reads_the_sites_credential_from_the_environment_and_exits_1_on_findings(
         faulty_lab: EthernetDesign, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
-    site = copy_sim_site(tmp_path / "site")
-    data = yaml.safe_load(site.read_text())
-    data["credentials"]["switch_admin"] = {"username": "admin", "password": {"env": "TEST_SWITCH_PASSWORD"}}
-    site.write_text(yaml.safe_dump(data))
-    two = {"switches": {n: faulty_lab.switches[n].model_dump() for n in ("tor-r1", "tor-r3")},
-           "nics": {h: n.model_dump(exclude_none=True) for h, n in faulty_lab.nics.items() if h.startswith("gpu-r1-")}}
-    (site.parent / "ethernet.yml").write_text(yaml.safe_dump(two))
+    site = _site_with(faulty_lab, tmp_path, ("tor-r1", "tor-r3"), ("gpu-r1-",))
     monkeypatch.setenv("TEST_SWITCH_PASSWORD", PASSWORD)
     out = tmp_path / "ethernet-check.json"
     assert main(["ethernet", "check", "--site", str(site), "--timeout", "2", "--json", "--out", str(out)]) == 1
@@ -97,3 +107,20 @@ def test_the_command_reads_the_sites_credential_from_the_environment_and_exits_1
     assert main(["ethernet", "check", "--site", str(site), "--timeout", "2"]) == 1  # every switch unknown
     assert "environment variable TEST_SWITCH_PASSWORD is not set" in capfd.readouterr().out
     assert main(["ethernet", "check", "--site", str(site), "--design", str(tmp_path / "none.yml")]) == 2
+
+
+def test_a_pxe_link_failure_gets_the_switch_view_and_the_precise_reason(
+        faulty_lab: EthernetDesign, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = load_site(_site_with(faulty_lab, tmp_path, ("tor-r1", "tor-r2"), ("gpu-r1-", "gpu-r2-")))
+    monkeypatch.setenv("TEST_SWITCH_PASSWORD", PASSWORD)
+    triage = SwitchTriage(site)
+    down = HostFailure("pxe_nic_link_down", "NIC.Integrated.1-1-1 LinkStatus LinkDown", {"bmc": "x"})
+    unplugged = asyncio.run(triage.refine("gpu-r2-07", None, down))
+    assert unplugged.reason == "pxe_cable_unplugged", unplugged.evidence
+    assert unplugged.evidence["bmc"] == "x"
+    assert unplugged.evidence["switch_view"]["port"] == "Et31" and "tor-r2 Et31 has no link" in unplugged.detail
+    assert unplugged.remediation == "plug gpu-r2-07's PXE NIC into tor-r2 Et31 (reseat or replace the cable)"
+    crossed = asyncio.run(SwitchTriage(site).refine("gpu-r1-03", "02:00:00:01:02:03", down))
+    assert crossed.reason == "pxe_cable_misplaced" and "swap these two cables" in (crossed.remediation or "")
+    other = HostFailure("bmc_auth", "401", {})
+    assert asyncio.run(triage.refine("gpu-r2-07", None, other)) is other  # not a link failure: untouched

@@ -26,7 +26,7 @@ def test_demo_takes_the_site_from_declared_to_golden_and_names_every_failure(dem
     assert failed == {
         "gpu-r2-03": "bmc_auth",            # inventory/sim/faults.yml
         "gpu-r2-05": "bmc_error_5xx",
-        "gpu-r2-07": "pxe_nic_link_down",
+        "gpu-r2-07": "pxe_cable_unplugged",  # BMC: PXE link down; switch tor-r2: no MAC, port notconnect
         "gpu-r2-08": "maas_deploy_failed",  # inventory/sim/maas.yml
         "gpu-r1-03": "xid_79",              # inventory/sim/health-faults.yml
         "gpu-r1-06": "pcie_width_x4",

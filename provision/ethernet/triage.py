@@ -1,0 +1,81 @@
+"""The switch's view of one host's PXE NIC, for a step's link or boot failure (harvest-macs, pxe-boot,
+maas deploy): the evidence names the designed switch port and what the switch says about it, and the
+reason becomes precise when the switch data shows it:
+
+    pxe_cable_unplugged   the MAC is on no switch and the designed port has no link
+    pxe_cable_misplaced   the MAC is learnt on another port than the design's
+
+The switches are read once per run (on the first failure that asks), never when nothing fails; a site
+without an Ethernet design (ethernet.yml beside the site file) keeps the step's own reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from provision.ethernet.check import read_switches
+from provision.ethernet.compare import NicResult, compare
+from provision.ethernet.design import EthernetDesign, load_design
+from provision.ethernet.switches import SwitchView
+from provision.site import Site
+from provision.site.credentials import login
+from provision.state.secret_values import mask
+from provision.steps.runner import HostFailure
+
+LINK_REASONS = ("pxe_nic_link_down", "pxe_timeout", "no_boot", "pxe_not_armed", "commissioning_failed")
+TRIAGE_TIMEOUT_S = 5.0
+
+
+class SwitchTriage:
+    """One per step run: the Ethernet design and, once read, every switch's view."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self._design: EthernetDesign | None = None
+        self._views: dict[str, SwitchView] | None = None
+        self._lock = asyncio.Lock()
+
+    async def _read(self) -> tuple[EthernetDesign, dict[str, SwitchView]] | None:
+        path = self.site.directory / "ethernet.yml"
+        if not path.is_file():
+            return None
+        async with self._lock:
+            if self._views is None:
+                self._design = load_design(path)
+                self._views = await asyncio.to_thread(read_switches, self._design.switches,
+                                                      lambda name: login(self.site, name), timeout=TRIAGE_TIMEOUT_S)
+        assert self._design is not None
+        return self._design, self._views
+
+    async def nic(self, host: str, role: str, mac: str | None) -> NicResult | None:
+        read = await self._read()
+        if read is None:
+            return None
+        design, views = read
+        if host not in design.nics:
+            return None
+        macs = {(host, role): mac} if mac else {}
+        # the whole design, so that a crossed pair is seen as one ("swap these two cables")
+        return next((r for r in compare(design, views, macs) if (r.host, r.role) == (host, role)), None)
+
+    async def refine(self, host: str, mac: str | None, failure: HostFailure) -> HostFailure:
+        """`failure` with the switch's view of the host's PXE NIC as evidence, its reason made precise."""
+        if failure.reason not in LINK_REASONS:
+            return failure
+        try:
+            r = await self.nic(host, "pxe", mac)
+        except Exception as e:  # the switch view is evidence, never a second failure
+            return HostFailure(failure.reason, failure.detail, {**failure.evidence,
+                               "switch_view": {"error": mask(f"{type(e).__name__}: {e}")}}, failure.remediation)
+        if r is None:
+            return failure
+        view = {"switch": r.designed["switch"], "port": r.designed["port"], "status": r.status,
+                "reason": r.reason, "fix": r.fix, "seen": r.seen}
+        where = f"{host} PXE NIC {r.mac}: switch {r.designed['switch']}"
+        reason, detail = failure.reason, f"{failure.detail}; {where}: {r.reason}"
+        if r.status == "not_seen" and r.reason.startswith("unplugged"):
+            reason = "pxe_cable_unplugged"
+        elif r.status == "wrong_port":
+            reason = "pxe_cable_misplaced"
+        return HostFailure(reason, detail, {**failure.evidence, "switch_view": view},
+                           r.fix if reason != failure.reason else failure.remediation)
