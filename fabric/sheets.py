@@ -214,7 +214,9 @@ def _sheet_grid(ws: object, source: str) -> Grid:
                 fill[(r, c)] = top
     grid: Grid = []
     for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
-        grid.append((r, [fill.get((r, c), _cell_text(v)) for c, v in enumerate(row, start=1)]))
+        own = [_cell_text(v) for v in row]
+        # a row blank but for a merged cell running through it (a rack name merged down) stays blank
+        grid.append((r, [fill.get((r, c), t) for c, t in enumerate(own, start=1)] if any(own) else []))
     return grid
 
 

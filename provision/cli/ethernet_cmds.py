@@ -7,6 +7,7 @@ Exit codes as `fabric validate`: 0 every NIC where the design says, 1 findings (
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -80,3 +81,36 @@ def _print(data: dict[str, object]) -> None:
     console.print(f"ethernet: {ok}/{len(switches)} switches read, {len(findings)} findings, counts "
                   f"{esc(json.dumps(data['counts']))}, {data['seconds']} s")
 
+
+
+@ethernet_app.command("import")
+def import_cmd(
+    sheet_file: Annotated[Path, typer.Argument(help="The datacenter's workbook (.xlsx) or CSV: one row per host.")],
+    switches_from: Annotated[Path, typer.Option("--switches-from", help="A design file whose `switches:` the "
+                             "rows refer to.")],
+    columns: Annotated[str | None, typer.Option("--columns", help="The partner's headers: 'host=Server,"
+                       "pxe_switch=Data SW,pxe_port=Data Port' (fields: host, bmc_switch, bmc_port, pxe_switch, "
+                       "pxe_port, bmc_mac, pxe_mac, bmc_vlan, pxe_vlan).")] = None,
+    columns_file: Annotated[Path | None, typer.Option("--columns-file", help="The same as a YAML/JSON object.")] = None,
+    sheet: Annotated[str | None, typer.Option("--sheet", help="Read only this sheet of a workbook.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the design here (default: stdout).")] = None,
+) -> None:
+    """Turn the datacenter's NIC cabling sheet into an Ethernet design (every bad row reported: exit 2)."""
+    import yaml
+
+    from fabric.sheets import mapping_from_option
+    from provision.ethernet.design import load_design
+    from provision.ethernet.importer import NIC_FIELDS, import_nics
+
+    try:
+        mapping = mapping_from_option(columns, columns_file, NIC_FIELDS)
+        design = import_nics(sheet_file, load_design(switches_from), mapping, sheet)
+    except BringupError as e:
+        error_line(str(e))
+        raise typer.Exit(EXIT_ERROR) from None
+    text = yaml.safe_dump(design.model_dump(exclude_none=True), sort_keys=True)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text)
+        console.print(f"{esc(str(out))}: {len(design.switches)} switches, {len(design.placements())} NICs")
