@@ -3,6 +3,7 @@ every finding the issue names, with both ends and a fix."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from provision.ethernet.compare import NicResult, compare
@@ -78,8 +79,6 @@ def test_nics_of_an_unread_switch_are_unknown_with_its_reason_and_harvested_macs
 
 
 def test_the_embedded_sites_ethernet_design_is_the_one_the_simulator_serves() -> None:
-    from pathlib import Path
-
     from provision.site import load_site
     from sim.switches.embedded import design_text, embedded
 
@@ -88,3 +87,16 @@ def test_the_embedded_sites_ethernet_design_is_the_one_the_simulator_serves() ->
     design, asbuilt = embedded(site)
     served = {p["name"]: p for s in asbuilt["switches"] if s["name"] == "tor-r2" for p in s["ports"]}
     assert design["nics"]["gpu-r2-07"]["pxe"]["port"] == "Et31" and served["Et31"]["macs"] == []  # unplugged
+
+
+def test_sim_up_gives_the_switch_simulator_its_password_in_the_environment_never_in_argv(tmp_path: Path) -> None:
+    from provision.site import load_site
+    from sim.lab import LabContext
+    from sim.switches.embedded import PASSWORD_VARIABLE
+    from sim.switches.service import services
+
+    site = load_site(Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml")
+    secret = "switch-secret-in-env-only"
+    [svc] = services(LabContext(site, tmp_path, {PASSWORD_VARIABLE: secret}))
+    assert svc.env == {PASSWORD_VARIABLE: secret}
+    assert secret not in " ".join(svc.argv) and secret not in (tmp_path / "switches" / "asbuilt.json").read_text()
