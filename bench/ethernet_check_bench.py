@@ -57,6 +57,7 @@ def main() -> int:
     print(f"{len(per)} switches, {ports} ports, {len(report.nics)} NICs: whole check {took:.2f} s "
           f"(concurrency {a.concurrency}); per switch min {secs[0]:.2f} median {statistics.median(secs):.2f} "
           f"max {secs[-1]:.2f} s; slowest {per[-1][1]}")
+    print("per switch (s):", ", ".join(f"{n} {t:.2f}" for t, n in sorted(per, key=lambda x: x[1])))
     print("switches not read:", [(s["name"], s["reason"]) for s in data["switches"] if s["state"] != "ok"])  # type: ignore[attr-defined]
     print("counts:", json.dumps(data["counts"]))
     for f in report.findings:
