@@ -1,5 +1,5 @@
-"""The switch's view of one host's PXE NIC, for a step's link or boot failure (harvest-macs, pxe-boot,
-maas deploy): the evidence names the designed switch port and what the switch says about it, and the
+"""The switch's view of one host's PXE NIC, for a step's link or boot failure (harvest-macs, maas deploy):
+the evidence names the designed switch port and what the switch says about it, and the
 reason becomes precise when the switch data shows it:
 
     pxe_cable_unplugged   the MAC is on no switch and the designed port has no link
@@ -22,7 +22,9 @@ from provision.site.credentials import login
 from provision.state.secret_values import mask
 from provision.steps.runner import HostFailure
 
-LINK_REASONS = ("pxe_nic_link_down", "pxe_timeout", "no_boot", "pxe_not_armed", "commissioning_failed")
+# harvest-macs' link failure and the boot failures of maas deploy that a cable can explain (pxe-boot's own
+# reasons are the BMC's: power, the boot override)
+LINK_REASONS = ("pxe_nic_link_down", "maas_commissioning_failed", "maas_deploy_failed", "maas_timeout")
 TRIAGE_TIMEOUT_S = 5.0
 
 

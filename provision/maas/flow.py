@@ -13,12 +13,14 @@ that need it (`credential_unresolved`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from provision.errors import CredentialError
+from provision.ethernet.triage import SwitchTriage
 from provision.maas.client import MaasClient
 from provision.maas.errors import MaasConflict, MaasError, MaasUnreachable, MaasValidationError
 from provision.maas.machine import MaasMachine, MaasStatus
@@ -187,6 +189,17 @@ class MaasDeployStep(Step):
         return machine
 
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        try:
+            return await self._work(host, rec)
+        except HostFailure as failure:  # a boot failure carries the switch's view of the PXE NIC
+            facts = self._facts.get(host.hostname) or HostFacts()
+            raise await self._switches.refine(host.hostname, facts.pxe_mac, failure) from None
+
+    @functools.cached_property
+    def _switches(self) -> SwitchTriage:
+        return SwitchTriage(self.site)
+
+    async def _work(self, host: Host, rec: Recording) -> dict[str, Any]:
         deadline = time.monotonic() + self.options.host_timeout_s
         name = host.hostname
         machine, created = await self._enlist(host)

@@ -89,6 +89,7 @@ MAAS_DEPLOY = StepSpec(
         "entry)",
         "maas_enlist_rejected": "read MAAS's field errors: a MAC or hostname already in MAAS under another machine "
         "must be deleted there or fixed in the site file",
+        **_CABLE_REASONS,
         "maas_commissioning_failed": "read the commissioning/testing script results in MAAS (machine > "
         "Commissioning), fix the hardware, then deploy again",
         "maas_deploy_failed": "read the installation log in MAAS (machine > Logs), then deploy again: the host is "
