@@ -5,10 +5,16 @@ JSON (schema `bringup.ethernet-check/1`):
     {"schema", "ok": bool, "seconds": float,
      "counts": {status: n},
      "switches": [{"name", "platform", "address", "location", "state": "ok"|"unknown", "reason",
-                   "seconds", "macs": n, "ports": n}],
+                   "seconds", "macs": n, "ports": n, "lldp": n, "lldp_reason"}],
      "nics": [{"host", "role": "bmc"|"pxe", "mac", "designed": {"switch", "port"},
-               "seen": [{"switch", "port", "vlan"}], "status", "reason", "fix", "swap_with"}],
+               "seen": [{"switch", "port", "vlan"}], "status", "reason", "fix", "swap_with",
+               "lldp_designed": [{"name", "port_id", "chassis"}], "lldp_seen": [{"switch", "port", "port_id"}]}],
      "findings": [the nics whose status is not ok]}
+Added within /1 (readers of the earlier fields are unaffected): a switch's `lldp` (how many LLDP neighbours
+it reported) and `lldp_reason` (why none were read although the switch was: LLDP disabled, another format);
+a NIC's `lldp_designed` (the neighbours LLDP hears on its designed port: system name, port id, chassis id
+as a MAC or '') and `lldp_seen` (every switch port where LLDP hears this NIC: its MAC as chassis id, or
+for the PXE NIC its host's name).
 A switch that could not be read is `unknown` with its reason; so is every NIC designed on it and seen
 nowhere else. No credential appears anywhere in it.
 """
@@ -48,7 +54,8 @@ class EthernetReport:
             "counts": dict(sorted(Counter(r.status for r in self.nics).items())),
             "switches": [{"name": v.name, "platform": v.spec.platform, "address": v.spec.address,
                           "location": v.spec.location, "state": v.state, "reason": mask(v.reason),
-                          "seconds": v.seconds, "macs": len(v.macs), "ports": len(v.ports)}
+                          "seconds": v.seconds, "macs": len(v.macs), "ports": len(v.ports),
+                          "lldp": sum(len(n) for n in v.lldp.values()), "lldp_reason": mask(v.lldp_reason)}
                          for v in sorted(self.switches.values(), key=lambda v: v.name)],
             "nics": [r.to_json() for r in self.nics],
             "findings": [r.to_json() for r in self.findings],

@@ -5,6 +5,13 @@ seen_twice, not_seen (the designed port's state says which: `unplugged` when it 
 `err_disabled`, `admin_down`, or link up but the MAC not learnt: dead NIC or wrong VLAN), wrong_vlan,
 err_disabled (seen, but the port is error-disabled now), unknown (the designed switch could not be
 read and the MAC was seen nowhere else).
+
+LLDP is the second witness: a host's NIC that speaks LLDP is heard on the port its cable is in, by its
+hostname (or its MAC as chassis id) and interface name, even when the port learns no MAC from it. So a
+NIC whose MAC is nowhere but whom LLDP hears on another port is `wrong_port` (the fix: move that cable);
+one heard on its designed port with no MAC learnt is `not_seen` with "LLDP sees <host> <if>, no MAC
+learnt: wrong VLAN or the NIC is not sending"; and a wrong_port reason names what LLDP hears on the
+designed port (the host whose cable is there instead).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from provision.ethernet.design import EthernetDesign, NicPlacement, normalise_port
+from provision.ethernet.parse import LldpNeighbour
 from provision.ethernet.switches import SwitchView
 
 
@@ -26,6 +34,8 @@ class NicResult:
     reason: str = ""
     fix: str = ""
     swap_with: str | None = None
+    lldp_designed: list[dict[str, str]] = field(default_factory=list)  # LLDP heard on the designed port
+    lldp_seen: list[dict[str, str]] = field(default_factory=list)  # where LLDP hears this NIC
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -46,11 +56,65 @@ def locate(views: dict[str, SwitchView]) -> dict[str, list[dict[str, object]]]:
     return seen
 
 
+_Heard = dict[str, list[tuple[str, LldpNeighbour]]]
+
+
+def lldp_index(views: dict[str, SwitchView]) -> tuple[_Heard, _Heard]:
+    """(chassis MAC -> [(switch, neighbour)], host name -> [(switch, neighbour)]) over every switch read."""
+    by_mac: _Heard = {}
+    by_host: _Heard = {}
+    for name, v in sorted(views.items()):
+        for neighbours in v.lldp.values():
+            for n in neighbours:
+                if n.chassis:
+                    by_mac.setdefault(n.chassis, []).append((name, n))
+                by_host.setdefault(n.host, []).append((name, n))
+    return by_mac, by_host
+
+
+def _lldp_of(r: NicResult, p: NicPlacement, views: dict[str, SwitchView], heard: tuple[_Heard, _Heard]) -> None:
+    """What LLDP hears on the designed port, and where it hears this NIC (its MAC as chassis id, or for
+    the PXE NIC the host's name: the OS announces its hostname)."""
+    view = views.get(p.switch)
+    here = view.lldp.get(normalise_port(p.port), []) if view else []
+    r.lldp_designed = [{"name": n.name, "port_id": n.port_id, "chassis": n.chassis} for n in here]
+    found = heard[0].get(r.mac or "", []) + (heard[1].get(r.host.lower(), []) if r.role == "pxe" else [])
+    seen = {(sw, n.key): {"switch": sw, "port": n.port, "port_id": n.port_id} for sw, n in found}
+    r.lldp_seen = [seen[k] for k in sorted(seen)]
+
+
+def _heard(r: NicResult) -> str:
+    """'; LLDP on the designed port hears gpu-r1-04 eno1' when someone else's NIC is cabled there."""
+    others = [f"{n['name']} {n['port_id']}" for n in r.lldp_designed
+              if n["name"].split(".")[0].lower() != r.host.lower()]
+    return f"; LLDP on {_where(r.designed['switch'], r.designed['port'])} hears {', '.join(others)}" if others else ""
+
+
+def _at_design(s: dict[str, object] | dict[str, str], p: NicPlacement) -> bool:
+    return (str(s["switch"]), normalise_port(str(s["port"]))) == (p.switch, normalise_port(p.port))
+
+
+def _lldp_only(r: NicResult, p: NicPlacement) -> bool:
+    """No MAC anywhere: LLDP heard elsewhere is wrong_port; heard on the design port, say so. True if decided."""
+    elsewhere = [s for s in r.lldp_seen if not _at_design(s, p)]
+    where = _where(p.switch, p.port)
+    if elsewhere and not any(_at_design(s, p) for s in r.lldp_seen):
+        s = elsewhere[0]
+        r.status = "wrong_port"
+        r.reason = (f"LLDP hears {r.host} {s['port_id']} on {_where(s['switch'], s['port'])} (no MAC learnt there), "
+                    f"designed {where}" + _heard(r))
+        r.fix = f"move the cable from {_where(s['switch'], s['port'])} to {where}"
+        return True
+    return False
+
+
 def _unseen(r: NicResult, p: NicPlacement, view: SwitchView | None) -> None:
     where = _where(p.switch, p.port)
     if view is None or view.state != "ok":
         r.status, r.reason = "unknown", f"switch {p.switch} could not be read: {view.reason if view else 'absent'}"
         r.fix = f"make {p.switch} answer, then check again"
+        return
+    if _lldp_only(r, p):
         return
     port = view.ports.get(normalise_port(p.port))
     state = port.state if port else "absent"
@@ -71,7 +135,18 @@ def _unseen(r: NicResult, p: NicPlacement, view: SwitchView | None) -> None:
     elif p.vlan is not None and port is not None and port.vlan.isdigit() and int(port.vlan) != p.vlan:
         r.status = "wrong_vlan"
         r.reason = f"link up on {where} but the port is in VLAN {port.vlan}, designed {p.vlan}; MAC not learnt"
+        r.reason += "; LLDP sees the NIC there" if any(_at_design(s, p) for s in r.lldp_seen) else ""
         r.fix = f"put {where} in VLAN {p.vlan}"
+    elif heard := [s for s in r.lldp_seen if _at_design(s, p)]:
+        r.reason = (f"link up on {where}, LLDP sees {r.host} {heard[0]['port_id']}, no MAC learnt: "
+                    "wrong VLAN or the NIC is not sending")
+        vlan = p.vlan or (port.vlan if port else "?")
+        r.fix = (f"check which VLAN {r.host}'s {r.role.upper()} NIC sends in ({where} expects VLAN {vlan}, "
+                 "untagged) and that the NIC is enabled in the OS/firmware")
+    elif r.lldp_designed:
+        r.reason = f"link up on {where} but MAC {r.mac} not learnt" + _heard(r)
+        r.fix = (f"the cable on {where} is another NIC's: find {r.host}'s {r.role.upper()} NIC cable "
+                 f"and plug it into {where}")
     else:
         r.reason = f"link up on {where} but MAC {r.mac} not learnt: the NIC is dead or sends on another VLAN"
         r.fix = f"check {r.host}'s {r.role.upper()} NIC (is it the one cabled to {where}?) and the port's VLAN"
@@ -88,7 +163,8 @@ def _seen(r: NicResult, p: NicPlacement, views: dict[str, SwitchView]) -> None:
     s = r.seen[0]
     if not at_design:
         r.status = "wrong_port"
-        r.reason = f"seen on {_where(str(s['switch']), str(s['port']))}, designed {_where(p.switch, p.port)}"
+        r.reason = (f"seen on {_where(str(s['switch']), str(s['port']))}, designed {_where(p.switch, p.port)}"
+                    + _heard(r))
         r.fix = f"move the cable from {_where(str(s['switch']), str(s['port']))} to {_where(p.switch, p.port)}"
         return
     port = views[p.switch].ports.get(key[1])
@@ -101,17 +177,22 @@ def _seen(r: NicResult, p: NicPlacement, views: dict[str, SwitchView]) -> None:
         r.fix = f"put {_where(p.switch, p.port)} in VLAN {p.vlan}"
 
 
+def _found(r: NicResult) -> dict[str, object] | dict[str, str]:
+    """Where a wrong_port NIC is: its MAC's port, else where LLDP hears it."""
+    return r.seen[0] if r.seen else r.lldp_seen[0]
+
+
 def _pair_swaps(results: list[NicResult]) -> None:
     """Two NICs each on the other's designed port: one finding each, 'swap these two cables'."""
     designed = {(r.designed["switch"], normalise_port(r.designed["port"])): r for r in results}
     for r in results:
         if r.status != "wrong_port" or r.swap_with:
             continue
-        s = r.seen[0]
+        s = _found(r)
         other = designed.get((str(s["switch"]), normalise_port(str(s["port"]))))
         if other is None or other.status != "wrong_port":
             continue
-        o = other.seen[0]
+        o = _found(other)
         if (str(o["switch"]), normalise_port(str(o["port"]))) == (r.designed["switch"],
                                                                    normalise_port(r.designed["port"])):
             for a, b in ((r, other), (other, r)):
@@ -124,6 +205,7 @@ def _pair_swaps(results: list[NicResult]) -> None:
 def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tuple[str, str], str]) -> list[NicResult]:
     """One result per designed NIC; `macs` (host, role) -> harvested MAC wins over the design's."""
     where = locate(views)
+    heard = lldp_index(views)
     unread = sorted(n for n, v in views.items() if v.state != "ok")
     results = []
     for host, role, p in design.placements():
@@ -134,6 +216,7 @@ def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tup
             r.fix = f"provision harvest-macs --hosts {host}"
         else:
             r.seen = where.get(mac, [])
+            _lldp_of(r, p, views, heard)
             if r.seen:
                 _seen(r, p, views)
             else:

@@ -16,9 +16,11 @@ COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
     "cisco_nxos": {"macs": ("show mac address-table", "MAC Address"),
                    "ports": ("show interface status", "Port"),
                    # NX-OS's status column has no word for error-disabled: its own command lists them
-                   "errdisabled": ("show interface status err-disabled", "Reason")},
+                   "errdisabled": ("show interface status err-disabled", "Reason"),
+                   "lldp": ("show lldp neighbors detail", "Capability codes")},
     "arista_eos": {"macs": ("show mac address-table", "mac Address"),
-                   "ports": ("show interfaces status", "Port")},
+                   "ports": ("show interfaces status", "Port"),
+                   "lldp": ("show lldp neighbors detail", "LLDP neighbors")},
 }
 
 # port status words of each NOS -> up | down | err-disabled | admin-down
@@ -48,6 +50,20 @@ class PortState:
     state: str  # up | down | err-disabled | admin-down | other:<word>
     raw: str
     vlan: str
+
+
+@dataclass(frozen=True)
+class LldpNeighbour:
+    port: str  # the local port, as the switch names it
+    key: str  # normalised local port
+    name: str  # the neighbour's system name (a host announces its hostname)
+    port_id: str  # the neighbour's port id (a host: its interface name, e.g. eno1)
+    chassis: str  # the neighbour's chassis id, normalised as a MAC when it is one ('' otherwise)
+
+    @property
+    def host(self) -> str:
+        """The system name without its domain: gpu-r2-07.lab.example is gpu-r2-07."""
+        return self.name.split(".")[0].lower()
 
 
 def _rows(platform: str, what: str, text: str) -> list[dict[str, object]]:
@@ -92,4 +108,17 @@ def parse_errdisabled(platform: str, text: str) -> dict[str, str]:
     for row in _rows(platform, "errdisabled", text):
         why = f"{row.get('status', '')} {row.get('port_error', '')}".strip()
         out[normalise_port(str(row.get("interface", "")))] = why
+    return out
+
+
+def parse_lldp(platform: str, text: str) -> list[LldpNeighbour]:
+    """Every LLDP neighbour (`show lldp neighbors detail`), by the local port it is heard on."""
+    out = []
+    for row in _rows(platform, "lldp", text):
+        port = str(row.get("local_interface", ""))
+        name = str(row.get("neighbor_name", "")).strip('"')
+        if port and name:
+            port_id = str(row.get("neighbor_interface", "")).strip('"')
+            out.append(LldpNeighbour(port, normalise_port(port), name, port_id,
+                                     normalise_mac(str(row.get("chassis_id", "")))))
     return out

@@ -1,4 +1,6 @@
-"""Read one management switch over SSH with netmiko: its MAC address table and its port states.
+"""Read one management switch over SSH with netmiko: its MAC address table, its port states and its LLDP
+neighbours. A switch whose LLDP answer cannot be read (LLDP disabled, another release) keeps its MACs and
+ports: its view is `ok` with `lldp_reason` saying why it has no neighbours.
 
 Every read is bounded: the connection, the login and each command have a timeout, the answer a size
 cap, and a switch that pages although netmiko set `terminal length 0` is caught by its `--More--`
@@ -17,10 +19,12 @@ from dataclasses import dataclass, field, replace
 from provision.ethernet.design import SwitchSpec
 from provision.ethernet.parse import (
     COMMANDS,
+    LldpNeighbour,
     MacEntry,
     PortState,
     UnknownFormat,
     parse_errdisabled,
+    parse_lldp,
     parse_macs,
     parse_ports,
 )
@@ -40,6 +44,8 @@ class SwitchView:
     seconds: float = 0.0
     macs: list[MacEntry] = field(default_factory=list)
     ports: dict[str, PortState] = field(default_factory=dict)  # by normalised port
+    lldp: dict[str, list[LldpNeighbour]] = field(default_factory=dict)  # by normalised local port
+    lldp_reason: str = ""  # why there are no LLDP neighbours although the switch was read
 
 
 def _connect(spec: SwitchSpec, login: Login, timeout: float) -> object:
@@ -86,6 +92,18 @@ def _why(exc: BaseException, spec: SwitchSpec, username: str) -> str:
     return f"{name}: {text[:200]}"
 
 
+def _lldp(conn: object, platform: str, timeout: float) -> tuple[dict[str, list[LldpNeighbour]], str]:
+    """The switch's LLDP neighbours by local port, or none and why (the MACs and ports stand without them)."""
+    try:
+        neighbours = parse_lldp(platform, _ask(conn, COMMANDS[platform]["lldp"][0], timeout))
+    except UnknownFormat as e:
+        return {}, f"LLDP not read: {e}"
+    out: dict[str, list[LldpNeighbour]] = {}
+    for n in neighbours:
+        out.setdefault(n.key, []).append(n)
+    return out, ""
+
+
 def read_switch(name: str, spec: SwitchSpec, login: Login, timeout: float) -> SwitchView:
     """The switch's MAC table and port states, or `unknown` with why; never raises."""
     view = SwitchView(name, spec)
@@ -103,6 +121,7 @@ def read_switch(name: str, spec: SwitchSpec, login: Login, timeout: float) -> Sw
             for key, why in disabled.items():
                 if key in view.ports:
                     view.ports[key] = replace(view.ports[key], state="err-disabled", raw=why)
+        view.lldp, view.lldp_reason = _lldp(conn, spec.platform, timeout)
         view.state = "ok"
     except UnknownFormat as e:
         view.reason = f"unknown format: {e}"

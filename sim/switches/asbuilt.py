@@ -5,6 +5,11 @@ to the as-built side only (what the check must find):
     crossed: [HOST_A, HOST_B]   their PXE cables swapped at the switch
     unplugged: HOST             its PXE cable out: no MAC, the port notconnect
     err_disabled: HOST          its PXE port error-disabled: no MAC learnt
+    silent: HOST                its PXE NIC links and speaks LLDP but sends nothing the port learns
+                                (its traffic tagged for another VLAN, or the NIC not sending)
+
+A host's PXE NIC speaks LLDP (lldpd on the host, as the OS image runs it): the switch port it is cabled
+to hears its hostname, its interface name and its MAC as chassis id. BMC NICs do not.
     switch_faults: {SWITCH: refuse_login | hang | page | unknown_format}
 """
 
@@ -30,6 +35,7 @@ class LabHost:
     u: int  # 1..24
     bmc_mac: str
     pxe_mac: str
+    pxe_ifname: str = "eno1"
 
 
 @dataclass
@@ -37,6 +43,7 @@ class EthernetFaults:
     crossed: list[tuple[str, str]] = field(default_factory=list)
     unplugged: list[str] = field(default_factory=list)
     err_disabled: list[str] = field(default_factory=list)
+    silent: list[str] = field(default_factory=list)
     switch_faults: dict[str, str] = field(default_factory=dict)
 
 
@@ -60,8 +67,8 @@ def build(hosts: list[LabHost], faults: EthernetFaults, credential: str = "switc
     for rack, (name, platform, i) in tors.items():
         design["switches"][name] = {"platform": platform, "address": switch_address(i), "port": SIM_SWITCH_PORT,
                                     "credential": credential, "location": rack}
-        ports[name] = {n: {"name": port_name(platform, n), "status": _DOWN[platform],
-                           "vlan": BMC_VLAN if n <= PXE_OFFSET else PXE_VLAN, "macs": []} for n in range(1, PORTS + 1)}
+        ports[name] = {n: {"name": port_name(platform, n), "status": _DOWN[platform], "macs": [], "lldp": [],
+                           "vlan": BMC_VLAN if n <= PXE_OFFSET else PXE_VLAN} for n in range(1, PORTS + 1)}
     placed: dict[tuple[str, str], tuple[str, int]] = {}
     for h in hosts:
         name, platform, _ = tors[h.rack]
@@ -70,6 +77,7 @@ def build(hosts: list[LabHost], faults: EthernetFaults, credential: str = "switc
             nics[role] = {"switch": name, "port": port_name(platform, n), "mac": mac, "vlan": vlan}
             placed[(h.name, role)] = (name, n)
         design["nics"][h.name] = nics
+    by_name = {h.name: h for h in hosts}
     macs = {(h.name, "bmc"): h.bmc_mac for h in hosts} | {(h.name, "pxe"): h.pxe_mac for h in hosts}
     for a, b in faults.crossed:
         placed[(a, "pxe")], placed[(b, "pxe")] = placed[(b, "pxe")], placed[(a, "pxe")]
@@ -82,7 +90,10 @@ def build(hosts: list[LabHost], faults: EthernetFaults, credential: str = "switc
             port["status"] = _ERR[platform]
             continue
         port["status"] = "connected"
-        port["macs"].append([macs[(host, role)], port["vlan"]])
+        if role == "pxe":
+            port["lldp"].append([host, by_name[host].pxe_ifname, macs[(host, role)]])
+        if not (role == "pxe" and host in faults.silent):
+            port["macs"].append([macs[(host, role)], port["vlan"]])
     asbuilt = {"username": username, "password_env": password_env, "switches": [
         {"name": sw, **{k: design["switches"][sw][k] for k in ("platform", "address", "port")},
          "fault": faults.switch_faults.get(sw, ""), "ports": [ports[sw][n] for n in sorted(ports[sw])]}

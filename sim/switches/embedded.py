@@ -39,6 +39,7 @@ def faults(site_dir: Path) -> EthernetFaults:
     data: dict[str, Any] = yaml.safe_load(path.read_text()) if path.is_file() else {}
     return EthernetFaults(crossed=[(a, b) for a, b in data.get("crossed", [])],
                           unplugged=list(data.get("unplugged", [])), err_disabled=list(data.get("err_disabled", [])),
+                          silent=list(data.get("silent", [])),
                           switch_faults=dict(data.get("switch_faults", {})))
 
 

@@ -3,7 +3,8 @@
 The table headers and row layouts are those of real captures: ntc-templates' own test fixtures
 (Apache-2.0, https://github.com/networktocode/ntc-templates, tests/cisco_nxos/show_mac_address-table,
 tests/cisco_nxos/show_interface_status, tests/arista_eos/show_mac_address-table,
-tests/arista_eos/show_interfaces_status), copied in tests/fixtures/ethernet/ with their attribution.
+tests/arista_eos/show_interfaces_status, tests/cisco_nxos/show_lldp_neighbors_detail,
+tests/arista_eos/show_lldp_neighbors_detail), copied in tests/fixtures/ethernet/ with their attribution.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class SimPort:
     status: str = "connected"  # the NOS's own word: connected, notconnect, err-disabled / errdisabled, disabled
     vlan: int = 1
     macs: list[tuple[str, int]] = field(default_factory=list)  # (mac aa:bb:..., vlan)
+    lldp: list[tuple[str, str, str]] = field(default_factory=list)  # (system name, port id, chassis mac)
 
 
 @dataclass
@@ -82,6 +84,42 @@ def port_status(sw: SimSwitch) -> str:
         f"{p.name:<10} {'':<22} {p.status:<12} {p.vlan:<11} a-full  a-1G  1000BASE-T\n" for p in sw.ports)
 
 
+NXOS_LLDP_HEAD = """Capability codes:
+  (R) Router, (B) Bridge, (T) Telephone, (C) DOCSIS Cable Device
+  (W) WLAN Access Point, (P) Repeater, (S) Station, (O) Other
+Device ID            Local Intf      Hold-time  Capability  Port ID  \n
+"""
+HOST_DESCRIPTION = "Ubuntu 22.04.4 LTS Linux 5.15.0-105-generic #115-Ubuntu SMP x86_64"
+
+
+def _nxos_neighbour(port: str, name: str, port_id: str, chassis: str) -> str:
+    return (f"Chassis id: {_dotted(chassis)}\nPort id: {port_id}\nLocal Port id: {port}\nPort Description: {port_id}\n"
+            f"System Name: {name}\nSystem Description: {HOST_DESCRIPTION}\nTime remaining: 97 seconds\n"
+            "System Capabilities: B, W, R, S\nEnabled Capabilities: S\nManagement Address: not advertised\n"
+            "Vlan ID: not advertised\n\n\n")
+
+
+def _eos_neighbours(port: str, found: list[tuple[str, str, str]]) -> str:
+    head = f"Interface Ethernet{port.removeprefix('Et')} detected {len(found)} LLDP neighbors:\n\n"
+    return head + "".join(
+        f'  Neighbor {_dotted(c)}/"{pid}", age 12 seconds\n  Discovered 0:01:11 ago; Last changed 0:01:11 ago\n'
+        f"  - Chassis ID type: MAC address (4)\n    Chassis ID     : {_dotted(c)}\n"
+        f'  - Port ID type: Interface name (5)\n    Port ID     : "{pid}"\n  - Time To Live: 120 seconds\n'
+        f'  - Port Description: "{pid}"\n  - System Name: "{n}"\n  - System Description: "{HOST_DESCRIPTION}"\n'
+        "  - System Capabilities : Bridge, Router, WLAN Access Point, Station Only\n"
+        "    Enabled Capabilities: Station Only\n  - IEEE802.3 Maximum Frame Size: 1514 bytes\n\n"
+        for n, pid, c in found)
+
+
+def lldp_detail(sw: SimSwitch) -> str:
+    """`show lldp neighbors detail` as each NOS prints it (the captures in tests/fixtures/ethernet)."""
+    if sw.platform == "cisco_nxos":
+        found = [(p.name, *n) for p in sw.ports for n in p.lldp]
+        return (NXOS_LLDP_HEAD + "".join(_nxos_neighbour(*f) for f in found)
+                + f"Total entries displayed: {len(found)}\n")
+    return "".join(_eos_neighbours(p.name, p.lldp) for p in sw.ports)
+
+
 def prompt(sw: SimSwitch) -> str:
     return f"{sw.name}#" if sw.platform == "cisco_nxos" else f"{sw.name}>"
 
@@ -101,6 +139,8 @@ def answer(sw: SimSwitch, command: str) -> str:
         return mac_table(sw)
     if words == ("show interfaces status" if eos else "show interface status"):
         return port_status(sw)
+    if words == "show lldp neighbors detail":
+        return lldp_detail(sw)
     if words == "show interface status err-disabled" and not eos:
         return NXOS_ERRDISABLED_HEAD + "".join(f"{p.name:<12} {'--':<18} {'err-disabled':<18} Error disabled\n"
                                                for p in sw.ports if p.status == "err-disabled")

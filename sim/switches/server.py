@@ -29,7 +29,8 @@ IDLE_S = 300.0
 def switches_from(asbuilt: dict[str, Any]) -> list[SimSwitch]:
     """The as-built data's switches (sim/switches/asbuilt.py writes it), loopback addresses only."""
     return [SimSwitch(s["name"], s["platform"], check_loopback(s["address"]), int(s["port"]),
-                      [SimPort(p["name"], p["status"], int(p["vlan"]), [(m, int(v)) for m, v in p["macs"]])
+                      [SimPort(p["name"], p["status"], int(p["vlan"]), [(m, int(v)) for m, v in p["macs"]],
+                               [(str(n), str(i), str(c)) for n, i, c in p.get("lldp", [])])
                        for p in s["ports"]], s.get("fault", ""))
             for s in asbuilt["switches"]]
 

@@ -1,6 +1,7 @@
 """Shared lab for tests/ethernet: a small site's hosts, their Ethernet design and as-built cabling
 (sim/switches/asbuilt.py), with the issue's faults: two crossed PXE cables, one unplugged, one port
-error-disabled, and one switch per switch-level fault."""
+error-disabled, one PXE NIC that LLDP hears but whose MAC the port never learns, and one switch per
+switch-level fault."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def lab_hosts(racks: int, per_rack: int) -> list[LabHost]:
             for r in range(1, racks + 1) for u in range(1, per_rack + 1)]
 
 
-FAULTS = EthernetFaults(crossed=[("gpu-r1-03", "gpu-r1-04")], unplugged=["gpu-r2-07"], err_disabled=["gpu-r2-09"])
+FAULTS = EthernetFaults(crossed=[("gpu-r1-03", "gpu-r1-04")], unplugged=["gpu-r2-07"], err_disabled=["gpu-r2-09"],
+                        silent=["gpu-r1-06"])
 
 
 def lab(racks: int, per_rack: int, faults: EthernetFaults) -> tuple[EthernetDesign, dict[str, Any]]:
@@ -39,7 +41,8 @@ def login(_name: str) -> Login:
 @pytest.fixture(scope="module")
 def faulty_lab() -> Iterator[EthernetDesign]:
     """Six racks: r1/r2 read cleanly (with the cabling faults), r3..r6 each with one switch fault."""
-    faults = EthernetFaults(FAULTS.crossed, FAULTS.unplugged, FAULTS.err_disabled, SWITCH_FAULTS)
+    faults = EthernetFaults(crossed=FAULTS.crossed, unplugged=FAULTS.unplugged, err_disabled=FAULTS.err_disabled,
+                            silent=FAULTS.silent, switch_faults=SWITCH_FAULTS)
     design, asbuilt = lab(6, 12, faults)
     with running(asbuilt, PASSWORD):
         yield design

@@ -82,8 +82,12 @@ def test_the_cabling_faults_are_found_and_the_unread_switches_nics_are_unknown(
     findings = {(f["host"], f["role"]): f["status"] for f in data["findings"]}  # type: ignore[attr-defined]
     assert {k: v for k, v in findings.items() if v != "unknown"} == {
         ("gpu-r1-03", "pxe"): "wrong_port", ("gpu-r1-04", "pxe"): "wrong_port",
-        ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
-    assert data["counts"] == {"err_disabled": 1, "not_seen": 1, "ok": 44, "unknown": 96, "wrong_port": 2}
+        ("gpu-r1-06", "pxe"): "not_seen", ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
+    assert data["counts"] == {"err_disabled": 1, "not_seen": 2, "ok": 43, "unknown": 96, "wrong_port": 2}
+    switches = {s["name"]: s for s in data["switches"]}  # type: ignore[attr-defined]
+    assert (switches["tor-r1"]["lldp"], switches["tor-r2"]["lldp"]) == (12, 10)  # over SSH: every linked PXE NIC
+    silent = next(f for f in data["findings"] if f["host"] == "gpu-r1-06")  # type: ignore[attr-defined]
+    assert "LLDP sees gpu-r1-06 eno1, no MAC learnt" in silent["reason"]
 
 
 def test_the_switch_password_is_in_neither_the_json_nor_the_logs(checked: tuple[dict[str, object], float, str]) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 from provision.ethernet.compare import NicResult, compare
 from provision.ethernet.design import EthernetDesign
-from provision.ethernet.parse import parse_macs, parse_ports
+from provision.ethernet.parse import parse_lldp, parse_macs, parse_ports
 from provision.ethernet.switches import SwitchView
 from sim.switches.asbuilt import EthernetFaults
-from sim.switches.render import mac_table, port_status
+from sim.switches.render import lldp_detail, mac_table, port_status
 from sim.switches.server import switches_from
 from tests.ethernet.conftest import FAULTS, lab
 
@@ -25,6 +25,8 @@ def _views(design: EthernetDesign, asbuilt: dict[str, Any], unread: str = "") ->
         else:
             v.macs = parse_macs(sw.platform, mac_table(sw))
             v.ports = {p.key: p for p in parse_ports(sw.platform, port_status(sw))}
+            for n in parse_lldp(sw.platform, lldp_detail(sw)):
+                v.lldp.setdefault(n.key, []).append(n)
             v.state = "ok"
         views[sw.name] = v
     return views
@@ -39,12 +41,33 @@ def test_crossed_unplugged_and_err_disabled_cables_are_found_with_their_fix() ->
     results = _by(compare(design, _views(design, asbuilt), {}))
     bad = {k: r.status for k, r in results.items() if r.status != "ok"}
     assert bad == {("gpu-r1-03", "pxe"): "wrong_port", ("gpu-r1-04", "pxe"): "wrong_port",
+                   ("gpu-r1-06", "pxe"): "not_seen",
                    ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
     crossed = results[("gpu-r1-03", "pxe")]
     assert crossed.swap_with == "gpu-r1-04 pxe" and crossed.fix == (
         "swap these two cables: tor-r1 Eth1/27 (gpu-r1-03 pxe) <-> tor-r1 Eth1/28 (gpu-r1-04 pxe)")
+    assert crossed.reason == "seen on tor-r1 Eth1/28, designed tor-r1 Eth1/27; LLDP on tor-r1 Eth1/27 hears gpu-r1-04 eno1"
+    assert crossed.lldp_seen == [{"switch": "tor-r1", "port": "Eth1/28", "port_id": "eno1"}]
     unplugged = results[("gpu-r2-07", "pxe")]
     assert unplugged.reason.startswith("unplugged: not seen on any switch; designed port tor-r2 Et31 has no link")
+
+
+def test_a_nic_lldp_hears_on_its_port_without_a_learnt_mac_is_not_seen_with_that_evidence() -> None:
+    design, asbuilt = lab(2, 12, FAULTS)
+    silent = _by(compare(design, _views(design, asbuilt), {}))[("gpu-r1-06", "pxe")]
+    assert (silent.status, silent.reason) == ("not_seen", "link up on tor-r1 Eth1/30, LLDP sees gpu-r1-06 eno1, "
+                                              "no MAC learnt: wrong VLAN or the NIC is not sending")
+    assert silent.lldp_designed == [{"name": "gpu-r1-06", "port_id": "eno1", "chassis": "02:00:00:01:02:06"}]
+
+
+def test_a_nic_only_lldp_hears_on_another_port_is_wrong_port_and_the_designed_ports_neighbour_is_named() -> None:
+    design, asbuilt = lab(1, 4, EthernetFaults(silent=["gpu-r1-01"]))
+    ports = asbuilt["switches"][0]["ports"]
+    ports[40]["lldp"], ports[24]["lldp"] = ports[24]["lldp"], [["gpu-r9-09.lab", "eno2", "02:00:00:09:02:09"]]
+    r = _by(compare(design, _views(design, asbuilt), {}))[("gpu-r1-01", "pxe")]
+    assert (r.status, r.fix) == ("wrong_port", "move the cable from tor-r1 Eth1/41 to tor-r1 Eth1/25")
+    assert r.reason == ("LLDP hears gpu-r1-01 eno1 on tor-r1 Eth1/41 (no MAC learnt there), designed tor-r1 Eth1/25; "
+                        "LLDP on tor-r1 Eth1/25 hears gpu-r9-09.lab eno2")
 
 
 def test_a_nic_on_another_free_port_is_wrong_port_without_a_swap() -> None:

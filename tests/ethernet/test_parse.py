@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from provision.ethernet.design import normalise_mac, normalise_port
-from provision.ethernet.parse import UnknownFormat, parse_errdisabled, parse_macs, parse_ports
-from sim.switches.render import SimPort, SimSwitch, mac_table, port_status
+from provision.ethernet.parse import UnknownFormat, parse_errdisabled, parse_lldp, parse_macs, parse_ports
+from sim.switches.render import SimPort, SimSwitch, lldp_detail, mac_table, port_status
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ethernet"
 
@@ -37,16 +37,26 @@ def test_real_eos_mac_table_and_errdisabled_port_parse() -> None:
     assert (ports["Et3/2/2"], ports["Et3/1/1"], ports["Et3/2/1"]) == ("err-disabled", "up", "down")
 
 
+def test_real_lldp_neighbour_details_of_both_platforms_parse_to_local_port_name_and_port_id() -> None:
+    nxos = parse_lldp("cisco_nxos", _raw("cisco_nxos_show_lldp_neighbors_detail.raw"))
+    assert [(n.key, n.host, n.port_id, n.chassis) for n in nxos][1] == (
+        "eth1/1", "n9k2", "Ethernet1/1", "50:87:89:a1:d8:d6")
+    eos = {(n.key, n.name, n.port_id) for n in parse_lldp("arista_eos", _raw("arista_eos_show_lldp_neighbors_detail.raw"))}
+    assert ("eth9", "Leaf1.cliqr.com", "Eth1/23") in eos and ("management1", "vmx1", "fxp0") in eos
+
+
 @pytest.mark.parametrize("platform", ["cisco_nxos", "arista_eos"])
 def test_the_simulators_tables_read_back_through_the_real_templates(platform: str) -> None:
     name = "Eth1/5" if platform == "cisco_nxos" else "Et5"
     sw = SimSwitch("tor", platform, "127.0.48.1", 2022, [
-        SimPort(name, "connected", 20, [("02:00:00:00:02:05", 20)]),
+        SimPort(name, "connected", 20, [("02:00:00:00:02:05", 20)], [("gpu-r1-05", "eno1", "02:00:00:00:02:05")]),
         SimPort(name.replace("5", "6"), "notconnect" if platform == "arista_eos" else "notconnec", 20)])
     assert [(m.mac, m.vlan, m.key) for m in parse_macs(platform, mac_table(sw))] == [
         ("02:00:00:00:02:05", 20, normalise_port(name))]
     assert [(p.port, p.state, p.vlan) for p in parse_ports(platform, port_status(sw))] == [
         (name, "up", "20"), (name.replace("5", "6"), "down", "20")]
+    assert [(n.key, n.name, n.port_id, n.chassis) for n in parse_lldp(platform, lldp_detail(sw))] == [
+        (normalise_port(name), "gpu-r1-05", "eno1", "02:00:00:00:02:05")]
 
 
 def test_an_answer_without_the_table_header_is_an_unknown_format_not_an_empty_table() -> None:
