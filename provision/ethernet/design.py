@@ -12,6 +12,10 @@ File (YAML), next to the site file or given with --design:
 `credential` names an entry of the site's `credentials` (user name and a reference to the password in
 the environment or a vault): the password is never in this file, argv, logs, state or output.
 A NIC's `mac` is optional: the MACs harvested from the BMCs (host facts) take precedence.
+A switch's `ports` (default 48) bounds the ports the design may name. Instead of (or besides) explicit
+`nics`, a `rule:` places every host on its rack's top-of-rack switch at port = its U position
+(provision/ethernet/rule.py; expanded when the design is loaded with the site, explicit entries winning).
+Two NICs designed on one port are refused.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from provision.errors import BringupError
+from provision.ethernet.rule import MAX_REPORTED, DesignRule, Position, expand
 from provision.site.bounded import InputRefused, load_yaml, read_text
 
 PLATFORMS = ("cisco_nxos", "arista_eos")
@@ -58,6 +63,7 @@ class SwitchSpec(_Model):
     port: int = Field(default=22, ge=1, le=65535)
     credential: str = Field(min_length=1)
     location: str = ""
+    ports: int = Field(default=48, ge=1, le=1024)
 
 
 class NicPlacement(_Model):
@@ -85,6 +91,7 @@ class HostNics(_Model):
 class EthernetDesign(_Model):
     switches: dict[str, SwitchSpec]
     nics: dict[str, HostNics] = Field(default_factory=dict)
+    rule: DesignRule | None = None
 
     def placements(self) -> list[tuple[str, str, NicPlacement]]:
         """(host, role, placement) for every designed NIC, hosts in order."""
@@ -97,24 +104,41 @@ class EthernetDesign(_Model):
         return out
 
 
-def parse_design(text: str, source: str) -> EthernetDesign:
+def _problems(design: EthernetDesign) -> list[str]:
+    """NICs on undeclared switches, and ports two NICs are designed on."""
+    out = sorted({f"{h} {role} -> {p.switch}: undeclared switch" for h, role, p in design.placements()
+                  if p.switch not in design.switches})
+    on: dict[tuple[str, str], list[str]] = {}
+    for h, role, p in design.placements():
+        on.setdefault((p.switch, normalise_port(p.port)), []).append(f"{h} {role}")
+    out += [f"{sw} {port}: two hosts on one port ({', '.join(nics)})" for (sw, port), nics in sorted(on.items())
+            if len(nics) > 1]
+    return out
+
+
+def parse_design(text: str, source: str, positions: list[Position] | None = None) -> EthernetDesign:
+    """The design; with the site's `positions` (rule.site_positions) its rule is expanded into placements.
+    A design with a rule loaded without them is refused (its placements would be missing)."""
     try:
         data = load_yaml(text)
         design = EthernetDesign.model_validate(data)
     except (InputRefused, ValidationError, ValueError) as e:
         raise EthernetDesignError(f"{source}: {e}") from None
-    unknown = sorted({f"{h} {role} -> {p.switch}" for h, role, p in design.placements()
-                      if p.switch not in design.switches})
-    if unknown:
-        raise EthernetDesignError(f"{source}: NICs cabled to undeclared switches: {', '.join(unknown[:5])}")
+    if design.rule is not None and positions is None:
+        raise EthernetDesignError(f"{source}: its rule needs the site's racks (load it with the site)")
+    design, problems = expand(design, positions or [])
+    problems += _problems(design)
+    if problems:
+        more = f" (and {len(problems) - MAX_REPORTED} more)" if len(problems) > MAX_REPORTED else ""
+        raise EthernetDesignError(f"{source}: " + "; ".join(problems[:MAX_REPORTED]) + more)
     return design
 
 
-def load_design(path: Path) -> EthernetDesign:
+def load_design(path: Path, positions: list[Position] | None = None) -> EthernetDesign:
     try:
         text = read_text(path, limit=MAX_DESIGN_BYTES, what="Ethernet design")
     except InputRefused as e:
         raise EthernetDesignError(str(e)) from None
     except OSError as e:
         raise EthernetDesignError(f"{path}: {e.strerror or e} (write the Ethernet design or give --design)") from None
-    return parse_design(text, str(path))
+    return parse_design(text, str(path), positions)

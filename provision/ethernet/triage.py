@@ -16,6 +16,7 @@ import asyncio
 from provision.ethernet.check import read_switches
 from provision.ethernet.compare import NicResult, compare
 from provision.ethernet.design import EthernetDesign, load_design
+from provision.ethernet.rule import site_positions
 from provision.ethernet.switches import SwitchView
 from provision.site import Site
 from provision.site.credentials import login
@@ -43,7 +44,7 @@ class SwitchTriage:
             return None
         async with self._lock:
             if self._views is None:
-                self._design = load_design(path)
+                self._design = load_design(path, site_positions(self.site))
                 self._views = await asyncio.to_thread(read_switches, self._design.switches,
                                                       lambda name: login(self.site, name), timeout=TRIAGE_TIMEOUT_S)
         assert self._design is not None
