@@ -33,6 +33,10 @@ def chromium(profile: Path) -> Iterator[webdriver.Chrome]:
     driver = webdriver.Chrome(options=options, service=Service(executable_path=shutil.which(CHROMEDRIVER)
                                                                or CHROMEDRIVER))
     try:
+        # Chromium's own start page may log (e.g. "Slow network is detected" on a loaded machine):
+        # only what the report's page says is checked, so that is drained first.
+        driver.get("about:blank")
+        driver.get_log("browser")
         yield driver
     finally:
         driver.quit()
