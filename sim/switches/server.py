@@ -3,7 +3,8 @@
 Each switch has its NOS's prompt, answers (sim/switches/render.py), and paging: until `terminal length 0`
 its output stops every 24 lines at `--More--` as a real one does. Faults, one per switch at most:
 `refuse_login` (every password refused), `hang` (half of the MAC table, then nothing, never a prompt),
-`page` (pages even after `terminal length 0`), `unknown_format` (answers a different table).
+`page` (pages even after `terminal length 0`), `unknown_format` (answers a different table),
+`lldp_disabled` (the LLDP command is unknown, as on NX-OS without `feature lldp`; the rest answers).
 The password is read from the environment variable the as-built file names, never from argv.
 """
 
@@ -90,6 +91,8 @@ async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch) -> None:
                 proc.stdout.write(text[: len(text) // 2].replace("\n", "\r\n"))
                 await asyncio.sleep(IDLE_S)
                 break
+            if command.startswith("show lldp") and sw.fault == "lldp_disabled":  # NX-OS without `feature lldp`
+                text = answer(sw, "show lldp (feature disabled)")
             if command.startswith("show") and sw.fault == "unknown_format":
                 text = "Syntax error: Illegal parameter\n"
             if not await _write_paged(proc, text, paging):

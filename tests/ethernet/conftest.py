@@ -17,7 +17,8 @@ from sim.switches.asbuilt import EthernetFaults, LabHost, build
 from sim.switches.harness import running
 
 PASSWORD = "sw-Pa55-not-in-output"
-SWITCH_FAULTS = {"tor-r3": "refuse_login", "tor-r4": "hang", "tor-r5": "page", "tor-r6": "unknown_format"}
+SWITCH_FAULTS = {"tor-r3": "refuse_login", "tor-r4": "hang", "tor-r5": "page", "tor-r6": "unknown_format",
+                 "tor-r7": "lldp_disabled"}
 
 
 def lab_hosts(racks: int, per_rack: int) -> list[LabHost]:
@@ -40,9 +41,10 @@ def login(_name: str) -> Login:
 
 @pytest.fixture(scope="module")
 def faulty_lab() -> Iterator[EthernetDesign]:
-    """Six racks: r1/r2 read cleanly (with the cabling faults), r3..r6 each with one switch fault."""
+    """Seven racks: r1/r2 read cleanly (with the cabling faults), r3..r6 each with one switch fault that
+    makes it unknown, r7 (NX-OS) read without LLDP."""
     faults = EthernetFaults(crossed=FAULTS.crossed, unplugged=FAULTS.unplugged, err_disabled=FAULTS.err_disabled,
                             silent=FAULTS.silent, switch_faults=SWITCH_FAULTS)
-    design, asbuilt = lab(6, 12, faults)
+    design, asbuilt = lab(7, 12, faults)
     with running(asbuilt, PASSWORD):
         yield design

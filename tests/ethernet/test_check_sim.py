@@ -68,6 +68,7 @@ def test_each_faulty_switch_is_unknown_with_its_reason_and_the_others_are_read(
     data, took, _ = checked
     switches = {s["name"]: (s["state"], s["reason"]) for s in data["switches"]}  # type: ignore[attr-defined]
     assert switches["tor-r1"] == ("ok", "") and switches["tor-r2"] == ("ok", "")
+    assert switches["tor-r7"] == ("ok", "")  # LLDP off: MACs and ports still read
     assert switches["tor-r3"] == ("unknown", "login refused for user 'admin' (check the credential 'switch_admin')")
     assert switches["tor-r4"] == ("unknown", "'show mac address-table': no prompt within 1.5 s (hung mid-output)")
     assert switches["tor-r5"][1].endswith("paged its output (--More--) although terminal length 0 was set")
@@ -83,9 +84,11 @@ def test_the_cabling_faults_are_found_and_the_unread_switches_nics_are_unknown(
     assert {k: v for k, v in findings.items() if v != "unknown"} == {
         ("gpu-r1-03", "pxe"): "wrong_port", ("gpu-r1-04", "pxe"): "wrong_port",
         ("gpu-r1-06", "pxe"): "not_seen", ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
-    assert data["counts"] == {"err_disabled": 1, "not_seen": 2, "ok": 43, "unknown": 96, "wrong_port": 2}
+    assert data["counts"] == {"err_disabled": 1, "not_seen": 2, "ok": 67, "unknown": 96, "wrong_port": 2}
     switches = {s["name"]: s for s in data["switches"]}  # type: ignore[attr-defined]
     assert (switches["tor-r1"]["lldp"], switches["tor-r2"]["lldp"]) == (12, 10)  # over SSH: every linked PXE NIC
+    no_lldp = "LLDP not read: 'show lldp neighbors detail' answered without its table header ('^')"
+    assert (switches["tor-r7"]["lldp"], switches["tor-r7"]["lldp_reason"]) == (0, no_lldp)
     silent = next(f for f in data["findings"] if f["host"] == "gpu-r1-06")  # type: ignore[attr-defined]
     assert "LLDP sees gpu-r1-06 eno1, no MAC learnt" in silent["reason"]
 
