@@ -1,7 +1,8 @@
 """`provision ethernet check`'s library call against the switch simulator at the issue's size: 40 top-of-rack
 switches x 48 ports (NX-OS and EOS alternating), 512 hosts with a BMC and a PXE NIC each, the issue's
-cabling faults (two crossed, one unplugged, one error-disabled); prints the whole time, the per-switch
-times (min/median/max and the slowest), and the findings.
+cabling faults (two crossed, one unplugged, one error-disabled) and one PXE NIC only LLDP hears (silent);
+every switch also answers its LLDP neighbours (each linked PXE NIC); prints the whole time, the per-switch
+times (min/median/max and the slowest), the LLDP neighbours read, and the findings.
 
     flock /tmp/bringup-lab.lock .venv/bin/python bench/ethernet_check_bench.py [--switches 40 --hosts 512]
 
@@ -41,7 +42,8 @@ def main() -> int:
         rack, u, mac = i % a.switches + 1, i // a.switches + 1, f"02:00:01:{i >> 8:02x}:{i & 255:02x}"
         hosts.append(LabHost(f"gpu-r{rack}-{u:02d}", f"r{rack:02d}", u, f"{mac}:01", f"{mac}:02"))
     first = sorted(h.name for h in hosts if h.rack == "r01")
-    faults = EthernetFaults(crossed=[(first[0], first[1])], unplugged=[first[2]], err_disabled=[first[3]])
+    faults = EthernetFaults(crossed=[(first[0], first[1])], unplugged=[first[2]], err_disabled=[first[3]],
+                            silent=[first[4]])
     design_data, asbuilt = build(hosts, faults)
     design = parse_design(yaml.safe_dump(design_data), "bench")
     password = "bench-switch-password"
@@ -59,7 +61,8 @@ def main() -> int:
           f"max {secs[-1]:.2f} s; slowest {per[-1][1]}")
     print("per switch (s):", ", ".join(f"{n} {t:.2f}" for t, n in sorted(per, key=lambda x: x[1])))
     print("switches not read:", [(s["name"], s["reason"]) for s in data["switches"] if s["state"] != "ok"])  # type: ignore[attr-defined]
-    print("counts:", json.dumps(data["counts"]))
+    heard = sum(len(n) for v in report.switches.values() for n in v.lldp.values())
+    print("counts:", json.dumps(data["counts"]), "LLDP neighbours read:", heard)
     for f in report.findings:
         print(f"  {f.host} {f.role}: {f.status}: {f.fix}")
     return 0
