@@ -43,12 +43,13 @@ def check_cmd(
     unplugged, error-disabled, seen twice, wrong VLAN, unknown (switch unreadable)."""
     from provision.ethernet.check import check
     from provision.ethernet.design import load_design
+    from provision.ethernet.rule import site_positions
     from provision.site.credentials import login
 
     try:
         ctx = Context.of(common)
         site = ctx.site
-        eth = load_design(design or site.directory / "ethernet.yml")
+        eth = load_design(design or site.directory / "ethernet.yml", site_positions(site))
         facts = {h: f for h, f in ctx.store.facts_many().items() if h in eth.nics}
         macs = {(h, role): mac for h, f in facts.items()
                 for role, mac in (("pxe", f.pxe_mac), ("bmc", f.bmc_mac)) if mac}
