@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
+from tests.ansible.role_library import load
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _module() -> ModuleType:
-    path = REPO / "roles/nvidia_driver/library/nvidia_driver_secure_boot.py"
-    spec = importlib.util.spec_from_file_location("nvidia_driver_secure_boot", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sb = _module()
+sb = load("nvidia_driver", "nvidia_driver_secure_boot")
 # efivarfs: 4 bytes of attributes (NV+BS+RT = 0x06 here, little endian), then the value byte.
 ON = b"\x06\x00\x00\x00\x01"
 OFF = b"\x06\x00\x00\x00\x00"
