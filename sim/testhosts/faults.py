@@ -10,7 +10,7 @@ from sim.testhosts.lab import DISKS, Lab
 from sim.testhosts.proc import run
 from sim.testhosts.standins import DRIVER_VERSIONS
 
-FAULTS = ("apt_unreachable", "held_wrong_version", "missing_peermem", "disk_mismatch")
+FAULTS = ("apt_unreachable", "held_wrong_version", "missing_peermem", "disk_mismatch", "ofed_removed")
 
 
 def _host_vars(lab: Lab, host: str, values: dict[str, object]) -> None:
@@ -65,6 +65,13 @@ def disk_mismatch(lab: Lab, host: str) -> None:
     _host_vars(lab, host, {"bringup_testhost_disks": str(Path(DISKS / "hgx-2os-3data-1scratch.json"))})
 
 
+def ofed_removed(lab: Lab, host: str) -> None:
+    """DOCA-OFED removed by hand (dpkg --purge) under an installed driver: the next run installs OFED again,
+    an OFED change below the driver's already built DKMS modules."""
+    run(["chroot", str(lab.host(host).root), "dpkg", "--purge", "doca-ofed"])
+
+
 def inject(lab: Lab, host: str, fault: str) -> None:
     {"apt_unreachable": apt_unreachable, "held_wrong_version": held_wrong_version,
-     "missing_peermem": missing_peermem, "disk_mismatch": disk_mismatch}[fault](lab, host)
+     "missing_peermem": missing_peermem, "disk_mismatch": disk_mismatch,
+     "ofed_removed": ofed_removed}[fault](lab, host)

@@ -46,7 +46,12 @@ def test_openibd_restarts_at_the_end_of_the_ofed_role_before_nvidia_peermem_load
     # the role's last task runs the openibd restart its package task notified, not the end of the play
     assert tasks[-1].get("ansible.builtin.meta") == "flush_handlers"
     handlers = _yaml(ROLES / "ofed" / "handlers" / "main.yml")
-    assert [h["name"] for h in handlers] == ["Restart openibd"]
+    assert [h["name"] for h in handlers] == ["Restart openibd", "Record that OFED changed"]
+    # the fact later roles read (nvidia_driver's DKMS rebuild) is set by the same notification, by ofed itself
+    assert handlers[1]["listen"] == "Restart openibd"
+    assert handlers[1]["ansible.builtin.set_fact"] == {"ofed_changed": True}
+    defaults = _yaml(ROLES / "nvidia_driver" / "defaults" / "main.yml")
+    assert defaults["nvidia_driver_rebuild_dkms"] == "{{ ofed_changed | default(false) }}"
 
 
 def test_nvidia_peermem_loads_at_boot_after_openibd_not_from_modules_load_d() -> None:

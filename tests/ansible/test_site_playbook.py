@@ -79,6 +79,16 @@ def test_first_run_configures_every_host_and_records_it(lab: Any) -> None:
         assert run.recap[name]["failed"] == 0 and run.recap[name]["unreachable"] == 0
         assert run.recap[name]["changed"] > 0
         assert state_of(lab, name) == ("configured", None)
+    # ofed installed DOCA-OFED (its handler sets ofed_changed) before the driver, which DKMS built after it:
+    # no rebuild (skipped hosts are not displayed).
+    assert task_results(run.output, "nvidia_driver : Reinstall the DKMS package to rebuild its modules") == {}
+
+
+def task_results(output: str, task: str) -> dict[str, str]:
+    """host -> ok/changed/skipping/failed for one task in a playbook's output."""
+    block = output.split(f"TASK [{task}]", 1)[1].split("\nTASK [", 1)[0] if f"TASK [{task}]" in output else ""
+    return {line.split("[", 1)[1].split("]", 1)[0]: line.split(":", 1)[0]
+            for line in block.splitlines() if line.startswith(("ok: [", "changed: [", "skipping: [", "fatal: ["))}
 
 
 @pytest.mark.parametrize("name", HOSTS)
@@ -182,6 +192,8 @@ def test_second_run_changes_nothing(lab: Any) -> None:
     # systemd (a unit missing from site.yml's host_state_unit_patterns would, on every run).
     assert "TASK [enabled_units : Enable or mask the units that are not yet]" not in run.output
     assert "TASK [pinned_packages : Install the packages that are missing or at another version]" not in run.output
+    # OFED unchanged: no DKMS rebuild (skipped hosts are not displayed: no host showed the task).
+    assert task_results(run.output, "nvidia_driver : Reinstall the DKMS package to rebuild its modules") == {}
 
 
 def test_check_mode_on_configured_hosts_reports_no_change(lab: Any) -> None:
@@ -197,6 +209,7 @@ def test_faulty_hosts_fail_with_what_to_fix_and_the_others_finish(lab: Any) -> N
     faults.inject(lab, "gpu-r1-01", "disk_mismatch")
     faults.inject(lab, "gpu-r1-02", "held_wrong_version")
     faults.inject(lab, "gpu-r1-03", "missing_peermem")
+    faults.inject(lab, "gpu-r1-04", "ofed_removed")
     healthy = ssh(lab, "gpu-r1-04")
     # A hand edit that drops the nvidia runtime and adds a setting: the role merges, never clobbers.
     healthy.run("""printf '{"debug": true, "runtimes": {}}\\n' > /etc/docker/daemon.json""")
@@ -217,6 +230,14 @@ def test_faulty_hosts_fail_with_what_to_fix_and_the_others_finish(lab: Any) -> N
     assert daemon["debug"] is True and daemon["runtimes"]["nvidia"]["path"] == "/usr/bin/nvidia-container-runtime"
     assert daemon["live-restore"] is True
     assert daemon["default-runtime"] == "nvidia"
+    # OFED installed again under gpu-r1-04's driver: its DKMS modules were rebuilt (the stand-in's scripts),
+    # at the installed version and held again; the other hosts' OFED did not change.
+    rebuilt = task_results(run.output, "nvidia_driver : Reinstall the DKMS package to rebuild its modules")
+    assert rebuilt == {"gpu-r1-04": "changed"}, rebuilt
+    assert healthy.run("ofed_info -s").stdout.strip() == "OFED-internal-24.10-1.1.4:"
+    assert healthy.package("nvidia-kernel-open-dkms").version == DRIVER
+    assert "nvidia-kernel-open-dkms" in healthy.run("apt-mark showhold").stdout.split()
+    assert healthy.run("modinfo -F version nvidia-peermem").stdout.strip() == "580.159.04"
 
 
 def test_unreachable_apt_source_fails_that_host_with_the_url(lab: Any) -> None:
