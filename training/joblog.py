@@ -14,6 +14,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from training.jsonl import read_jsonl
 from training.monitor import MetricsWriter, StepRecord
 
 SCHEMA = 1
@@ -51,22 +52,6 @@ class JobMetricsWriter(MetricsWriter):
         super().close()
         if self._job is not None:
             self._job.close()
-
-
-def read_jsonl(path: Path, max_bytes: int = 1 << 30) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file, reading at most `max_bytes`; torn lines (a writer killed
-    mid-line) are skipped."""
-    with open(path, "rb") as f:
-        data = f.read(max_bytes)
-    rows = []
-    for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
 
 
 def read_job(run_dir: Path, max_bytes: int = 1 << 30) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from provision.report.model import Ethernet, Point, Table, Training
 from provision.site.bounded import InputRefused, read_bytes
+from training.jsonl import read_jsonl
 
 VALIDATION_FILE = "fabric-validate.json"
 ETHERNET_FILE = "ethernet-check.json"
@@ -108,17 +109,7 @@ def _thin(points: list[Point]) -> tuple[Point, ...]:
 def _rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise OSError(f"not a regular file: {path}")
-    with path.open("rb") as f:  # a job's log only grows: its first MAX_JSONL_BYTES are shown
-        data = f.read(MAX_JSONL_BYTES)
-    rows = []
-    for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line (a job killed mid-write), or noise
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+    return read_jsonl(path, MAX_JSONL_BYTES)  # a job's log only grows: its first MAX_JSONL_BYTES are shown
 
 
 def training(run_dir: Path, log: Path | None = None) -> Training:

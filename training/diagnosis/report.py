@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from training.diagnosis.classify import Anomaly
+from training.jsonl import read_jsonl
 
 ANOMALIES = "anomalies.jsonl"
 PROM = "training_anomaly.prom"
@@ -63,14 +64,4 @@ def read_anomalies(run_dir: Path, limit_bytes: int = 4 * 2**20) -> list[dict[str
     path = run_dir / ANOMALIES
     if not path.is_file():
         return []
-    with open(path, "rb") as f:
-        data = f.read(limit_bytes)
-    out = []
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            out.append(row)
-    return out
+    return read_jsonl(path, limit_bytes)
