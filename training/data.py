@@ -109,15 +109,23 @@ def rank_segments(files: Sequence[Path], rank: int, world: int, seed: int, epoch
     return segs
 
 
+def same_world(states: Sequence[LoaderState], new_world: int) -> list[LoaderState] | None:
+    """Copies of the states in rank order when the world size is unchanged, else None (reshard)."""
+    if not states:
+        raise ValueError("no loader states to reshard")
+    if len(states) != new_world:
+        return None
+    return [LoaderState(s.seed, s.epoch, s.rank, s.world, [Segment(**asdict(g)) for g in s.segments], s.rows)
+            for s in sorted(states, key=lambda s: s.rank)]
+
+
 def reshard_states(states: Sequence[LoaderState], files: Sequence[Path], new_world: int) -> list[LoaderState]:
     """Redistribute what old ranks had left to read over `new_world` ranks (a restart after hosts
     were dropped). Remaining bytes are dealt in equal parts cut at line starts; documents already
     read are never read again in this epoch."""
-    if not states:
-        raise ValueError("no loader states to reshard")
-    if len(states) == new_world:
-        return [LoaderState(s.seed, s.epoch, s.rank, s.world, [Segment(**asdict(g)) for g in s.segments],
-                            s.rows) for s in sorted(states, key=lambda s: s.rank)]
+    same = same_world(states, new_world)
+    if same is not None:
+        return same
     seed, epoch = states[0].seed, min(s.epoch for s in states)
     pool = sorted((g for s in states if s.epoch == epoch for g in s.segments), key=lambda g: (g.path, g.offset))
     total = sum(g.end - g.offset for g in pool)

@@ -23,7 +23,7 @@ import os
 import random
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from training.data import Batch, LoaderState, PackedLoader, Segment
+from training.data import Batch, LoaderState, PackedLoader, Segment, same_world
 from training.tokenizer import EOS, PAD, line_text
 
 MANIFEST = "manifest.json"
@@ -145,11 +145,9 @@ def reshard_prepared(states: Sequence[LoaderState], new_world: int) -> list[Load
     counts (offsets count documents, so any cut is a document boundary). A document a rank was in
     the middle of keeps its `skip_tokens`: no document is read twice or lost. A rank that had rolled
     into the next epoch already gives nothing back; every new rank starts that epoch afresh."""
-    if not states:
-        raise ValueError("no loader states to reshard")
-    if len(states) == new_world:
-        return [LoaderState(s.seed, s.epoch, s.rank, s.world, [Segment(**asdict(g)) for g in s.segments],
-                            s.rows) for s in sorted(states, key=lambda s: s.rank)]
+    same = same_world(states, new_world)
+    if same is not None:
+        return same
     seed, epoch = states[0].seed, min(s.epoch for s in states)
     pool = [g for s in sorted(states, key=lambda s: s.rank) if s.epoch == epoch for g in s.segments if g.end > g.offset]
     total = sum(g.end - g.offset for g in pool)
