@@ -58,7 +58,14 @@ def run_playbook(inventory: Path, playbook: Path, *extra: str, timeout: float = 
 
 
 @pytest.fixture(scope="package")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def test_host_addresses() -> None:
+    """The loopback addresses of the test hosts (127.0.1.N), held by the package's `lab` and by the tests that
+    start test hosts of their own: sharing this fixture puts them in one xdist group, so they never run on one
+    worker's loopback while the other's hosts are up (and the order below keeps those tests first)."""
+
+
+@pytest.fixture(scope="package")
+def lab(tmp_path_factory: pytest.TempPathFactory, test_host_addresses: None) -> Iterator[object]:
     reason = missing_prerequisites()
     if reason:
         pytest.skip(reason)

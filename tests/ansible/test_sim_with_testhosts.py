@@ -17,7 +17,7 @@ import pytest
 
 from tests.ansible.conftest import REPO, missing_prerequisites
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("test_host_addresses")]
 
 # One host and its BMC at the far end of the BMC range, so the site's Redfish simulator stays small.
 SITE = """\
