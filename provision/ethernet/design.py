@@ -30,7 +30,8 @@ from provision.errors import BringupError
 from provision.ethernet.rule import MAX_REPORTED, DesignRule, Position, expand
 from provision.site.bounded import InputRefused, load_yaml, read_text
 
-PLATFORMS = ("cisco_nxos", "arista_eos")
+PLATFORMS = ("cisco_nxos", "arista_eos", "dell_os10", "sonic")
+Platform = Literal["cisco_nxos", "arista_eos", "dell_os10", "sonic"]
 MAX_DESIGN_BYTES = 8 * 1024 * 1024
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
@@ -58,7 +59,7 @@ class _Model(BaseModel):
 
 
 class SwitchSpec(_Model):
-    platform: Literal["cisco_nxos", "arista_eos"]
+    platform: Platform
     address: str = Field(min_length=1)
     port: int = Field(default=22, ge=1, le=65535)
     credential: str = Field(min_length=1)

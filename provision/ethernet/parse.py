@@ -1,4 +1,5 @@
-"""A switch's answers as rows, parsed with ntc-templates (the maintained TextFSM templates).
+"""A switch's answers as rows, parsed with ntc-templates (the maintained TextFSM templates), or with our own
+TextFSM templates (`nos_templates.py`) for the platforms ntc-templates 9.3 has none for (dell_os10, sonic).
 
 Each platform has the commands it is asked and the header its real output starts its table with: an
 answer without that header is an unknown format (a different NOS release, an error message, a login
@@ -21,13 +22,23 @@ COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
     "arista_eos": {"macs": ("show mac address-table", "mac Address"),
                    "ports": ("show interfaces status", "Port"),
                    "lldp": ("show lldp neighbors detail", "LLDP neighbors")},
+    "dell_os10": {"macs": ("show mac address-table", "Mac Address"),
+                  "ports": ("show interface status", "Tagged-Vlans"),
+                  "lldp": ("show lldp neighbors", "Rem Host Name")},
+    # SONiC's click CLI at the Linux shell (community SONiC: admin@switch:~$)
+    "sonic": {"macs": ("show mac", "MacAddress"),
+              "ports": ("show interfaces status", "Lanes"),
+              "lldp": ("show lldp neighbors", "LLDP neighbors")},
 }
+# our platform -> netmiko's device type (SONiC's shell is a Linux login: netmiko's edgecore_sonic is LinuxSSH too)
+NETMIKO_TYPE = {"cisco_nxos": "cisco_nxos", "arista_eos": "arista_eos", "dell_os10": "dell_os10", "sonic": "linux"}
 
 # port status words of each NOS -> up | down | err-disabled | admin-down
 _STATE = {"connected": "up", "up": "up", "notconnect": "down", "notconnec": "down", "down": "down",
           "xcvrabsen": "down", "xcvrabsent": "down", "sfpabsent": "down", "nooperm": "down",
           "noopermem": "down", "inactive": "down", "linkflape": "err-disabled",
           "err-disabled": "err-disabled", "errdisabled": "err-disabled",
+          "errdisabl": "err-disabled", "err-disab": "err-disabled", "suspnd": "down",
           "disabled": "admin-down", "sfpinvali": "down"}
 
 
@@ -59,6 +70,7 @@ class LldpNeighbour:
     name: str  # the neighbour's system name (a host announces its hostname)
     port_id: str  # the neighbour's port id (a host: its interface name, e.g. eno1)
     chassis: str  # the neighbour's chassis id, normalised as a MAC when it is one ('' otherwise)
+    description: str = ""  # the neighbour's port description, when the platform's answer has it
 
     @property
     def host(self) -> str:
@@ -69,11 +81,15 @@ class LldpNeighbour:
 def _rows(platform: str, what: str, text: str) -> list[dict[str, object]]:
     from ntc_templates.parse import parse_output  # loaded by the first switch answer, not by importing steps
 
+    from provision.ethernet import nos_templates
+
     command, header = COMMANDS[platform][what]
     if header.lower() not in text.lower():
         first = next((line.strip() for line in text.splitlines() if line.strip()), "(empty)")
         raise UnknownFormat(f"'{command}' answered without its table header ({first[:80]!r})")
     try:
+        if (platform, command) in nos_templates.TEMPLATES:
+            return nos_templates.parse(platform, command, text)
         rows: list[dict[str, object]] = parse_output(platform=platform, command=command, data=text)
     except Exception as e:  # textfsm raises its own errors on a line its template refuses
         raise UnknownFormat(f"'{command}': {type(e).__name__}: {str(e)[:120]}") from None
@@ -97,6 +113,8 @@ def parse_ports(platform: str, text: str) -> list[PortState]:
     for row in _rows(platform, "ports", text):
         raw = str(row.get("status", ""))
         state = _STATE.get(raw.lower(), f"other:{raw}")
+        if str(row.get("admin", "")).lower() == "down":  # SONiC: Oper and Admin columns
+            state, raw = "admin-down", f"{raw}/admin down"
         port = str(row.get("port", ""))
         out.append(PortState(port, normalise_port(port), state, raw, str(row.get("vlan_id", ""))))
     return out
@@ -119,6 +137,7 @@ def parse_lldp(platform: str, text: str) -> list[LldpNeighbour]:
         name = str(row.get("neighbor_name", "")).strip('"')
         if port and name:
             port_id = str(row.get("neighbor_interface", "")).strip('"')
+            description = str(row.get("port_description", "")).strip('"')
             out.append(LldpNeighbour(port, normalise_port(port), name, port_id,
-                                     normalise_mac(str(row.get("chassis_id", "")))))
+                                     normalise_mac(str(row.get("chassis_id", ""))), description))
     return out

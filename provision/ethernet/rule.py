@@ -5,8 +5,9 @@ explicit placements when the design is loaded with the site's racks.
       bmc: {offset: 0, vlan: 10}          # BMC NIC on port U (+ offset)
       pxe: {offset: 24, vlan: 20}         # PXE NIC on port U + 24
       platforms:                          # optional, per switch platform: the port's name and an extra offset
-        cisco_nxos: {prefix: "Eth1/"}     # default prefixes: cisco_nxos Eth1/, arista_eos Et
-        arista_eos: {prefix: "Et", offset: 0}
+        cisco_nxos: {prefix: "Eth1/"}     # default prefixes: cisco_nxos Eth1/, arista_eos Et,
+        arista_eos: {prefix: "Et", offset: 0}   # dell_os10 ethernet1/1/, sonic Ethernet (numbered from 0)
+        sonic: {start: 0, step: 4}        # the number of port 1, and between ports (SONiC's lanes: 4 on 100G)
       racks: {r1: tor-r1}                 # optional rack -> switch; default: the switch whose location is the rack
       roles: [gpu]                        # optional: the host roles it places (default every host)
 
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from provision.ethernet.design import EthernetDesign, HostNics, NicPlacement
     from provision.site import Site
 
-DEFAULT_PREFIX = {"cisco_nxos": "Eth1/", "arista_eos": "Et"}
+DEFAULT_PREFIX = {"cisco_nxos": "Eth1/", "arista_eos": "Et", "dell_os10": "ethernet1/1/", "sonic": "Ethernet"}
+DEFAULT_START = {"sonic": 0}  # SONiC names its first port Ethernet0
 MAX_REPORTED = 20
 
 
@@ -43,12 +45,15 @@ class RoleRule(_Model):
 class PlatformRule(_Model):
     prefix: str | None = Field(default=None, min_length=1, max_length=40)
     offset: int = Field(default=0, ge=0, le=1000)
+    start: int | None = Field(default=None, ge=0, le=1000)  # the number in port 1's name (default 1; sonic 0)
+    step: int = Field(default=1, ge=1, le=16)
 
 
 class DesignRule(_Model):
     bmc: RoleRule | None = None
     pxe: RoleRule | None = None
-    platforms: dict[Literal["cisco_nxos", "arista_eos"], PlatformRule] = Field(default_factory=dict)
+    platforms: dict[Literal["cisco_nxos", "arista_eos", "dell_os10", "sonic"], PlatformRule] = Field(
+        default_factory=dict)
     racks: dict[str, str] = Field(default_factory=dict)
     roles: list[str] = Field(default_factory=list)
 
@@ -100,8 +105,14 @@ def _place(design: EthernetDesign, rule: DesignRule, pos: Position, role: str, s
     if not 1 <= n <= spec.ports:
         problems.append(f"{pos.host} {role}: U{pos.u} gives port {n} on {switch}, out of range 1..{spec.ports}")
         return None
-    prefix = platform.prefix or DEFAULT_PREFIX[spec.platform]
-    return NicPlacement(switch=switch, port=f"{prefix}{n}", vlan=role_rule.vlan)
+    return NicPlacement(switch=switch, port=port_name(spec.platform, n, platform), vlan=role_rule.vlan)
+
+
+def port_name(platform: str, n: int, rule: PlatformRule | None = None) -> str:
+    """The name switch `platform` gives its port number n (1-based): Eth1/5, Et5, ethernet1/1/5, Ethernet4."""
+    rule = rule or PlatformRule()
+    start = rule.start if rule.start is not None else DEFAULT_START.get(platform, 1)
+    return f"{rule.prefix or DEFAULT_PREFIX[platform]}{start + (n - 1) * rule.step}"
 
 
 def _expand_host(design: EthernetDesign, rule: DesignRule, pos: Position, tors: dict[str, str],

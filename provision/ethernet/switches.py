@@ -3,10 +3,10 @@ neighbours. A switch whose LLDP answer cannot be read (LLDP disabled, another re
 ports: its view is `ok` with `lldp_reason` saying why it has no neighbours.
 
 Every read is bounded: the connection, the login and each command have a timeout, the answer a size
-cap, and a switch that pages although netmiko set `terminal length 0` is caught by its `--More--`
-prompt rather than waited on. Any failure makes the switch's view `unknown` with the reason; the
-password (resolved from the site's credential reference, held for masking) is handed to netmiko in
-memory only, and every reason is masked before it leaves this module.
+cap, and a switch that pages although netmiko turned paging off (`terminal length 0`; SONiC's
+shell has no pager) is caught by its `--More--` prompt rather than waited on. Any failure makes the
+switch's view `unknown` with the reason; the password (resolved from the site's credential reference,
+held for masking) is handed to netmiko in memory only, and every reason is masked before it leaves this module.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from provision.ethernet.design import SwitchSpec
 from provision.ethernet.parse import (
     COMMANDS,
+    NETMIKO_TYPE,
     LldpNeighbour,
     MacEntry,
     PortState,
@@ -32,7 +33,7 @@ from provision.site.credentials import Login
 from provision.state.secret_values import mask
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
-_PAGER = "--More--"
+_PAGER = "--more--"  # NX-OS/EOS print --More--, Dell OS10 --more--: compared case-blind
 
 
 @dataclass
@@ -52,7 +53,7 @@ def _connect(spec: SwitchSpec, login: Login, timeout: float) -> object:
     from netmiko import ConnectHandler
 
     return ConnectHandler(
-        device_type=spec.platform, host=spec.address, port=spec.port, username=login.username,
+        device_type=NETMIKO_TYPE[spec.platform], host=spec.address, port=spec.port, username=login.username,
         password=login.password.reveal(), timeout=timeout, conn_timeout=timeout, auth_timeout=timeout,
         banner_timeout=timeout, blocking_timeout=timeout, read_timeout_override=timeout, fast_cli=True,
         allow_agent=False, use_keys=False, session_log=None, ssh_config_file=None,
@@ -67,14 +68,14 @@ def _ask(conn: object, command: str, timeout: float) -> str:
     from netmiko.exceptions import ReadTimeout
 
     base = str(conn.base_prompt)  # type: ignore[attr-defined]  # set by netmiko's session preparation
-    pattern = rf"{re.escape(base)}[>#]|{re.escape(_PAGER)}"
+    pattern = rf"{re.escape(base)}[>#$]|(?i:{re.escape(_PAGER)})"  # $: SONiC's Linux shell
     try:
         out = str(conn.send_command(command, expect_string=pattern, read_timeout=timeout,  # type: ignore[attr-defined]
                                     strip_prompt=True, strip_command=True))
     except ReadTimeout:
         raise SwitchHung(f"'{command}': no prompt within {timeout:g} s (hung mid-output)") from None
-    if _PAGER in out:
-        raise UnknownFormat(f"'{command}' paged its output ({_PAGER}) although terminal length 0 was set")
+    if _PAGER in out.lower():
+        raise UnknownFormat(f"'{command}' paged its output (--More--) although paging was turned off")
     if len(out) > MAX_ANSWER_BYTES:
         raise UnknownFormat(f"'{command}' answered more than {MAX_ANSWER_BYTES} bytes")
     return out

@@ -1,1 +1,1 @@
-"""SSH management switches (cisco_nxos, arista_eos) on loopback addresses for `provision ethernet check`."""
+"""SSH management switches (cisco_nxos, arista_eos, dell_os10, sonic) on loopback, for `provision ethernet check`."""

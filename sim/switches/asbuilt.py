@@ -18,14 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from provision.ethernet.rule import port_name as rule_port_name
 from sim.addresses import switch_address
 
 PORTS = 48
 PXE_OFFSET = 24
 BMC_VLAN, PXE_VLAN = 10, 20
 SIM_SWITCH_PORT = 2022
-_DOWN = {"cisco_nxos": "notconnec", "arista_eos": "notconnect"}
-_ERR = {"cisco_nxos": "err-disabled", "arista_eos": "errdisabled"}  # NX-OS: see render.port_status
+_DOWN = {"cisco_nxos": "notconnec", "arista_eos": "notconnect", "dell_os10": "notconnect", "sonic": "notconnect"}
+# NX-OS: see render.port_status; OS10 and SONiC show an error-disabled port as down (no word of their own)
+_ERR = {"cisco_nxos": "err-disabled", "arista_eos": "errdisabled", "dell_os10": "err-disabled", "sonic": "err-disabled"}
+TWO_PLATFORMS = ("cisco_nxos", "arista_eos")
 
 
 @dataclass(frozen=True)
@@ -48,20 +51,21 @@ class EthernetFaults:
 
 
 def port_name(platform: str, n: int) -> str:
-    return f"Eth1/{n}" if platform == "cisco_nxos" else f"Et{n}"
+    """Port n as the platform names it (the design rule's default names: Eth1/5, Et5, ethernet1/1/5, Ethernet4)."""
+    return rule_port_name(platform, n)
 
 
-def _switches(hosts: list[LabHost]) -> dict[str, tuple[str, str, int]]:
-    """rack -> (switch name, platform, index), NX-OS and EOS alternating."""
+def _switches(hosts: list[LabHost], platforms: tuple[str, ...]) -> dict[str, tuple[str, str, int]]:
+    """rack -> (switch name, platform, index), the platforms taken in turn."""
     racks = sorted({h.rack for h in hosts})
-    return {r: (f"tor-{r}", ("cisco_nxos", "arista_eos")[i % 2], i) for i, r in enumerate(racks)}
+    return {r: (f"tor-{r}", platforms[i % len(platforms)], i) for i, r in enumerate(racks)}
 
 
 def build(hosts: list[LabHost], faults: EthernetFaults, credential: str = "switch_admin",
-          username: str = "admin",
-          password_env: str = "BRINGUP_SWITCH_PASSWORD") -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the Ethernet design file's data, the simulator's as-built data)."""
-    tors = _switches(hosts)
+          username: str = "admin", password_env: str = "BRINGUP_SWITCH_PASSWORD",
+          platforms: tuple[str, ...] = TWO_PLATFORMS) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the Ethernet design file's data, the simulator's as-built data); racks take `platforms` in turn."""
+    tors = _switches(hosts, platforms)
     design: dict[str, Any] = {"switches": {}, "nics": {}}
     ports: dict[str, dict[int, dict[str, Any]]] = {}
     for rack, (name, platform, i) in tors.items():

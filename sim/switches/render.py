@@ -4,12 +4,16 @@ The table headers and row layouts are those of real captures: ntc-templates' own
 (Apache-2.0, https://github.com/networktocode/ntc-templates, tests/cisco_nxos/show_mac_address-table,
 tests/cisco_nxos/show_interface_status, tests/arista_eos/show_mac_address-table,
 tests/arista_eos/show_interfaces_status, tests/cisco_nxos/show_lldp_neighbors_detail,
-tests/arista_eos/show_lldp_neighbors_detail), copied in tests/fixtures/ethernet/ with their attribution.
+tests/arista_eos/show_lldp_neighbors_detail), copied in tests/fixtures/ethernet/ with their attribution;
+NX-OS's error-disabled port as genieparser's capture shows it (`linkFlapE`). Dell OS10 and SONiC:
+sim/switches/render_os10_sonic.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from sim.switches.render_os10_sonic import os10_answer, sonic_answer
 
 PAGE_LINES = 24
 MORE = "--More--"
@@ -27,7 +31,7 @@ class SimPort:
 @dataclass
 class SimSwitch:
     name: str
-    platform: str  # cisco_nxos | arista_eos
+    platform: str  # cisco_nxos | arista_eos | dell_os10 | sonic
     address: str
     port: int
     ports: list[SimPort]
@@ -76,9 +80,9 @@ Port         Name               Status             Reason
 
 
 def port_status(sw: SimSwitch) -> str:
-    if sw.platform == "cisco_nxos":  # an error-disabled port shows `down` here and is listed by its own command
+    if sw.platform == "cisco_nxos":  # error-disabled by link flaps: `linkFlapE` (the 9-column word of a real one)
         return NXOS_STATUS_HEAD + "".join(
-            f"{p.name:<13} {'--':<18} {'down' if p.status == 'err-disabled' else p.status:<9} {p.vlan:<9} "
+            f"{p.name:<13} {'--':<18} {'linkFlapE' if p.status == 'err-disabled' else p.status:<9} {p.vlan:<9} "
             f"{'full':<7} {'1000':<7} 1000base-T\n" for p in sw.ports)
     return EOS_STATUS_HEAD + "".join(
         f"{p.name:<10} {'':<22} {p.status:<12} {p.vlan:<11} a-full  a-1G  1000BASE-T\n" for p in sw.ports)
@@ -120,8 +124,14 @@ def lldp_detail(sw: SimSwitch) -> str:
     return "".join(_eos_neighbours(p.name, p.lldp) for p in sw.ports)
 
 
-def prompt(sw: SimSwitch) -> str:
-    return f"{sw.name}#" if sw.platform == "cisco_nxos" else f"{sw.name}>"
+def prompt(sw: SimSwitch, user: str = "admin") -> str:
+    if sw.platform == "sonic":  # a Linux login shell
+        return f"{user}@{sw.name}:~$ "
+    return f"{sw.name}>" if sw.platform == "arista_eos" else f"{sw.name}#"
+
+
+def pager(sw: SimSwitch) -> str:
+    return "--more--" if sw.platform == "dell_os10" else MORE
 
 
 def answer(sw: SimSwitch, command: str) -> str:
@@ -131,6 +141,10 @@ def answer(sw: SimSwitch, command: str) -> str:
     eos = sw.platform == "arista_eos"
     if words in ("", "exit"):
         return ""
+    if sw.platform == "dell_os10":
+        return os10_answer(sw, words)
+    if sw.platform == "sonic":
+        return sonic_answer(sw, words)
     if words == "terminal length 0":
         return "Pagination disabled.\n" if eos else ""
     if words.startswith("terminal width"):
@@ -142,7 +156,7 @@ def answer(sw: SimSwitch, command: str) -> str:
     if words == "show lldp neighbors detail":
         return lldp_detail(sw)
     if words == "show interface status err-disabled" and not eos:
-        return NXOS_ERRDISABLED_HEAD + "".join(f"{p.name:<12} {'--':<18} {'err-disabled':<18} Error disabled\n"
+        return NXOS_ERRDISABLED_HEAD + "".join(f"{p.name:<12} {'--':<18} {'linkFlapErr':<18} linkFlapErrDisabled\n"
                                                for p in sw.ports if p.status == "err-disabled")
     if eos:
         return "% Invalid input\n"

@@ -21,7 +21,7 @@ from typing import Any
 import asyncssh
 
 from sim.addresses import check_loopback
-from sim.switches.render import MORE, PAGE_LINES, SimPort, SimSwitch, answer, prompt
+from sim.switches.render import PAGE_LINES, SimPort, SimSwitch, answer, pager, prompt
 
 MAX_LINE = 4096
 IDLE_S = 300.0
@@ -58,14 +58,14 @@ class _Auth(asyncssh.SSHServer):
         return username == self.username and hmac.compare_digest(password.encode(), self.password.encode())
 
 
-async def _write_paged(proc: asyncssh.SSHServerProcess[str], text: str, paging: bool) -> bool:
-    """Write `text`, stopping at --More-- every PAGE_LINES lines while paging; False if the client went away."""
+async def _write_paged(proc: asyncssh.SSHServerProcess[str], text: str, paging: bool, more: str) -> bool:
+    """Write `text`, stopping at `more` every PAGE_LINES lines while paging; False if the client went away."""
     lines = text.splitlines(keepends=True)
     while lines:
         chunk, lines = (lines[:PAGE_LINES], lines[PAGE_LINES:]) if paging else (lines, [])
         proc.stdout.write("".join(chunk).replace("\n", "\r\n"))
         if lines:
-            proc.stdout.write(MORE)
+            proc.stdout.write(more)
             key = await asyncio.wait_for(proc.stdin.read(1), IDLE_S)
             proc.stdout.write("\r        \r")
             if not key or key in "qQ":
@@ -73,10 +73,10 @@ async def _write_paged(proc: asyncssh.SSHServerProcess[str], text: str, paging: 
     return True
 
 
-async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch) -> None:
-    paging = True
+async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch, user: str) -> None:
+    paging = sw.platform != "sonic" or sw.fault == "page"  # SONiC's shell pages nothing (but `page`: as `more`)
     try:
-        proc.stdout.write(f"\r\n{prompt(sw)}")
+        proc.stdout.write(f"\r\n{prompt(sw, user)}")
         while True:
             line = await asyncio.wait_for(proc.stdin.readline(), IDLE_S)
             if not line or len(line) > MAX_LINE:
@@ -95,9 +95,9 @@ async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch) -> None:
                 text = answer(sw, "show lldp (feature disabled)")
             if command.startswith("show") and sw.fault == "unknown_format":
                 text = "Syntax error: Illegal parameter\n"
-            if not await _write_paged(proc, text, paging):
+            if not await _write_paged(proc, text, paging, pager(sw)):
                 break
-            proc.stdout.write(prompt(sw))
+            proc.stdout.write(prompt(sw, user))
     except (TimeoutError, asyncssh.Error, BrokenPipeError, ConnectionError):
         pass
     finally:
@@ -111,7 +111,7 @@ async def serve(switches: list[SimSwitch], username: str, password: str,
     for sw in switches:
         servers.append(await asyncssh.create_server(
             lambda sw=sw: _Auth(sw, username, password), sw.address, sw.port, server_host_keys=[key],
-            process_factory=lambda proc, sw=sw: _shell(proc, sw), encoding="utf-8", line_editor=True,
+            process_factory=lambda proc, sw=sw: _shell(proc, sw, username), encoding="utf-8", line_editor=True,
             login_timeout=30, keepalive_interval=0))
     if ready is not None:
         ready()

@@ -17,8 +17,10 @@ from sim.switches.asbuilt import EthernetFaults, LabHost, build
 from sim.switches.harness import running
 
 PASSWORD = "sw-Pa55-not-in-output"
-SWITCH_FAULTS = {"tor-r3": "refuse_login", "tor-r4": "hang", "tor-r5": "page", "tor-r6": "unknown_format",
-                 "tor-r7": "lldp_disabled"}
+SWITCH_FAULTS = {"tor-r5": "refuse_login", "tor-r6": "hang", "tor-r7": "page", "tor-r8": "unknown_format",
+                 "tor-r9": "lldp_disabled"}
+# the faulty lab's racks take these in turn: r1 NX-OS, r2 EOS, r3 Dell OS10, r4 SONiC, r5 NX-OS, ...
+PLATFORMS = ("cisco_nxos", "arista_eos", "dell_os10", "sonic")
 
 
 def lab_hosts(racks: int, per_rack: int) -> list[LabHost]:
@@ -30,8 +32,9 @@ FAULTS = EthernetFaults(crossed=[("gpu-r1-03", "gpu-r1-04")], unplugged=["gpu-r2
                         silent=["gpu-r1-06"])
 
 
-def lab(racks: int, per_rack: int, faults: EthernetFaults) -> tuple[EthernetDesign, dict[str, Any]]:
-    design, asbuilt = build(lab_hosts(racks, per_rack), faults)
+def lab(racks: int, per_rack: int, faults: EthernetFaults,
+        platforms: tuple[str, ...] = PLATFORMS[:2]) -> tuple[EthernetDesign, dict[str, Any]]:
+    design, asbuilt = build(lab_hosts(racks, per_rack), faults, platforms=platforms)
     return parse_design(yaml.safe_dump(design), "ethernet.yml"), asbuilt
 
 
@@ -41,10 +44,13 @@ def login(_name: str) -> Login:
 
 @pytest.fixture(scope="module")
 def faulty_lab() -> Iterator[EthernetDesign]:
-    """Seven racks: r1/r2 read cleanly (with the cabling faults), r3..r6 each with one switch fault that
-    makes it unknown, r7 (NX-OS) read without LLDP."""
-    faults = EthernetFaults(crossed=FAULTS.crossed, unplugged=FAULTS.unplugged, err_disabled=FAULTS.err_disabled,
+    """Nine racks, the four platforms in turn: r1..r4 (NX-OS, EOS, Dell OS10, SONiC) read cleanly with the
+    cabling faults (also a crossed pair on the OS10 switch, an unplugged cable on the SONiC one), r5..r8
+    each with one switch fault that makes it unknown (refused login on NX-OS, hang on EOS, paging on OS10,
+    unknown format on SONiC), r9 (NX-OS) read without LLDP."""
+    faults = EthernetFaults(crossed=[*FAULTS.crossed, ("gpu-r3-01", "gpu-r3-02")],
+                            unplugged=[*FAULTS.unplugged, "gpu-r4-05"], err_disabled=FAULTS.err_disabled,
                             silent=FAULTS.silent, switch_faults=SWITCH_FAULTS)
-    design, asbuilt = lab(7, 12, faults)
+    design, asbuilt = lab(9, 12, faults, PLATFORMS)
     with running(asbuilt, PASSWORD):
         yield design

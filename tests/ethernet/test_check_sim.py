@@ -67,12 +67,12 @@ def test_each_faulty_switch_is_unknown_with_its_reason_and_the_others_are_read(
         checked: tuple[dict[str, object], float, str]) -> None:
     data, took, _ = checked
     switches = {s["name"]: (s["state"], s["reason"]) for s in data["switches"]}  # type: ignore[attr-defined]
-    assert switches["tor-r1"] == ("ok", "") and switches["tor-r2"] == ("ok", "")
-    assert switches["tor-r7"] == ("ok", "")  # LLDP off: MACs and ports still read
-    assert switches["tor-r3"] == ("unknown", "login refused for user 'admin' (check the credential 'switch_admin')")
-    assert switches["tor-r4"] == ("unknown", "'show mac address-table': no prompt within 1.5 s (hung mid-output)")
-    assert switches["tor-r5"][1].endswith("paged its output (--More--) although terminal length 0 was set")
-    assert "answered without its table header ('Syntax error: Illegal parameter')" in switches["tor-r6"][1]
+    assert all(switches[f"tor-r{i}"] == ("ok", "") for i in (1, 2, 3, 4))  # NX-OS, EOS, Dell OS10, SONiC
+    assert switches["tor-r9"] == ("ok", "")  # LLDP off: MACs and ports still read
+    assert switches["tor-r5"] == ("unknown", "login refused for user 'admin' (check the credential 'switch_admin')")
+    assert switches["tor-r6"] == ("unknown", "'show mac address-table': no prompt within 1.5 s (hung mid-output)")
+    assert switches["tor-r7"][1].endswith("paged its output (--More--) although paging was turned off")  # OS10
+    assert "answered without its table header ('Syntax error: Illegal parameter')" in switches["tor-r8"][1]
     assert took < 3 * TIMEOUT + 4  # the hung switch bounds the run; nobody waits on it in turn
 
 
@@ -83,12 +83,17 @@ def test_the_cabling_faults_are_found_and_the_unread_switches_nics_are_unknown(
     findings = {(f["host"], f["role"]): f["status"] for f in data["findings"]}  # type: ignore[attr-defined]
     assert {k: v for k, v in findings.items() if v != "unknown"} == {
         ("gpu-r1-03", "pxe"): "wrong_port", ("gpu-r1-04", "pxe"): "wrong_port",
-        ("gpu-r1-06", "pxe"): "not_seen", ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled"}
-    assert data["counts"] == {"err_disabled": 1, "not_seen": 2, "ok": 67, "unknown": 96, "wrong_port": 2}
+        ("gpu-r1-06", "pxe"): "not_seen", ("gpu-r2-07", "pxe"): "not_seen", ("gpu-r2-09", "pxe"): "err_disabled",
+        ("gpu-r3-01", "pxe"): "wrong_port", ("gpu-r3-02", "pxe"): "wrong_port",  # on Dell OS10
+        ("gpu-r4-05", "pxe"): "not_seen"}  # on SONiC
+    assert data["counts"] == {"err_disabled": 1, "not_seen": 3, "ok": 112, "unknown": 96, "wrong_port": 4}
     switches = {s["name"]: s for s in data["switches"]}  # type: ignore[attr-defined]
     assert (switches["tor-r1"]["lldp"], switches["tor-r2"]["lldp"]) == (12, 10)  # over SSH: every linked PXE NIC
     no_lldp = "LLDP not read: 'show lldp neighbors detail' answered without its table header ('^')"
-    assert (switches["tor-r7"]["lldp"], switches["tor-r7"]["lldp_reason"]) == (0, no_lldp)
+    assert (switches["tor-r9"]["lldp"], switches["tor-r9"]["lldp_reason"]) == (0, no_lldp)
+    assert (switches["tor-r3"]["lldp"], switches["tor-r4"]["lldp"]) == (12, 11)
+    sonic = next(f for f in data["findings"] if f["host"] == "gpu-r4-05")  # type: ignore[attr-defined]
+    assert sonic["reason"].startswith("unplugged: not seen on any switch; designed port tor-r4 Ethernet28 has no link")
     silent = next(f for f in data["findings"] if f["host"] == "gpu-r1-06")  # type: ignore[attr-defined]
     assert "LLDP sees gpu-r1-06 eno1, no MAC learnt" in silent["reason"]
 
@@ -102,7 +107,7 @@ def test_the_switch_password_is_in_neither_the_json_nor_the_logs(checked: tuple[
 def test_the_command_reads_the_sites_credential_from_the_environment_and_exits_1_on_findings(
         faulty_lab: EthernetDesign, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
-    site = _site_with(faulty_lab, tmp_path, ("tor-r1", "tor-r3"), ("gpu-r1-",))
+    site = _site_with(faulty_lab, tmp_path, ("tor-r1", "tor-r5"), ("gpu-r1-",))
     monkeypatch.setenv("TEST_SWITCH_PASSWORD", PASSWORD)
     out = tmp_path / "ethernet-check.json"
     assert main(["ethernet", "check", "--site", str(site), "--timeout", "2", "--json", "--out", str(out)]) == 1

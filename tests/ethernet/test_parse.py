@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from provision.ethernet.design import normalise_mac, normalise_port
-from provision.ethernet.parse import UnknownFormat, parse_errdisabled, parse_lldp, parse_macs, parse_ports
-from sim.switches.render import SimPort, SimSwitch, lldp_detail, mac_table, port_status
+from provision.ethernet.parse import (
+    COMMANDS,
+    UnknownFormat,
+    parse_errdisabled,
+    parse_lldp,
+    parse_macs,
+    parse_ports,
+)
+from sim.switches.render import SimPort, SimSwitch, answer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ethernet"
 
@@ -45,17 +52,21 @@ def test_real_lldp_neighbour_details_of_both_platforms_parse_to_local_port_name_
     assert ("eth9", "Leaf1.cliqr.com", "Eth1/23") in eos and ("management1", "vmx1", "fxp0") in eos
 
 
-@pytest.mark.parametrize("platform", ["cisco_nxos", "arista_eos"])
+@pytest.mark.parametrize("platform", ["cisco_nxos", "arista_eos", "dell_os10", "sonic"])
 def test_the_simulators_tables_read_back_through_the_real_templates(platform: str) -> None:
-    name = "Eth1/5" if platform == "cisco_nxos" else "Et5"
+    name = {"cisco_nxos": "Eth1/5", "arista_eos": "Et5", "dell_os10": "ethernet1/1/5", "sonic": "Ethernet5"}[platform]
     sw = SimSwitch("tor", platform, "127.0.48.1", 2022, [
         SimPort(name, "connected", 20, [("02:00:00:00:02:05", 20)], [("gpu-r1-05", "eno1", "02:00:00:00:02:05")]),
         SimPort(name.replace("5", "6"), "notconnect" if platform == "arista_eos" else "notconnec", 20)])
-    assert [(m.mac, m.vlan, m.key) for m in parse_macs(platform, mac_table(sw))] == [
+    def read(what: str) -> str:
+        return answer(sw, COMMANDS[platform][what][0])
+
+    assert [(m.mac, m.vlan, m.key) for m in parse_macs(platform, read("macs"))] == [
         ("02:00:00:00:02:05", 20, normalise_port(name))]
-    assert [(p.port, p.state, p.vlan) for p in parse_ports(platform, port_status(sw))] == [
-        (name, "up", "20"), (name.replace("5", "6"), "down", "20")]
-    assert [(n.key, n.name, n.port_id, n.chassis) for n in parse_lldp(platform, lldp_detail(sw))] == [
+    vlan = "access" if platform == "sonic" else "20"  # SONiC's Vlan column is the port's mode
+    assert [(p.key, p.state, p.vlan) for p in parse_ports(platform, read("ports"))] == [
+        (normalise_port(name), "up", vlan), (normalise_port(name.replace("5", "6")), "down", vlan)]
+    assert [(n.key, n.name, n.port_id, n.chassis) for n in parse_lldp(platform, read("lldp"))] == [
         (normalise_port(name), "gpu-r1-05", "eno1", "02:00:00:00:02:05")]
 
 
@@ -67,3 +78,42 @@ def test_an_answer_without_the_table_header_is_an_unknown_format_not_an_empty_ta
 def test_macs_and_ports_compare_in_one_spelling() -> None:
     assert normalise_mac("5087.89A1.DE75") == normalise_mac("50-87-89-a1-de-75") == "50:87:89:a1:de:75"
     assert normalise_port("Ethernet1/26") == normalise_port("Eth1/26") == "eth1/26" and normalise_port("Et7") == "eth7"
+
+
+def test_real_sonic_tables_parse_through_our_templates_in_both_releases_layouts() -> None:
+    macs = parse_macs("sonic", _raw("sonic_show_mac_fdbshow.raw"))
+    assert [(m.mac, m.vlan, m.port) for m in macs][:2] == [("11:22:33:44:55:66", 2, "Ethernet0"),
+                                                           ("11:22:33:66:55:44", 3, "Ethernet4")]
+    assert len(parse_macs("sonic", _raw("sonic_show_mac.raw"))) == 18
+    old = {p.port: p.state for p in parse_ports("sonic", _raw("sonic_show_interfaces_status.raw"))}
+    assert old == {"Ethernet0": "down", "Ethernet4": "down", "Ethernet8": "admin-down"}  # Admin down wins
+    new = {p.port: (p.state, p.vlan) for p in parse_ports("sonic", _raw("sonic_show_interfaces_status_intfutil.raw"))}
+    assert new["Ethernet0"] == ("down", "routed") and new["Ethernet24"] == ("up", "trunk") and len(new) == 15
+    lldp = parse_lldp("sonic", _raw("sonic_show_lldp_neighbors.raw"))
+    assert [(n.key, n.name, n.port_id, n.chassis, n.description) for n in lldp] == [
+        ("eth0", "swtor-b2lab2-1610", "GigabitEthernet 0/2", "00:01:e8:81:e3:45", ""),
+        ("eth116", "T1-2", "hundredGigE1/2", "4c:76:25:e7:f0:c0", "T0-2:hundredGigE1/30")]
+
+
+def test_dell_os10_tables_in_the_documented_layout_parse_through_our_templates() -> None:
+    macs = parse_macs("dell_os10", _raw("dell_os10_show_mac_address-table.txt"))
+    assert ("90:b1:1c:f4:a6:8f", 1, "eth1/1/3") in [(m.mac, m.vlan, m.key) for m in macs] and len(macs) == 4
+    ports = {p.key: (p.port, p.state, p.vlan) for p in parse_ports("dell_os10", _raw("dell_os10_show_interface_status.txt"))}
+    assert ports == {"eth1/1/1": ("Eth 1/1/1", "up", "1"), "eth1/1/2": ("Eth 1/1/2", "up", "1"),
+                     "eth1/1/3": ("Eth 1/1/3", "down", "20")}
+    lldp = {n.key: (n.name, n.port_id, n.chassis) for n in parse_lldp("dell_os10", _raw("dell_os10_show_lldp_neighbors.txt"))}
+    assert lldp["eth1/1/1"] == ("Not Advertised", "00:0c:29:d2:2e:ae", "00:0c:29:d2:2e:ae")
+    assert lldp["eth1/1/29"] == ("gpu-r3-05.lab", "eno1", "02:00:00:03:02:05")
+
+
+def test_a_real_nxos_port_error_disabled_by_link_flaps_reads_err_disabled_not_a_refused_table() -> None:
+    [port] = parse_ports("cisco_nxos", _raw("cisco_nxos_show_interface_status_linkflap.raw"))
+    assert (port.port, port.state, port.raw) == ("Eth1/15", "err-disabled", "linkFlapE")
+
+
+@pytest.mark.parametrize("platform", ["dell_os10", "sonic"])
+def test_a_line_our_templates_do_not_know_inside_a_table_is_an_unknown_format(platform: str) -> None:
+    head = "VlanId  Mac Address         Type        Interface\n" if platform == "dell_os10" else (
+        "  No.    Vlan  MacAddress         Port         Type\n")
+    with pytest.raises(UnknownFormat, match="TextFSMError"):
+        parse_macs(platform, head + "this is not a row of the table\n")
