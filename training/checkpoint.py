@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from training.data import LoaderState
+from training.elastic import streams_from_json
 
 
 def step_dir(root: Path, step: int) -> Path:
@@ -80,7 +81,7 @@ class ExtraState:
     @classmethod
     def from_json(cls, text: str) -> ExtraState:
         raw = json.loads(text)
-        return cls(int(raw["step"]), LoaderState.from_json(raw["loader"]), raw["torch_rng"], raw.get("cuda_rng"),
+        return cls(int(raw["step"]), streams_from_json(raw["loader"]), raw["torch_rng"], raw.get("cuda_rng"),
                    raw["engine"], int(raw["world"]))
 
 

@@ -232,6 +232,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-restarts", type=int, default=3)
     p.add_argument("--min-hosts", type=int, default=1)
     p.add_argument("--rdzv-port", type=int, default=29500)
+    p.add_argument("--rdzv-host", default="", help="address every node reaches the rendezvous store at "
+                   "(default: the first host's name)")
     p.add_argument("--health-cmd", help="run after a failure; prints JSON {hosts: [{host, verdict}], "
                    "promoted_to_golden} (default: provision health [--site SITE] --hosts {hosts} --level fast --json)")
     p.add_argument("--health-timeout-s", type=float, default=1800.0,
@@ -250,7 +252,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from training.supervisor import DEEPSPEED_RESHAPE, Supervisor, checkpoint_world, provision_health
+    from training.supervisor import Supervisor, checkpoint_world, provision_health, zero3_resize_refusal
 
     raw = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -272,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         golden = "" if a.health_cmd else f"provision golden {site}--json"
         sup = Supervisor(hosts, train_args, run_dir, provision_health(health, a.health_timeout_s, golden), nccl,
                          a.max_restarts, a.min_hosts, a.rdzv_port, a.python, a.workdir, spares=spares, sizes=sizes,
-                         engine=a.engine, env=_env_pairs(a.env), hang_s=a.hang_s,
+                         engine=a.engine, env=_env_pairs(a.env), hang_s=a.hang_s, rdzv_host=a.rdzv_host,
                          anomaly_cmd=a.anomaly_cmd or (f"provision anomalies {site}--run-dir {{run_dir}}" * bool(site)))
         if a.env_manifest is not None:
             bad = environment_mismatches([*hosts, *spares], a.env_manifest, a.env_dir)
@@ -282,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
             sup.spares = [h for h in spares if h.name not in bad]
         _, saved_by, _ = checkpoint_world(run_dir)
         ranks = len(hosts) * min(h.slots for h in hosts)
-        if a.engine == "deepspeed" and saved_by not in (None, ranks):
-            raise LaunchError(DEEPSPEED_RESHAPE.format(old=saved_by, new=ranks))
+        refusal = zero3_resize_refusal(saved_by, ranks) if a.engine == "deepspeed" else None
+        if refusal:
+            raise LaunchError(refusal)
     except (LaunchError, OSError, ValueError, yaml.YAMLError) as e:
         print(f"launch: {e}", file=sys.stderr)
         return 2

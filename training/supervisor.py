@@ -3,8 +3,9 @@ diagnosis with a suspect host (`RUN/anomalies.jsonl`), it re-runs `provision hea
 hosts and the spare golden hosts, restarts on the hosts that came back golden (suspects dropped), refills
 from the spares to the configured number of hosts or shrinks to a size the config allows, and records
 each restart in <run>/supervisor.jsonl (cause, hosts dropped and added, checkpoint and step resumed).
-A restart that cannot work is not tried: exit codes that mean the configuration is wrong, a DeepSpeed
-ZeRO-3 checkpoint on another world size, too few golden hosts."""
+A restart that cannot work is not tried: exit codes that mean the configuration is wrong, too few golden
+hosts, a DeepSpeed ZeRO-3 checkpoint on another world size where the installed DeepSpeed has no ZeRO-3
+universal checkpoints (with them, the job converts and re-partitions it on resume)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,23 @@ RESTART_KINDS = {"straggler", "dead_link_or_pcie_x4", "gdr_broken", "degraded_li
                  "clock_throttling", "random_stalls"}
 # Exit codes of `python -m training train` a restart cannot cure: bad arguments, a plan that does not fit.
 NO_RETRY = {2: "the arguments or the configuration are wrong", 3: "the memory plan does not fit this world size"}
-DEEPSPEED_RESHAPE = ("DeepSpeed ZeRO-3 checkpoints reload only on the world size that saved them (saved by {old} "
-                     "ranks, the restart would have {new}); universal-checkpoint conversion is not implemented")
+DEEPSPEED_RESHAPE = ("DeepSpeed ZeRO-3 checkpoints reload on another world size only through universal checkpoints "
+                     "(saved by {old} ranks, the restart would have {new}): {why}")
+
+
+def _universal_support() -> str | None:
+    from training.engines.zero3_checkpoint import universal_support  # imports DeepSpeed: only when asked
+
+    return universal_support()
+
+
+def zero3_resize_refusal(saved_by: int | None, ranks: int) -> str | None:
+    """Why a ZeRO-3 checkpoint saved by `saved_by` ranks cannot resume on `ranks` (None: it can, the same
+    size or through a universal checkpoint, `training.engines.zero3_checkpoint`)."""
+    if saved_by in (None, ranks):
+        return None
+    why = _universal_support()
+    return None if why is None else DEEPSPEED_RESHAPE.format(old=saved_by, new=ranks, why=why)
 
 HealthCheck = Callable[[Sequence[str]], dict[str, str]]
 
@@ -206,6 +222,7 @@ class Supervisor:
     env: dict[str, str] = field(default_factory=dict)  # --env KEY=VALUE for every rank
     hang_s: float = 0.0  # no step for this long: hung (0: not watched)
     restart_on_anomaly: bool = True
+    rdzv_host: str = ""  # where every node finds the rendezvous store (default: the first host's name)
     anomaly_cmd: str = ""  # after each attempt, e.g. `provision anomalies --site S --run-dir {run_dir}`
     stop: Stop | None = None  # why the last attempt was stopped early, if it was
     _seen_anomalies: int = 0
@@ -214,7 +231,7 @@ class Supervisor:
         record(self.run_dir, event, **fields)
 
     def commands(self, hosts: Sequence[Host], attempt: int) -> list[tuple[Host, list[str], dict[str, str]]]:
-        rdzv_host = "127.0.0.1" if hosts[0].local else hosts[0].name
+        rdzv_host = self.rdzv_host or ("127.0.0.1" if hosts[0].local else hosts[0].name)
         rdzv = f"{rdzv_host}:{self.rdzv_port}"
         env = job_env(self.nccl, self.run_dir, attempt, self.env)
         out = []
@@ -264,9 +281,17 @@ class Supervisor:
 
     def _record_anomalies(self) -> None:
         """The attempt's diagnoses into the suspect hosts' state-store history (best effort: the job goes on)."""
-        if not self.anomaly_cmd or not (self.run_dir / "anomalies.jsonl").exists():
-            return
-        argv = [a.replace("{run_dir}", str(self.run_dir)) for a in shlex.split(self.anomaly_cmd)]
+        if self.anomaly_cmd and (self.run_dir / "anomalies.jsonl").exists():
+            self._anomaly_cmd([])
+
+    def _port_evidence(self, hosts: Sequence[Host]) -> None:
+        """Before an attempt: the job hosts' HCA port counters from the state store into RUN/evidence.json
+        (`--port-evidence`), so a link diagnosis names the host whose counters rose."""
+        if self.anomaly_cmd:
+            self._anomaly_cmd(["--port-evidence", ",".join(h.name for h in hosts)])
+
+    def _anomaly_cmd(self, extra: list[str]) -> None:
+        argv = [a.replace("{run_dir}", str(self.run_dir)) for a in shlex.split(self.anomaly_cmd)] + extra
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
             if r.returncode != 0:
@@ -289,6 +314,7 @@ class Supervisor:
             self.stop = None
             self._record("start", attempt=attempt, hosts=[h.name for h in hosts], checkpoint=_ckpt_name(self.run_dir),
                          env=sorted(job_env(self.nccl, self.run_dir, attempt, self.env)))
+            self._port_evidence(hosts)
             codes = self.run_attempt(hosts, attempt)
             self._record_anomalies()
             if self.stop is None and all(c == 0 for c in codes.values()):
@@ -311,8 +337,7 @@ class Supervisor:
             by_name = {h.name: h for h in [*hosts, *spares]}
             new_hosts = [by_name[n] for n in plan.hosts]
             ranks = sum(min(h.slots for h in new_hosts) for _ in new_hosts) if new_hosts else 0
-            refused = plan.refused or (DEEPSPEED_RESHAPE.format(old=saved_by, new=ranks)
-                                       if self.engine == "deepspeed" and saved_by not in (None, ranks) else None)
+            refused = plan.refused or (zero3_resize_refusal(saved_by, ranks) if self.engine == "deepspeed" else None)
             if refused:
                 self._record("gave_up", attempt=attempt, cause=cause, failed=failed, verdicts=verdicts,
                              dropped=plan.dropped, reason=refused)

@@ -10,7 +10,6 @@ import shutil
 import signal
 import socket
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 
@@ -28,8 +27,9 @@ from training.checkpoint import (
     write_extra,
 )
 from training.configs import ModelConfig, TrainConfig, model_config, recommended_train
-from training.data import Batch, LoaderState, PackedLoader, Prefetcher, SyntheticLoader, discover_files, reshard_states
+from training.data import LoaderState, Prefetcher, discover_files, reshard_states
 from training.diagnosis.watch import JobWatch
+from training.elastic import DataResume, interleave, open_source, plan_data
 from training.engines import Engine, lr_at
 from training.fit import add_fit_args, plan_before_start
 from training.joblog import JobMetricsWriter
@@ -43,9 +43,8 @@ from training.monitor import (
     mfu,
     peak_tflops,
 )
-from training.prepared import PreparedLoader, ZerosLoader, prepared_data_dir, reshard_prepared, zeros_data
+from training.prepared import prepared_data_dir, reshard_prepared, zeros_data
 from training.profile import profiled_step
-from training.tokenizer import load_tokenizer
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
@@ -68,6 +67,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-step", type=int, default=0,
                    help="profile this step; rank 0 writes RUN/profile/step_N.{json,txt} (0: never)")
     p.add_argument("--max-steps-this-run", type=int, default=0, help="stop after this many steps (0: no limit)")
+    p.add_argument("--resize-batch", choices=("reshard", "keep"), default="reshard",
+                   help="resumed on fewer ranks: keep the global batch (each rank runs k old ranks' data, "
+                   "k x grad-accum) or deal the unread data out again (training/elastic.py)")
     add_fit_args(p)
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -168,6 +170,11 @@ def run(args: argparse.Namespace) -> int:
         dist.destroy_process_group()
         return 3
     tcfg = fitted
+    resume_from = latest_complete(ckpt_root) if args.resume == "auto" else None
+    extras = read_extras(resume_from) if resume_from is not None else []
+    data = plan_data([e.loader for e in extras], world, rank, args.resize_batch == "keep") if extras else DataResume()
+    per_stream = tcfg.grad_accum
+    tcfg = replace(tcfg, grad_accum=per_stream * len(data.streams)) if data.streams else tcfg
     t0 = time.monotonic()
     engine = build_engine(args.engine, mcfg, tcfg, device, init_from=args.init_from)
     metrics.event("built", engine=args.engine, model=mcfg.name, params=mcfg.num_params(), world=world,
@@ -175,60 +182,38 @@ def run(args: argparse.Namespace) -> int:
 
     start_step = 0
     loader_state: LoaderState | None = None
-    resume_from = latest_complete(ckpt_root) if args.resume == "auto" else None
     prepared_dir = prepared_data_dir(args.data)
     files = discover_files(args.data) if args.data and prepared_dir is None and not zeros_data(args.data) else []
     if resume_from is not None:
-        extras = read_extras(resume_from)
-        if args.engine == "deepspeed" and len(extras) != world:
-            raise RuntimeError(f"{resume_from}: DeepSpeed ZeRO-3 shards reload only on the same number of ranks "
-                               f"(saved by {len(extras)}, now {world}); FSDP2 checkpoints reshard on load")
-        engine.load(resume_from)
+        engine.load(resume_from)  # ZeRO-3 on another world size: through a universal checkpoint
         start_step = extras[0].step
         if any(e.step != start_step for e in extras):
             raise RuntimeError(f"{resume_from}: ranks disagree on the step")
         if len(extras) == world:
-            mine = extras[rank]
-            restore_rng(mine.torch_rng, mine.cuda_rng)
-            loader_state = mine.loader
-        else:
+            restore_rng(extras[rank].torch_rng, extras[rank].cuda_rng)
+        loader_state = data.state
+        if data.reshard:
             # Restart on fewer (or more) hosts: what was left to read is dealt out again.
-            old = [e.loader for e in extras]
+            old = data.reshard
             if prepared_dir is not None:
                 loader_state = reshard_prepared(old, world)[rank]
             else:
                 loader_state = reshard_states(old, files, world)[rank] if files else None
-        metrics.event("resumed", checkpoint=str(resume_from), step=start_step, old_world=len(extras))
+        metrics.event("resumed", checkpoint=str(resume_from), step=start_step, old_world=len(extras),
+                      streams=[s.rank for s in data.streams])
         if rank == 0:
             log(f"resumed from {resume_from} at step {start_step} (saved by {len(extras)} ranks, now {world})")
 
-    source: Iterator[tuple[Batch, LoaderState]]
-    if args.synthetic:
-        syn = SyntheticLoader(mcfg.vocab_size, tcfg.seq_len, tcfg.micro_batch, tcfg.seed + start_step, rank)
-        source = iter(syn)
-    elif zeros_data(args.data):
-        source = iter(ZerosLoader(tcfg.seq_len, tcfg.micro_batch, rank))
-    elif prepared_dir is not None:
-        split = bool(args.split_documents)
-        source = iter(PreparedLoader.fresh_prepared(prepared_dir, tcfg.seq_len, tcfg.micro_batch, rank, world,
-                                                    tcfg.seed, split) if loader_state is None else
-                      PreparedLoader(prepared_dir, tcfg.seq_len, tcfg.micro_batch, loader_state, split))
+    if data.streams:  # --resize-batch keep: this rank runs several old ranks' streams, in turn
+        source = interleave([open_source(args, mcfg, tcfg, st, st.rank, st.world, start_step, files, prepared_dir)
+                             for st in data.streams], per_stream, rank, world)
     else:
-        if not files or args.tokenizer is None:
-            raise ValueError("--data and --tokenizer are required unless --synthetic")
-        tok = load_tokenizer(args.tokenizer)
-        if tok.get_vocab_size() > mcfg.vocab_size:
-            raise ValueError(f"tokenizer vocabulary {tok.get_vocab_size()} > model's {mcfg.vocab_size}")
-        if loader_state is None:
-            loader = PackedLoader.fresh(files, tok, tcfg.seq_len, tcfg.micro_batch, rank, world, tcfg.seed,
-                                        split_documents=bool(args.split_documents))
-        else:
-            loader = PackedLoader(files, tok, tcfg.seq_len, tcfg.micro_batch, loader_state,
-                                  split_documents=bool(args.split_documents))
-        source = iter(loader)
+        source = open_source(args, mcfg, tcfg, loader_state, rank, world, start_step, files, prepared_dir)
     prefetch = Prefetcher(source, depth=2)
 
     peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
+    # a device the table lacks (e.g. a CPU run measured against its own matmul rate): the peak given per rank
+    peak = float(os.environ.get("TRAINING_PEAK_TFLOPS") or 0) or peak
     flops_tok = mcfg.flops_per_token(tcfg.seq_len)
     gc_ctl = GcController(tcfg.gc_every)
     goodput = GoodputMeter(flops_tok, peak)

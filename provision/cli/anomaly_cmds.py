@@ -1,5 +1,8 @@
 """`provision anomalies --run-dir RUN`: a training job's diagnoses (RUN/anomalies.jsonl, written by the job's
-rank 0) into the state-store history of the hosts they name, once each; labels (checkpoint) are not."""
+rank 0) into the state-store history of the hosts they name, once each; labels (checkpoint) are not. A
+link diagnosis carries the suspect host's HCA port counters from the store (`anomaly_evidence.py`).
+`--port-evidence h1,h2` (the supervisor, before each attempt): those hosts' HCA port counters into
+RUN/evidence.json, which the job's diagnosis reads to name the host behind a link pattern."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from provision.cli.anomaly_evidence import LINK_KINDS, hca_port_evidence, write_port_evidence
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json
@@ -39,17 +43,28 @@ def alerts(run_dir: Path) -> list[dict[str, Any]]:
 @common_options
 def anomalies(
     run_dir: Annotated[Path, typer.Option("--run-dir", help="The training run's folder.")],
+    port_evidence: Annotated[str, typer.Option(
+        "--port-evidence", help="Comma-separated job hosts: write their HCA port counters (latest burn-in, port "
+        "ledger) into RUN/evidence.json for the job's diagnosis.")] = "",
     *,
     common: Common,
 ) -> None:
     """Record the job's alerts in the history of each suspect host (kind, steps, evidence, the run)."""
     ctx = Context.of(common)
+    rows = alerts(run_dir)
+    job_hosts = [h for h in port_evidence.split(",") if h]
+    link_hosts = {str(h) for r in rows if r.get("kind") in LINK_KINDS for h in r["hosts"]}
+    ports = hca_port_evidence(ctx.store, [*job_hosts, *link_hosts]) if job_hosts or link_hosts else {}
+    if job_hosts:
+        write_port_evidence(run_dir, {h: e for h, e in ports.items() if h in job_hosts})
     recorded: list[str] = []
     unknown: list[str] = []
-    for row in alerts(run_dir):
+    for row in rows:
         for host in [str(h) for h in row["hosts"]]:
             evidence = {"kind": row.get("kind"), "steps": row.get("steps"), "level": row.get("level"),
                         "evidence": row.get("evidence"), "run": str(run_dir.resolve()), "at": row.get("time")}
+            if row.get("kind") in LINK_KINDS and host in ports:
+                evidence["hca_ports"] = ports[host]
             try:
                 seen = any(e.reason == REASON and isinstance(e.evidence, dict) and e.evidence.get("at") == row.get(
                     "time") and e.evidence.get("kind") == row.get("kind") for e in ctx.store.history(host))
@@ -58,7 +73,8 @@ def anomalies(
                     recorded.append(f"{host}:{row.get('kind')}")
             except UnknownHost:
                 unknown.append(host)
-    payload = {"recorded": recorded, "not_in_store": sorted(set(unknown))}
+    payload = {"recorded": recorded, "not_in_store": sorted(set(unknown)),
+               "port_evidence": sorted(h for h in ports if h in job_hosts)}
     if common.json_out:
         emit_json(payload)
     else:

@@ -85,7 +85,18 @@ def test_a_job_that_writes_no_step_for_hang_s_is_hung_and_restarted(tmp_path: Pa
     assert _events(tmp_path)[1]["cause"] == "hung"
 
 
-def test_deepspeed_on_a_smaller_world_is_refused_with_the_reason_and_never_retried(tmp_path: Path) -> None:
+def test_deepspeed_on_a_smaller_world_restarts_and_without_universal_checkpoints_is_refused_with_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _checkpoint(tmp_path / "ok", 10, ranks=2)
+    sup = ScriptedSupervisor([Host("a", 1), Host("b", 1)], [], tmp_path / "ok",
+                             lambda h: {"a": "golden", "b": "critical"}, sizes=(1,), engine="deepspeed")
+    sup.script = [{"b": "exit 1"}, {}]
+    assert sup.run() == 0  # the installed DeepSpeed converts the checkpoint to a universal one on resume
+    assert _events(tmp_path / "ok")[1]["hosts"] == ["a"]
+
+    import training.supervisor
+
+    monkeypatch.setattr(training.supervisor, "_universal_support", lambda: "DeepSpeed 0.13.0 has no ZeRO-3 universal")
     _checkpoint(tmp_path, 10, ranks=2)
     sup = ScriptedSupervisor([Host("a", 1), Host("b", 1)], [], tmp_path, lambda h: {"a": "golden", "b": "critical"},
                              sizes=(1,), engine="deepspeed")
@@ -93,6 +104,7 @@ def test_deepspeed_on_a_smaller_world_is_refused_with_the_reason_and_never_retri
     assert sup.run() == 1
     last = _events(tmp_path)[-1]
     assert last["event"] == "gave_up" and "saved by 2 ranks, the restart would have 1" in str(last["reason"])
+    assert "0.13.0 has no ZeRO-3 universal" in str(last["reason"])
     from training.launcher import main
 
     (tmp_path / "hosts").write_text("a slots=1\n")

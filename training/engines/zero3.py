@@ -146,6 +146,11 @@ class DeepSpeedEngine:
 
     def load(self, path: Path) -> None:
         self.wait_saved()
+        from training.engines.zero3_checkpoint import load_universal, saved_ranks
+
+        if saved_ranks(path) not in (0, dist.get_world_size()):
+            load_universal(self.engine, path)
+            return
         load_path, _ = self.engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
                                                    load_lr_scheduler_states=False)
         if load_path is None:

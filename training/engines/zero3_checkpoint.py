@@ -12,7 +12,14 @@ failed makes it fail on every rank.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib.metadata
+import io
+import os
+import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -79,3 +86,73 @@ class BackgroundCheckpointEngine(TorchCheckpointEngine):  # type: ignore[misc]
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)
+
+
+UNIVERSAL = "universal"  # the converted copy, inside the checkpoint it came from
+
+
+def saved_ranks(path: Path) -> int:
+    """Ranks that wrote this ZeRO-3 checkpoint (one optimizer partition file each)."""
+    return len(list(path.glob("*zero_pp_rank_*_mp_rank_*_optim_states.pt")))
+
+
+def universal_support() -> str | None:
+    """None when the installed DeepSpeed converts ZeRO-3 checkpoints to universal ones and its ZeRO-3
+    optimizer loads them (DeepSpeed PR 5475, April 2024), else why not."""
+    try:
+        from deepspeed.checkpoint import ds_to_universal  # type: ignore[import-untyped]
+        from deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3  # type: ignore[import-untyped]
+    except ImportError as e:
+        return f"DeepSpeed's universal checkpoints cannot be imported ({e})"
+    if not (hasattr(ds_to_universal, "extract_zero_shards_stage3")
+            and hasattr(DeepSpeedZeroOptimizer_Stage3, "load_hp_checkpoint_state_from_checkpoint_dir_stage3")):
+        return f"DeepSpeed {importlib.metadata.version('deepspeed')} has no ZeRO-3 universal checkpoints"
+    return None
+
+
+def to_universal(path: Path, workers: int = 1) -> Path:
+    """DeepSpeed's `ds_to_universal` of the checkpoint at `path` into `path/universal` (once: an existing
+    conversion is reused; written beside it first, so a conversion cut short is never loaded)."""
+    out = path / UNIVERSAL
+    if (out / "zero" / "optimizer_state.pt").is_file():
+        return out
+    from deepspeed.checkpoint import ds_to_universal
+
+    tmp = path / f"{UNIVERSAL}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    args = argparse.Namespace(input_folder=str(path), output_folder=str(tmp), num_extract_workers=workers,
+                              num_merge_workers=workers, keep_temp_folder=False, strict=True,
+                              inject_missing_state=False)
+    with contextlib.redirect_stdout(io.StringIO()):  # a line per step and its arguments: not the job's log
+        ds_to_universal.main(args)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    (path / "latest_universal").write_text(UNIVERSAL + "\n")
+    return out
+
+
+def load_universal(engine: Any, path: Path) -> None:
+    """Load the ZeRO-3 checkpoint at `path` on this world size through a universal checkpoint (rank 0
+    converts, every rank re-partitions the full fp32 weights and Adam moments for itself).
+    DeepSpeed 0.19.8's universal ZeRO-3 load gives every parameter group the first group's
+    hyperparameters (weight decay included); the configured ones are put back."""
+    why = universal_support()
+    if why is not None:
+        raise RuntimeError(f"{path}: saved by {saved_ranks(path)} ranks, now {dist.get_world_size()}: {why}")
+    if dist.get_rank() == 0:
+        to_universal(path, workers=max(1, min(8, (os.cpu_count() or 2) // 2)))
+    dist.barrier()
+    base = engine.optimizer.optimizer
+    configured = [{k: v for k, v in g.items() if k != "params"} for g in base.param_groups]
+    engine._config.load_universal_checkpoint = True
+    try:
+        # Only for this load: with the flag set, a ZeRO-3 save writes rank 0's model states alone
+        # (DeepSpeed issue 7546), so the checkpoints after this one would not convert.
+        load_path, _ = engine.load_checkpoint(str(path), tag=UNIVERSAL, load_optimizer_states=True,
+                                              load_lr_scheduler_states=False)
+    finally:
+        engine._config.load_universal_checkpoint = False
+    if load_path is None:
+        raise RuntimeError(f"DeepSpeed found no universal checkpoint at {path / UNIVERSAL}")
+    for group, hyper in zip(base.param_groups, configured, strict=True):
+        group.update(hyper)
