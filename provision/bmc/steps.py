@@ -150,6 +150,10 @@ class HarvestStep(BmcStep):
 class PxeStep(BmcStep):
     spec = PXE
 
+    @functools.cached_property
+    def _switches(self) -> SwitchTriage:
+        return SwitchTriage(self.site)
+
     def pxe_settings(self) -> tuple[str | None, PowerPolicy]:
         """The override mode to set (None: keep the BMC's) and the power policy: the run's options
         where given, else the site's policy."""
@@ -183,6 +187,13 @@ class PxeStep(BmcStep):
         return armed, resets
 
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        try:
+            return await self._boot(host, rec)
+        except HostProblem as problem:  # a boot failure carries the switch's view of the PXE NIC
+            facts = self._facts.get(host.hostname) or HostFacts()
+            raise await self._switches.refine(host.hostname, facts.pxe_mac, problem) from None
+
+    async def _boot(self, host: Host, rec: Recording) -> dict[str, Any]:
         boot_mode, policy = self.pxe_settings()
         opts = self.options
         async with self.session(host) as bmc:

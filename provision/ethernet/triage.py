@@ -1,4 +1,5 @@
-"""The switch's view of one host's PXE NIC, for a step's link or boot failure (harvest-macs, maas deploy):
+"""The switch's view of one host's PXE NIC, for a step's link or boot failure (harvest-macs, pxe-boot, maas
+deploy):
 the evidence names the designed switch port and what the switch says about it, and the
 reason becomes precise when the switch data shows it:
 
@@ -23,9 +24,11 @@ from provision.site.credentials import login
 from provision.state.secret_values import mask
 from provision.steps.runner import HostFailure
 
-# harvest-macs' link failure and the boot failures of maas deploy that a cable can explain (pxe-boot's own
-# reasons are the BMC's: power, the boot override)
+# harvest-macs' link failure and the boot failures of maas deploy that a cable can explain
 LINK_REASONS = ("pxe_nic_link_down", "maas_commissioning_failed", "maas_deploy_failed", "maas_timeout")
+# pxe-boot's boot failure: the BMC did not keep the override, which no cable explains, so the reason stays the
+# BMC's; the switch's view rides along as evidence (a PXE cable found out or misplaced now is the next failure)
+EVIDENCE_REASONS = ("pxe_not_armed",)
 TRIAGE_TIMEOUT_S = 5.0
 
 
@@ -63,7 +66,7 @@ class SwitchTriage:
 
     async def refine(self, host: str, mac: str | None, failure: HostFailure) -> HostFailure:
         """`failure` with the switch's view of the host's PXE NIC as evidence, its reason made precise."""
-        if failure.reason not in LINK_REASONS:
+        if failure.reason not in LINK_REASONS + EVIDENCE_REASONS:
             return failure
         try:
             r = await self.nic(host, "pxe", mac)
@@ -76,7 +79,9 @@ class SwitchTriage:
                 "reason": r.reason, "fix": r.fix, "seen": r.seen}
         where = f"{host} PXE NIC {r.mac}: switch {r.designed['switch']}"
         reason, detail = failure.reason, f"{failure.detail}; {where}: {r.reason}"
-        if r.status == "not_seen" and r.reason.startswith("unplugged"):
+        if failure.reason in EVIDENCE_REASONS:
+            pass
+        elif r.status == "not_seen" and r.reason.startswith("unplugged"):
             reason = "pxe_cable_unplugged"
         elif r.status == "wrong_port":
             reason = "pxe_cable_misplaced"

@@ -134,5 +134,8 @@ def test_a_pxe_link_failure_gets_the_switch_view_and_the_precise_reason(
     assert unplugged.remediation == "plug gpu-r2-07's PXE NIC into tor-r2 Et31 (reseat or replace the cable)"
     crossed = asyncio.run(SwitchTriage(site).refine("gpu-r1-03", "02:00:00:01:02:03", down))
     assert crossed.reason == "pxe_cable_misplaced" and "swap these two cables" in (crossed.remediation or "")
+    not_armed = asyncio.run(triage.refine("gpu-r2-07", None, HostFailure("pxe_not_armed", "Boot None", {}, "queue")))
+    assert (not_armed.reason, not_armed.remediation) == ("pxe_not_armed", "queue")  # pxe-boot: the BMC's reason stays
+    assert not_armed.evidence["switch_view"]["status"] == "not_seen" and "tor-r2 Et31 has no link" in not_armed.detail
     other = HostFailure("bmc_auth", "401", {})
     assert asyncio.run(triage.refine("gpu-r2-07", None, other)) is other  # not a link failure: untouched
