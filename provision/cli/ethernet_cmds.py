@@ -43,6 +43,7 @@ def check_cmd(
     unplugged, error-disabled, seen twice, wrong VLAN, unknown (switch unreadable)."""
     from provision.ethernet.check import check
     from provision.ethernet.design import load_design
+    from provision.ethernet.names import site_names
     from provision.ethernet.rule import site_positions
     from provision.site.credentials import login
 
@@ -53,7 +54,9 @@ def check_cmd(
         facts = {h: f for h, f in ctx.store.facts_many().items() if h in eth.nics}
         macs = {(h, role): mac for h, f in facts.items()
                 for role, mac in (("pxe", f.pxe_mac), ("bmc", f.bmc_mac)) if mac}
-        report = check(eth, lambda name: login(site, name), macs, concurrency=concurrency, timeout=timeout)
+        names = site_names(site, eth.nics, {h: f.service_tag for h, f in facts.items()})
+        report = check(eth, lambda name: login(site, name), macs, concurrency=concurrency, timeout=timeout,
+                       names=names)
     except BringupError as e:
         error_line(str(e))
         raise typer.Exit(EXIT_ERROR) from None

@@ -100,8 +100,10 @@ def _timed(started: dict[str, float], name: str, spec: SwitchSpec, login: Login,
 
 
 def check(design: EthernetDesign, logins: Callable[[str], Login], macs: dict[tuple[str, str], str] | None = None,
-          *, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT_S) -> EthernetReport:
+          *, concurrency: int = DEFAULT_CONCURRENCY, timeout: float = DEFAULT_TIMEOUT_S,
+          names: dict[tuple[str, str], frozenset[str]] | None = None) -> EthernetReport:
+    """`names`: (host, role) -> the names that NIC may be advertised under in LLDP (names.site_names)."""
     start = time.monotonic()
     views = read_switches(design.switches, logins, concurrency=concurrency, timeout=timeout)
-    results = compare(design, views, macs or {})
+    results = compare(design, views, macs or {}, names)
     return EthernetReport(views, results, time.monotonic() - start)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from provision.ethernet.design import EthernetDesign, NicPlacement, normalise_port
+from provision.ethernet.names import advertised_names, neighbour_names
 from provision.ethernet.parse import LldpNeighbour
 from provision.ethernet.switches import SwitchView
 
@@ -36,9 +37,12 @@ class NicResult:
     swap_with: str | None = None
     lldp_designed: list[dict[str, str]] = field(default_factory=list)  # LLDP heard on the designed port
     lldp_seen: list[dict[str, str]] = field(default_factory=list)  # where LLDP hears this NIC
+    lldp_others: list[str] = field(default_factory=list)  # the designed port's neighbours that are not this NIC
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("lldp_others")
+        return out
 
 
 def _where(switch: str, port: str) -> str:
@@ -60,7 +64,8 @@ _Heard = dict[str, list[tuple[str, LldpNeighbour]]]
 
 
 def lldp_index(views: dict[str, SwitchView]) -> tuple[_Heard, _Heard]:
-    """(chassis MAC -> [(switch, neighbour)], host name -> [(switch, neighbour)]) over every switch read."""
+    """(chassis MAC -> [(switch, neighbour)], name -> [(switch, neighbour)]) over every switch read; a
+    neighbour is indexed under each name it goes by (names.neighbour_names: system name, port description)."""
     by_mac: _Heard = {}
     by_host: _Heard = {}
     for name, v in sorted(views.items()):
@@ -68,25 +73,28 @@ def lldp_index(views: dict[str, SwitchView]) -> tuple[_Heard, _Heard]:
             for n in neighbours:
                 if n.chassis:
                     by_mac.setdefault(n.chassis, []).append((name, n))
-                by_host.setdefault(n.host, []).append((name, n))
+                for known in neighbour_names(n):
+                    by_host.setdefault(known, []).append((name, n))
     return by_mac, by_host
 
 
-def _lldp_of(r: NicResult, p: NicPlacement, views: dict[str, SwitchView], heard: tuple[_Heard, _Heard]) -> None:
-    """What LLDP hears on the designed port, and where it hears this NIC (its MAC as chassis id, or for
-    the PXE NIC the host's name: the OS announces its hostname)."""
+def _lldp_of(r: NicResult, p: NicPlacement, views: dict[str, SwitchView], heard: tuple[_Heard, _Heard],
+             names: frozenset[str]) -> None:
+    """What LLDP hears on the designed port, and where it hears this NIC: its MAC as chassis id, or a name
+    it is advertised under (`names`: the PXE NIC's host name, the BMC's own names; names.py)."""
     view = views.get(p.switch)
     here = view.lldp.get(normalise_port(p.port), []) if view else []
     r.lldp_designed = [{"name": n.name, "port_id": n.port_id, "chassis": n.chassis} for n in here]
-    found = heard[0].get(r.mac or "", []) + (heard[1].get(r.host.lower(), []) if r.role == "pxe" else [])
+    r.lldp_others = [f"{n.name} {n.port_id}" for n in here
+                     if n.chassis != r.mac and not names & neighbour_names(n)]
+    found = heard[0].get(r.mac or "", []) + [hit for name in sorted(names) for hit in heard[1].get(name, [])]
     seen = {(sw, n.key): {"switch": sw, "port": n.port, "port_id": n.port_id} for sw, n in found}
     r.lldp_seen = [seen[k] for k in sorted(seen)]
 
 
 def _heard(r: NicResult) -> str:
     """'; LLDP on the designed port hears gpu-r1-04 eno1' when someone else's NIC is cabled there."""
-    others = [f"{n['name']} {n['port_id']}" for n in r.lldp_designed
-              if n["name"].split(".")[0].lower() != r.host.lower()]
+    others = r.lldp_others
     return f"; LLDP on {_where(r.designed['switch'], r.designed['port'])} hears {', '.join(others)}" if others else ""
 
 
@@ -202,8 +210,10 @@ def _pair_swaps(results: list[NicResult]) -> None:
                          f"({b.host} {b.role})")
 
 
-def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tuple[str, str], str]) -> list[NicResult]:
-    """One result per designed NIC; `macs` (host, role) -> harvested MAC wins over the design's."""
+def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tuple[str, str], str],
+            names: dict[tuple[str, str], frozenset[str]] | None = None) -> list[NicResult]:
+    """One result per designed NIC; `macs` (host, role) -> harvested MAC wins over the design's; `names`
+    (host, role) -> the names that NIC may be advertised under in LLDP (default: names.advertised_names)."""
     where = locate(views)
     heard = lldp_index(views)
     unread = sorted(n for n, v in views.items() if v.state != "ok")
@@ -216,7 +226,7 @@ def compare(design: EthernetDesign, views: dict[str, SwitchView], macs: dict[tup
             r.fix = f"provision harvest-macs --hosts {host}"
         else:
             r.seen = where.get(mac, [])
-            _lldp_of(r, p, views, heard)
+            _lldp_of(r, p, views, heard, (names or {}).get((host, role)) or advertised_names(host, role))
             if r.seen:
                 _seen(r, p, views)
             else:

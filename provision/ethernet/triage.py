@@ -17,6 +17,7 @@ import asyncio
 from provision.ethernet.check import read_switches
 from provision.ethernet.compare import NicResult, compare
 from provision.ethernet.design import EthernetDesign, load_design
+from provision.ethernet.names import site_names
 from provision.ethernet.rule import site_positions
 from provision.ethernet.switches import SwitchView
 from provision.site import Site
@@ -62,7 +63,8 @@ class SwitchTriage:
             return None
         macs = {(host, role): mac} if mac else {}
         # the whole design, so that a crossed pair is seen as one ("swap these two cables")
-        return next((r for r in compare(design, views, macs) if (r.host, r.role) == (host, role)), None)
+        names = site_names(self.site, design.nics)
+        return next((r for r in compare(design, views, macs, names) if (r.host, r.role) == (host, role)), None)
 
     async def refine(self, host: str, mac: str | None, failure: HostFailure) -> HostFailure:
         """`failure` with the switch's view of the host's PXE NIC as evidence, its reason made precise."""

@@ -8,7 +8,8 @@ from typing import Any
 
 from provision.ethernet.compare import NicResult, compare
 from provision.ethernet.design import EthernetDesign
-from provision.ethernet.parse import parse_lldp, parse_macs, parse_ports
+from provision.ethernet.names import advertised_names
+from provision.ethernet.parse import LldpNeighbour, parse_lldp, parse_macs, parse_ports
 from provision.ethernet.switches import SwitchView
 from sim.switches.asbuilt import EthernetFaults
 from sim.switches.render import lldp_detail, mac_table, port_status
@@ -123,3 +124,34 @@ def test_sim_up_gives_the_switch_simulator_its_password_in_the_environment_never
     [svc] = services(LabContext(site, tmp_path, {PASSWORD_VARIABLE: secret}))
     assert svc.env == {PASSWORD_VARIABLE: secret}
     assert secret not in " ".join(svc.argv) and secret not in (tmp_path / "switches" / "asbuilt.json").read_text()
+
+
+def test_a_bmc_lldp_names_under_its_own_name_fqdn_or_port_description_is_still_matched() -> None:
+    design, asbuilt = lab(1, 4, EthernetFaults())
+    ports = asbuilt["switches"][0]["ports"]  # BMC NICs on Eth1/1..4; none of them speaks LLDP here
+    # gpu-r1-01's BMC cable is in Eth1/45 (its MAC not learnt: the BMC VLAN is not on that port), its LLDP
+    # system name the BMC's FQDN, chassis id its service tag (not a MAC)
+    ports[0]["macs"], ports[0]["status"] = [], "notconnec"
+    ports[44]["lldp"] = [["gpu-r1-01-bmc.mgmt.example", "NIC.Embedded.1", "7XYZ123"]]
+    # gpu-r1-02's BMC on its own port, heard as the iDRAC default name with the host in the port description
+    ports[1]["macs"] = []
+    views = _views(design, asbuilt)
+    views["tor-r1"].lldp["eth1/2"] = [LldpNeighbour("Eth1/2", "eth1/2", "idrac-abc1234", "NIC.Embedded.1", "",
+                                                    "gpu-r1-02 iDRAC")]
+    got = _by(compare(design, views, {}, names={("gpu-r1-02", "bmc"): frozenset({"idrac-abc1234"})}))
+    moved = got[("gpu-r1-01", "bmc")]
+    assert (moved.status, moved.fix) == ("wrong_port", "move the cable from tor-r1 Eth1/45 to tor-r1 Eth1/1")
+    here = got[("gpu-r1-02", "bmc")]
+    assert here.status == "not_seen" and "LLDP sees gpu-r1-02 NIC.Embedded.1" in here.reason
+    # by the port description alone (no names given): the default names hold only the host's own suffixes
+    assert _by(compare(design, views, {}))[("gpu-r1-02", "bmc")].lldp_seen == []
+    views["tor-r1"].lldp["eth1/2"] = [LldpNeighbour("Eth1/2", "eth1/2", "Not Advertised", "1", "", "gpu-r1-02-bmc")]
+    assert _by(compare(design, views, {}))[("gpu-r1-02", "bmc")].lldp_seen == [
+        {"switch": "tor-r1", "port": "Eth1/2", "port_id": "1"}]
+
+
+def test_a_pxe_nics_lldp_is_never_taken_for_its_bmcs() -> None:
+    names = advertised_names("gpu-r1-01", "bmc", "gpu-r1-01-idrac.mgmt.example", "7XYZ123")
+    assert "gpu-r1-01" not in names and {"gpu-r1-01-bmc", "gpu-r1-01-idrac", "idrac-7xyz123"} <= names
+    assert advertised_names("gpu-r1-01.lab.example", "pxe") == {"gpu-r1-01"}
+    assert "10.0.0.5" not in advertised_names("gpu-r1-01", "bmc", "10.0.0.5")
