@@ -23,18 +23,19 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from email.parser import BytesParser
-from email.policy import HTTP
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from sim.addresses import check_loopback
+from sim.maas.forms import form as _form
 from sim.maas.machines import (
     COMMISSION_FROM,
     DEPLOY_FROM,
     DEPLOY_SUBNET,
     RELEASE_FROM,
+    STATUS_NAMES,
     Machine,
     NodeStateViolation,
     NodeStatus,
@@ -42,6 +43,7 @@ from sim.maas.machines import (
     system_id_for,
 )
 from sim.maas.power import PowerError, redfish_power_on
+from sim.maas.pxe import PxeNetwork
 
 __all__ = ["MaasSim", "PowerError", "serve"]
 
@@ -60,6 +62,7 @@ class MaasSim:
         self.machines: dict[str, Machine] = {}
         self.lock = threading.Lock()
         self.power_on: Callable[[dict[str, str]], None] = redfish_power_on
+        self.pxe = PxeNetwork.from_config(config)  # the switches' say on whether a PXE boot gets anywhere
 
     # auth ----------------------------------------------------------------------------------------
 
@@ -149,9 +152,17 @@ class MaasSim:
             with machine.lock:
                 if machine.generation == generation:
                     machine.power_state = "on"
+                operation = STATUS_NAMES[machine.status]
+            if machine.macs and not self.pxe.boots(machine.macs[0]):  # never heard from: its status expires
+                expire = partial(self._expire, machine, failed, operation)
+                self._run_later(machine, self.pxe.boot_timeout_s, generation, expire)
+                return
             self._run_later(machine, delay, generation, done)
 
         threading.Thread(target=run, daemon=True).start()
+
+    def _expire(self, machine: Machine, failed: NodeStatus, operation: str) -> None:
+        machine.status, machine.status_message = failed, self.pxe.timed_out(operation)
 
     @staticmethod
     def _begin(machine: Machine, action: str, allowed: set[NodeStatus], status: NodeStatus, message: str) -> int:
@@ -243,23 +254,6 @@ class MaasSim:
                 machine.status, machine.status_message = NodeStatus.READY, "Released"
 
         self._run_later(machine, self.release_s, generation, done)
-
-
-def _form(handler: BaseHTTPRequestHandler, body: bytes) -> dict[str, list[str]]:
-    ctype = handler.headers.get("Content-Type", "")
-    if ctype.startswith("multipart/form-data"):
-        message = BytesParser(policy=HTTP).parsebytes(
-            f"Content-Type: {ctype}\r\nMIME-Version: 1.0\r\n\r\n".encode() + body
-        )
-        out: dict[str, list[str]] = {}
-        for part in message.iter_parts():
-            name = part.get_param("name", header="content-disposition")
-            if isinstance(name, str):
-                payload = part.get_payload(decode=True)
-                text = payload.decode() if isinstance(payload, bytes) else str(part.get_payload())
-                out.setdefault(name, []).append(text)
-        return out
-    return urllib.parse.parse_qs(body.decode(errors="replace"), keep_blank_values=True)
 
 
 class MaasApiHandler(BaseHTTPRequestHandler):
