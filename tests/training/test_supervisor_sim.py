@@ -1,11 +1,16 @@
 """The supervisor's health step for real: `provision health --site S` over the SSH host simulator
 (sim/sshhosts replaying captured H200 outputs; gpu-0002 replays an Xid 79, critical), on the job's hosts
-and the spares, and the restart on the golden ones plus a spare at the same world size."""
+and the spares, and the restart on the golden ones plus a spare at the same world size; then with the
+real training job (DeepSpeed ZeRO-3, gloo): the restart on a spare resumes the same batches exactly, and a
+restart on fewer hosts resumes through a universal checkpoint with the uninterrupted losses."""
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,9 +18,10 @@ import pytest
 from provision.state import StateStore
 from sim.sshhosts.harness import SshLab
 from tests.health.conftest import make_sim_site
+from tests.training.conftest import tiny_args
 from tests.training.test_supervisor import ScriptedSupervisor, _checkpoint
 from training.launcher import Host
-from training.supervisor import provision_health
+from training.supervisor import HealthCommand, Supervisor, provision_health
 
 
 def test_a_host_gone_critical_is_replaced_by_a_golden_spare_after_provision_health_over_ssh(
@@ -48,3 +54,80 @@ def test_a_host_gone_critical_is_replaced_by_a_golden_spare_after_provision_heal
     assert restart["resume_step"] == 30 and restart["verdicts"]["gpu-0006"] == "golden"
     assert "gpu_xid" in json.dumps(json.loads((run / "evidence.json").read_text())["health"]["gpu-0002"])
     assert store.get("gpu-0002").state.value == "failed"
+
+
+@dataclass(frozen=True)
+class SimHost(Host):
+    """A simulated SSH host whose ranks run on this machine: the simulator answers the health check's SSH
+    sessions but runs no torchrun, so the supervisor starts each host's torchrun locally (as it does for a
+    local host), under the host's name (TRAINING_HOST)."""
+
+    @property
+    def local(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def sim_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HealthCommand]:
+    site_file, faults = make_sim_site(tmp_path / "site", 3, {"gpu-0002": {"fixture": "h200x2-xid79"}})
+    db = tmp_path / "state.db"
+    with SshLab(site_file, faults, tmp_path / "lab") as lab:
+        for k, v in lab.env.items():
+            monkeypatch.setenv(k, v)
+        from provision.cli import main
+
+        assert main(["status", "--site", str(site_file), "--db", str(db)]) == 0
+        store = StateStore(db, actor="test")
+        for i in range(1, 4):
+            store.mark(f"gpu-{i:04d}", "golden", reason="test setup")
+        yield provision_health(f"{sys.executable} -m provision health --site {site_file} --db {db} --hosts {{hosts}} "
+                               "--level fast --json", timeout_s=120,
+                               golden_template=f"{sys.executable} -m provision golden --site {site_file} --db {db} --json")
+
+
+def _steps_by_attempt(run: Path) -> list[dict[int, float]]:
+    """Rank 0's losses per attempt (a restart logs the steps after its checkpoint again)."""
+    out: list[dict[int, float]] = []
+    for line in (run / "metrics_rank0.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["event"] == "built":
+            out.append({})
+        elif rec["event"] == "step":
+            out[-1][int(rec["step"])] = float(rec["loss"])
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_real_zero3_job_restarts_on_a_spare_with_the_same_batches_and_on_fewer_hosts_through_universal(
+        sim_health: HealthCommand, corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
+    def supervise(run: Path, spares: list[Host], sizes: tuple[int, ...]) -> list[dict[str, object]]:
+        args = [*tiny_args(corpus, tokenizer_path, run, 8, ckpt_every=4, engine="deepspeed"), "--resize-batch", "keep"]
+        sup = Supervisor([SimHost("gpu-0001", 1), SimHost("gpu-0002", 1)], args, run, sim_health, spares=spares,
+                         sizes=sizes, engine="deepspeed", rdzv_port=_free_port(), grace_s=5,
+                         env={"TRAINING_FAULT": "kill:1:6", "OMP_NUM_THREADS": "1"})  # rank 1: gpu-0002
+        assert sup.run() == 0, (run / "logs").glob("*")
+        return [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+
+    same = supervise(tmp_path / "same", [SimHost("gpu-0003", 1)], ())
+    assert (same[1]["dropped"], same[1]["added"], same[1]["resume_step"]) == ({"gpu-0002": "critical"}, ["gpu-0003"], 4)
+    assert same[2]["hosts"] == ["gpu-0001", "gpu-0003"]
+    first, resumed = _steps_by_attempt(tmp_path / "same")
+    assert sorted(first) == [1, 2, 3, 4, 5, 6] and sorted(resumed) == [5, 6, 7, 8]
+    for s in (5, 6):  # the same next batches on the same weights: the uninterrupted losses, exactly
+        assert resumed[s] == first[s], s
+
+    fewer = supervise(tmp_path / "fewer", [], (1,))
+    assert fewer[1]["hosts"] == ["gpu-0001"] and fewer[1]["dropped"] == {"gpu-0002": "critical"}
+    first, resumed = _steps_by_attempt(tmp_path / "fewer")
+    for s in (5, 6):  # one rank runs both old ranks' streams: the 2-rank losses within summation order
+        assert resumed[s] == pytest.approx(first[s], rel=1e-4), s
+    assert resumed[5] == pytest.approx(_steps_by_attempt(tmp_path / "same")[0][5], rel=1e-4)
+    ckpt = tmp_path / "fewer" / "checkpoints"
+    assert (ckpt / "step_00000004" / "universal" / "zero" / "optimizer_state.pt").is_file()
+    extra = json.loads((ckpt / "step_00000008" / "extra_rank0.json").read_text())
+    assert [s["rank"] for s in extra["loader"]["streams"]] == [0, 1]
