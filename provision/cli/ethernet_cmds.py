@@ -50,7 +50,7 @@ def check_cmd(
     try:
         ctx = Context.of(common)
         site = ctx.site
-        eth = load_design(design or site.directory / "ethernet.yml", site_positions(site))
+        eth = load_design(design or site.directory / "ethernet.yml", site_positions(site), site.spec.switches)
         facts = {h: f for h, f in ctx.store.facts_many().items() if h in eth.nics}
         macs = {(h, role): mac for h, f in facts.items()
                 for role, mac in (("pxe", f.pxe_mac), ("bmc", f.bmc_mac)) if mac}

@@ -1,9 +1,8 @@
 """The Ethernet design: management switches and where each host's BMC and PXE NIC is cabled.
 
-File (YAML), next to the site file or given with --design:
+File (YAML), next to the site file or given with --design. The switches are the site's (`switches:` of the
+site file, provision/site/switches.py); this file names them and holds the per-host cabling:
 
-    switches:
-      tor-r1: {platform: cisco_nxos, address: 10.0.0.11, port: 22, credential: switch_admin, location: r1}
     nics:
       gpu-r1-01:
         bmc: {switch: tor-r1, port: Eth1/1, mac: "02:00:00:00:01:01", vlan: 10}
@@ -11,7 +10,10 @@ File (YAML), next to the site file or given with --design:
 
 `credential` names an entry of the site's `credentials` (user name and a reference to the password in
 the environment or a vault): the password is never in this file, argv, logs, state or output.
-A NIC's `mac` is optional: the MACs harvested from the BMCs (host facts) take precedence.
+A design may still declare `switches:` itself (same fields; a design used without a site, or an older
+one): the check reads the site's and the design's together, and a switch declared in both is refused
+(one place says where a switch is and how to log in). A NIC's `mac` is optional: the MACs harvested from
+the BMCs (host facts) take precedence.
 A switch's `ports` (default 48) bounds the ports the design may name. Instead of (or besides) explicit
 `nics`, a `rule:` places every host on its rack's top-of-rack switch at port = its U position
 (provision/ethernet/rule.py; expanded when the design is loaded with the site, explicit entries winning).
@@ -22,16 +24,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from provision.errors import BringupError
 from provision.ethernet.rule import MAX_REPORTED, DesignRule, Position, expand
 from provision.site.bounded import InputRefused, load_yaml, read_text
+from provision.site.switches import ManagementSwitch
 
-PLATFORMS = ("cisco_nxos", "arista_eos", "dell_os10", "sonic")
-Platform = Literal["cisco_nxos", "arista_eos", "dell_os10", "sonic"]
 MAX_DESIGN_BYTES = 8 * 1024 * 1024
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
@@ -58,13 +58,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class SwitchSpec(_Model):
-    platform: Platform
-    address: str = Field(min_length=1)
-    port: int = Field(default=22, ge=1, le=65535)
-    credential: str = Field(min_length=1)
-    location: str = ""
-    ports: int = Field(default=48, ge=1, le=1024)
+SwitchSpec = ManagementSwitch  # the site's switch model: one definition wherever a switch is declared
 
 
 class NicPlacement(_Model):
@@ -90,7 +84,7 @@ class HostNics(_Model):
 
 
 class EthernetDesign(_Model):
-    switches: dict[str, SwitchSpec]
+    switches: dict[str, SwitchSpec] = Field(default_factory=dict)
     nics: dict[str, HostNics] = Field(default_factory=dict)
     rule: DesignRule | None = None
 
@@ -117,14 +111,22 @@ def _problems(design: EthernetDesign) -> list[str]:
     return out
 
 
-def parse_design(text: str, source: str, positions: list[Position] | None = None) -> EthernetDesign:
-    """The design; with the site's `positions` (rule.site_positions) its rule is expanded into placements.
-    A design with a rule loaded without them is refused (its placements would be missing)."""
+def parse_design(text: str, source: str, positions: list[Position] | None = None,
+                 site_switches: dict[str, SwitchSpec] | None = None) -> EthernetDesign:
+    """The design; with the site's `positions` (rule.site_positions) its rule is expanded into placements,
+    with `site_switches` (the site's `switches:`) its switches are the site's and its own together.
+    A design with a rule loaded without positions is refused (its placements would be missing)."""
     try:
         data = load_yaml(text)
         design = EthernetDesign.model_validate(data)
     except (InputRefused, ValidationError, ValueError) as e:
         raise EthernetDesignError(f"{source}: {e}") from None
+    if site_switches:
+        twice = sorted(set(site_switches) & set(design.switches))
+        if twice:
+            raise EthernetDesignError(f"{source}: switch(es) {', '.join(twice)} declared both in the site and here: "
+                                      "keep them in the site's switches only")
+        design = design.model_copy(update={"switches": {**site_switches, **design.switches}})
     if design.rule is not None and positions is None:
         raise EthernetDesignError(f"{source}: its rule needs the site's racks (load it with the site)")
     design, problems = expand(design, positions or [])
@@ -135,11 +137,12 @@ def parse_design(text: str, source: str, positions: list[Position] | None = None
     return design
 
 
-def load_design(path: Path, positions: list[Position] | None = None) -> EthernetDesign:
+def load_design(path: Path, positions: list[Position] | None = None,
+                site_switches: dict[str, SwitchSpec] | None = None) -> EthernetDesign:
     try:
         text = read_text(path, limit=MAX_DESIGN_BYTES, what="Ethernet design")
     except InputRefused as e:
         raise EthernetDesignError(str(e)) from None
     except OSError as e:
         raise EthernetDesignError(f"{path}: {e.strerror or e} (write the Ethernet design or give --design)") from None
-    return parse_design(text, str(path), positions)
+    return parse_design(text, str(path), positions, site_switches)

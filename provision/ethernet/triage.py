@@ -48,7 +48,7 @@ class SwitchTriage:
             return None
         async with self._lock:
             if self._views is None:
-                self._design = load_design(path, site_positions(self.site))
+                self._design = load_design(path, site_positions(self.site), self.site.spec.switches)
                 self._views = await asyncio.to_thread(read_switches, self._design.switches,
                                                       lambda name: login(self.site, name), timeout=TRIAGE_TIMEOUT_S)
         assert self._design is not None

@@ -28,6 +28,7 @@ from provision.site.cache import (
 )
 from provision.site.model import Site, SiteSpec
 from provision.site.paths import resolve_site_path
+from provision.site.switches import switch_problems
 from provision.state.redact import is_secret_name
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -136,7 +137,7 @@ def _cross_checks(spec: SiteSpec) -> list[tuple[tuple[int | str, ...], str]]:
                 problems.append(((*at, "u"), f"U{host.u} is already taken by {occupied[host.u]}"))
             else:
                 occupied[host.u] = host.hostname
-    return problems
+    return problems + switch_problems(spec.switches, spec.credentials)
 
 
 def _file_checks(spec: SiteSpec, directory: Path) -> list[tuple[tuple[int | str, ...], str]]:

@@ -24,6 +24,7 @@ from pydantic import (
 from provision.site.endpoints import split_host_port
 from provision.site.paths import SitePaths
 from provision.site.port_policy import PortPolicy
+from provision.site.switches import ManagementSwitch
 from provision.site.versions import Versions
 
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
@@ -338,6 +339,8 @@ class SiteSpec(_Model):
     ntp: Ntp = Ntp()
     credentials: dict[str, Credential] = Field(default_factory=dict)
     host_classes: dict[str, HostClass] = Field(default_factory=dict)
+    # management / PXE switches by name (provision/site/switches.py); ethernet.yml holds the per-host cabling
+    switches: dict[Hostname, ManagementSwitch] = Field(default_factory=dict)
     racks: list[Rack] = Field(min_length=1)
 
 

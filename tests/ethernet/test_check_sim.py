@@ -40,9 +40,9 @@ def _site_with(lab: EthernetDesign, tmp_path: Path, switches: tuple[str, ...], h
     site = copy_sim_site(tmp_path / "site")
     data = yaml.safe_load(site.read_text())
     data["credentials"]["switch_admin"] = {"username": "admin", "password": {"env": "TEST_SWITCH_PASSWORD"}}
+    data["switches"] = {n: lab.switches[n].model_dump() for n in switches}  # declared in the site
     site.write_text(yaml.safe_dump(data))
-    part = {"switches": {n: lab.switches[n].model_dump() for n in switches},
-            "nics": {h: n.model_dump(exclude_none=True) for h, n in lab.nics.items() if h.startswith(hosts)}}
+    part = {"nics": {h: n.model_dump(exclude_none=True) for h, n in lab.nics.items() if h.startswith(hosts)}}
     (site.parent / "ethernet.yml").write_text(yaml.safe_dump(part))
     return site
 

@@ -109,6 +109,7 @@ def test_the_embedded_sites_ethernet_design_is_the_one_the_simulator_serves() ->
     site = load_site(Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml")
     assert (site.directory / "ethernet.yml").read_text() == design_text(site)
     design, asbuilt = embedded(site)
+    assert {n: s.model_dump(exclude={"ports"}) for n, s in site.spec.switches.items()} == design["switches"]
     served = {p["name"]: p for s in asbuilt["switches"] if s["name"] == "tor-r2" for p in s["ports"]}
     assert design["nics"]["gpu-r2-07"]["pxe"]["port"] == "Et31" and served["Et31"]["macs"] == []  # unplugged
 
