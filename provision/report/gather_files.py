@@ -9,13 +9,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from provision.report.model import Ethernet, Point, Table, Training
+from provision.report.model import Ethernet, Point, Restart, Table, Training
 from provision.site.bounded import InputRefused, read_bytes
 from training.jsonl import read_jsonl
 
 VALIDATION_FILE = "fabric-validate.json"
 ETHERNET_FILE = "ethernet-check.json"
 TRAINING_FILES = ("metrics.jsonl", "metrics_rank0.jsonl")  # the job's file (training/joblog.py), rank 0's own
+SUPERVISOR_FILE = "supervisor.jsonl"  # beside it: the supervisor's attempts and restarts (training/supervisor.py)
+MAX_RESTARTS = 200
 MAX_JSON_BYTES = 32 << 20
 MAX_JSONL_BYTES = 64 << 20
 MAX_TABLE_ROWS = 2000
@@ -112,6 +114,32 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return read_jsonl(path, MAX_JSONL_BYTES)  # a job's log only grows: its first MAX_JSONL_BYTES are shown
 
 
+def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(k), _cell(v)) for k, v in value.items()) if isinstance(value, dict) else ()
+
+
+def restarts(job_dir: Path) -> tuple[tuple[Restart, ...], str]:
+    """The restarts the job's supervisor recorded beside its JSONL, and where they came from (or why none)."""
+    path = job_dir / SUPERVISOR_FILE
+    if not path.exists():
+        return (), f"no {SUPERVISOR_FILE} in {job_dir}: not run under the supervisor"
+    try:
+        rows = _rows(path)
+    except (InputRefused, OSError) as exc:
+        return (), f"{path}: unreadable: {exc}"
+    out: list[Restart] = []
+    for row in rows:
+        if row.get("event") != "restart" or len(out) >= MAX_RESTARTS:
+            continue
+        step, added = row.get("resume_step"), row.get("added")
+        cause = " ".join(str(row[k]) for k in ("cause", "kind") if row.get(k))
+        out.append(Restart(int(row["attempt"]) if isinstance(row.get("attempt"), int) else 0, cause,
+                           _pairs(row.get("failed")), _pairs(row.get("dropped")),
+                           tuple(str(h) for h in added) if isinstance(added, list) else (),
+                           str(row.get("checkpoint") or ""), step if isinstance(step, int) else None))
+    return tuple(out), str(path)
+
+
 def training(run_dir: Path, log: Path | None = None) -> Training:
     """Loss and MFU per step (rank 0's row where the job file holds every rank's), and the job's events."""
     path = log or find_training_log(run_dir)
@@ -138,4 +166,4 @@ def training(run_dir: Path, log: Path | None = None) -> Training:
     if not loss:
         return Training(False, f"{path}: no training steps recorded", 0, (), (), tuple(events[:50]))
     return Training(True, str(path), len(loss), _thin([Point(s, v) for s, v in sorted(loss.items())]),
-                    _thin([Point(s, v) for s, v in sorted(mfu.items())]), tuple(events[:50]))
+                    _thin([Point(s, v) for s, v in sorted(mfu.items())]), tuple(events[:50]), *restarts(path.parent))

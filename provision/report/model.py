@@ -171,6 +171,19 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Restart:
+    """One restart the job's supervisor recorded (RUN/supervisor.jsonl, training/supervisor.py)."""
+
+    attempt: int
+    cause: str  # failed / hung / degraded, with the diagnosis' kind
+    failed: tuple[tuple[str, str], ...]  # host, exit code
+    dropped: tuple[tuple[str, str], ...]  # host, its verdict (or `suspect`)
+    added: tuple[str, ...]
+    checkpoint: str
+    resume_step: int | None
+
+
+@dataclass(frozen=True)
 class Training:
     ran: bool
     source: str
@@ -178,6 +191,8 @@ class Training:
     loss: tuple[Point, ...]
     mfu: tuple[Point, ...]  # a ratio (0.42 = 42%)
     events: tuple[tuple[str, str], ...]  # (event, what it said), in order
+    restarts: tuple[Restart, ...] = ()
+    supervisor: str = ""  # where the restarts came from, or why there are none
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from provision.report import as_json, gather, render_html
 from provision.report.gather_files import ETHERNET_FILE, ethernet, training
 from provision.site.loader import load_site
 from provision.state import StateStore
+from sim.demo_training import RUN_NAME, StageSettings, load_settings
 from tests.demo_run import DemoRun
 
 
@@ -64,6 +65,18 @@ def test_report_json_is_the_pages_data_and_agrees_with_status(demo_run: DemoRun,
     burnin = data["burnin"]
     assert burnin["run"] == 1 and dict(burnin["counts"])["fail"] >= 2
     assert burnin["links"][0]["verdict"] == "fail"  # worst first
+    _assert_demo_training(data["training"], db.parent / RUN_NAME, load_settings(demo_run.site.parent))
+
+
+def _assert_demo_training(training: dict, run: Path, settings: StageSettings) -> None:  # type: ignore[type-arg]
+    """The demo's training stage (sim/demo_training.py): its loss and MFU per step and its supervisor's restart."""
+    assert training["ran"] and training["source"] == str(run / "metrics.jsonl")
+    assert training["steps"] == settings.steps and len(training["loss"]) == len(training["mfu"]) == settings.steps
+    assert all(0 < p["value"] < 1 for p in training["mfu"]), "MFU against the CPU's measured matmul rate"
+    job = [line.split()[0] for line in (run / "job.txt").read_text().splitlines()]
+    assert settings.lose_host is not None
+    [restart] = training["restarts"]
+    assert restart["dropped"] == [[job[settings.lose_host.job_host - 1], "unknown"]] and restart["added"]
 
 
 def test_an_absent_ethernet_check_is_shown_as_not_run_and_a_present_one_as_it_is(tmp_path: Path) -> None:
@@ -105,6 +118,20 @@ def test_the_training_reader_takes_rank_zero_steps_and_survives_torn_and_foreign
     assert [p.value for p in got.loss] == [10.0, 5.0, 10.0 / 3, 2.5, 2.0, 1.5]
     assert [p.step for p in got.mfu] == [1, 2, 3, 4, 5]  # NaN MFU is not a point
     assert got.events[0][0] == "built" and "fsdp2" in got.events[0][1]
+
+
+def test_the_supervisors_restarts_beside_the_job_log_are_read_and_a_job_without_them_says_so(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(_step(0, 1, 5.0, 0.3)) + "\n")
+    assert training(tmp_path).restarts == () and "not run under the supervisor" in training(tmp_path).supervisor
+    rows = [{"event": "start", "attempt": 0, "hosts": ["a", "b"]},
+            {"event": "restart", "attempt": 1, "cause": "degraded", "kind": "straggler", "failed": {},
+             "dropped": {"b": "suspect"}, "added": ["c"], "checkpoint": "step_00000010", "resume_step": 10},
+            {"event": "restart", "attempt": 2, "cause": "failed", "failed": {"a": 137}, "dropped": {}, "added": []}]
+    (tmp_path / "supervisor.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"event": "rest')
+    got = training(tmp_path)
+    assert [(r.attempt, r.cause, r.dropped, r.added, r.resume_step) for r in got.restarts] == [
+        (1, "degraded straggler", (("b", "suspect"),), ("c",), 10), (2, "failed", (), (), None)]
+    assert got.restarts[1].failed == (("a", "137"),) and got.supervisor == str(tmp_path / "supervisor.jsonl")
 
 
 def test_a_run_directory_with_nothing_renders_every_section_with_what_is_missing(tmp_path: Path) -> None:

@@ -58,6 +58,8 @@ def test_the_demo_report_loads_clean_links_work_and_every_section_has_a_screensh
             assert len(section.text) > 60, f"section {sid} says too little: {section.text!r}"
         figures = {sid: len(driver.find_elements(By.CSS_SELECTOR, f"#{sid} svg")) for sid, _ in SECTIONS}
         assert figures["funnel"] == 2 and figures["fabric"] == figures["health"] == figures["burnin"] == 1
+        assert figures["training"] == 2, "the demo's loss and MFU curves"
+        assert driver.find_elements(By.CSS_SELECTOR, "#training table.restarts a[href^='#host-']")
         assert driver.find_elements(By.CSS_SELECTOR, "#fabric line.link-disabled")
         assert driver.find_elements(By.CSS_SELECTOR, "#fabric line.link-fail")
         assert driver.find_elements(By.CSS_SELECTOR, "#health rect.cell-critical")
