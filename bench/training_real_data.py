@@ -89,10 +89,10 @@ def reference_loss(hf_dir: Path, data: Path, seq: int, mb: int, seed: int) -> fl
     return float(total) / int((b.labels != -100).sum())
 
 
-def _run(cmd: list[str], log: Path, timeout: float) -> tuple[int, str]:
+def _run(cmd: list[str], log: Path, timeout: float, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
            "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
-           "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+           "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}", **(extra_env or {})}
     try:
         r = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=max(timeout, 1), check=False)

@@ -8,7 +8,8 @@ for FSDP2 and up to 6.9% under it for ZeRO-3 (training/PERFORMANCE.md). So a set
 when persistent + (1 + margin) x the rest, plus RESERVED_GIB, is within the GPU's memory, with
 margin 5% for FSDP2 and 10% for ZeRO-3.
 
-Settings the search picks must fit with SEARCH_MARGIN (15%) instead: see there.
+Settings the search picks must leave the allocator's headroom instead (`search_fits`): for FSDP2
+the largest fragmentation measured on one H200 (reserved minus plan), for ZeRO-3 SEARCH_MARGIN.
 
 `--auto-fit 1` searches micro-batch (keeping micro-batch x grad-accum, the tokens per rank per
 optimizer step), activation checkpointing (none, k of L layers, full) and reshard-after-forward,
@@ -27,13 +28,21 @@ from training.monitor import MetricsWriter, log
 from training.plan import GIB, RESERVED_GIB, Budget, min_gpus, plan
 
 MARGIN = {"fsdp": 0.05, "deepspeed": 0.10}
-# Settings the search picks were never measured: their estimated part must leave room for the
-# caching allocator too. On 1 H200 (2026-12-01) the reserved memory minus the persistent state was
-# 1.14x the plan's estimate for 8B with 9 of 32 layers checkpointed (138.5 GiB reserved, 14 allocator
-# retries, 7.6% slower than full checkpointing), 1.08x with full checkpointing, 1.01x for the 1B.
+# ZeRO-3 settings the search picks: their estimated part must leave room for the caching allocator
+# too (not measured for ZeRO-3 on one GPU; FSDP2 has its measured headroom below).
 SEARCH_MARGIN = 0.15
 RESHARD_COST = 0.02
 COMPILED_LOGIT_BYTES = 4.0  # bf16 logits and their grad, with the compiled cross-entropy (training.model)
+# Compiled decoder layers save less than the plan's eager count: 1 H200, 2026-12-02, the 8B peak grew
+# 1.10 GiB per layer kept (4 vs 8 of 32 checkpointed: 128.5 vs 124.1 GiB) where the eager count is 1.44;
+# with 0.8 the plan is 0.8-2.2% over every measured compiled 1-H200 peak (1B, 8B full and 4/8/12 of 32).
+COMPILED_LAYER_ACT_SCALE = 0.8
+# FSDP2 search headroom, measured on 1 H200 (2026-12-02, gradients from the compute stream's pool):
+# reserved minus plan was 4.7 GiB (8B full AC), 9.0 (12 of 32 checkpointed), 7.3 (8), 5.8 (4), -0.3 (1B);
+# the 8B's fragmentation scales with its gradient blocks (0.31 x 29.9 GiB of fp32 gradients covers the
+# largest); and the allocator retried once reserved reached 138.5 of the 139.8 GiB CUDA reports.
+FRAG_SHARE_OF_GRADS = 0.31
+UNUSABLE_GIB = 1.3
 # The flags that set memory: given any of them, the job runs what was asked or stops.
 MEMORY_FLAGS = ("micro_batch", "grad_accum", "activation_checkpoint", "ac_layers", "reshard_after_forward")
 
@@ -58,9 +67,10 @@ def add_fit_args(p: argparse.ArgumentParser) -> None:
 
 
 def budget_of(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: TrainConfig) -> Budget:
+    compiled = bool(t.compile) and engine == "fsdp"
     return plan(m, engine, world, gpu_mem_gib, t.micro_batch, t.seq_len, t.activation_checkpoint,
                 t.loss_chunk_tokens, t.grad_accum, t.reshard_after_forward, t.zero3_buckets, t.ac_layers,
-                COMPILED_LOGIT_BYTES if t.compile and engine == "fsdp" else 10.0)
+                COMPILED_LOGIT_BYTES if compiled else 10.0, COMPILED_LAYER_ACT_SCALE if compiled else 1.0)
 
 
 def fits(b: Budget, margin: float | None = None) -> bool:
@@ -68,6 +78,22 @@ def fits(b: Budget, margin: float | None = None) -> bool:
     variable = b.total_gib - b.persistent_gib
     m = MARGIN.get(b.engine, 0.10) if margin is None else margin
     return b.persistent_gib + (1 + m) * variable + RESERVED_GIB <= b.gpu_mem_gib
+
+
+def search_headroom_gib(b: Budget) -> float:
+    """What the caching allocator needs beyond the plan's peak for an FSDP2 setting the search picks:
+    fragmentation (FRAG_SHARE_OF_GRADS of the gradient shards) and what CUDA keeps (UNUSABLE_GIB)."""
+    return max(RESERVED_GIB, UNUSABLE_GIB + FRAG_SHARE_OF_GRADS * b.grads_gib)
+
+
+def search_fits(b: Budget) -> bool:
+    """A setting the search may pick: FSDP2's plan plus the measured allocator headroom within the
+    GPU, so that the choice stays out of allocator retries (each costs a device-wide synchronisation:
+    the 8B at 138.5 GiB reserved retried twice a step and ran 5-14% slower); ZeRO-3's plan with
+    SEARCH_MARGIN on its estimated part."""
+    if b.engine == "fsdp":
+        return b.total_gib + search_headroom_gib(b) <= b.gpu_mem_gib
+    return fits(b, max(SEARCH_MARGIN, MARGIN.get(b.engine, 0.10)))
 
 
 def step_cost(m: ModelConfig, t: TrainConfig) -> float:
@@ -100,8 +126,7 @@ def candidates(m: ModelConfig, t: TrainConfig) -> list[TrainConfig]:
 
 def auto_fit(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: TrainConfig) -> TrainConfig | None:
     """The cheapest fitting settings with the same tokens per rank per optimizer step, or None."""
-    fitting = [c for c in candidates(m, t)
-               if fits(budget_of(m, engine, world, gpu_mem_gib, c), max(SEARCH_MARGIN, MARGIN.get(engine, 0.10)))]
+    fitting = [c for c in candidates(m, t) if search_fits(budget_of(m, engine, world, gpu_mem_gib, c))]
     if not fitting:
         return None
     return min(fitting, key=lambda c: (round(step_cost(m, c), 4), -c.micro_batch))

@@ -235,12 +235,17 @@ class Llama(nn.Module):
 
     def set_activation_checkpointing(self, mode: str, every: int = 2, layers: int = 0) -> None:
         """none | full (every layer) | selective (every `every`-th layer, full; or exactly `layers`
-        of them, evenly spread, when `layers` > 0) | ops (op-level)."""
-        n = len(self.model.layers)
+        of them when `layers` > 0: the first ones) | ops (op-level).
+
+        With `layers`, the checkpointed layers are the first ones: backward runs from the last layer
+        down, so the kept activations of the last layers are freed first, while few gradients exist
+        yet, and the peak stays the larger of the end of forward and the end of backward. Kept
+        activations of early layers (evenly spread) would live until the end of backward, beside
+        almost every gradient."""
         for i, layer in enumerate(self.model.layers):
             assert isinstance(layer, DecoderLayer)
             if mode == "selective":
-                chosen = (i + 1) * layers // n > i * layers // n if layers > 0 else i % every == 0
+                chosen = i < layers if layers > 0 else i % every == 0
                 layer.checkpoint_mode = "full" if chosen else "none"
             else:
                 layer.checkpoint_mode = mode

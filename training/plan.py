@@ -75,25 +75,27 @@ def activation_bytes_per_token_layer(m: ModelConfig, mode: str) -> float:
 def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch: int = 1, seq_len: int = 4096,
          activation_checkpoint: str = "full", loss_chunk_tokens: int = 4096, grad_accum: int = 1,
          reshard_after_forward: bool = True, zero3_buckets: str = "layer", ac_layers: int = 0,
-         logit_bytes: float = 10.0) -> Budget:
+         logit_bytes: float = 10.0, layer_act_scale: float = 1.0) -> Budget:
     """Peak tensor memory = persistent state + the larger of two phases:
     end of forward (activations and logits live, gradients not yet) and end of backward (every
     gradient shard, plus the root's reduce-scatter input: FSDP2 reduces the unsharded embedding
     and head gradients in fp32 in one go; ZeRO-3 upcasts one optimizer sub-group to fp32).
     With gradient accumulation the shards of the earlier micro-batches are there at the end of the
     later forwards; without resharding after forward (FSDP2, or ZeRO-3 with every parameter kept
-    live) every layer stays gathered in bf16."""
+    live) every layer stays gathered in bf16. `layer_act_scale` scales what a decoder layer without
+    checkpointing saves (1: the eager count; compiled layers save less, training.fit)."""
     n, g = m.num_params(), gpus
     tokens = micro_batch * seq_len
     layer, emb = m.layer_params(), m.embedding_params()
     head = m.vocab_size * m.hidden_size
-    acts = activation_bytes_per_token_layer(m, activation_checkpoint) * tokens * m.num_layers
+    kept = activation_bytes_per_token_layer(m, "none") * layer_act_scale  # a layer's saved tensors
+    acts = kept * tokens * m.num_layers if activation_checkpoint == "none" else \
+        activation_bytes_per_token_layer(m, activation_checkpoint) * tokens * m.num_layers
     if activation_checkpoint == "selective" and ac_layers > 0:  # exactly ac_layers checkpointed
         k = min(ac_layers, m.num_layers)
-        acts = (k * activation_bytes_per_token_layer(m, "full")
-                + (m.num_layers - k) * activation_bytes_per_token_layer(m, "none")) * tokens
+        acts = (k * activation_bytes_per_token_layer(m, "full") + (m.num_layers - k) * kept) * tokens
     if activation_checkpoint in ("full", "selective"):
-        acts += activation_bytes_per_token_layer(m, "none") * tokens  # one layer recomputed in backward
+        acts += kept * tokens  # one layer recomputed in backward
     chunk = min(tokens, loss_chunk_tokens)
     # eager: fp32 log-probs saved, their fp32 grad, bf16 logits grad (10 bytes); the compiled loss
     # (FSDP2 --compile 1) keeps the bf16 logits and their bf16 grad (4 bytes)

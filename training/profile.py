@@ -79,6 +79,20 @@ def _device_ms(evt: Any) -> float:
     return float(us or 0.0) / 1e3
 
 
+def memory_by_stream() -> dict[str, dict[str, float]]:
+    """The caching allocator's segments per CUDA stream (GiB reserved and allocated in them): a
+    block freed by one stream is never given to another, so each stream keeps its own high-water mark."""
+    out: dict[str, dict[str, float]] = {}
+    if not torch.cuda.is_available():
+        return out
+    for seg in torch.cuda.memory_snapshot():  # type: ignore[no-untyped-call]
+        row = out.setdefault(str(seg.get("stream", "?")), {"reserved_gib": 0.0, "allocated_gib": 0.0, "segments": 0})
+        row["reserved_gib"] += float(seg.get("total_size", 0)) / 2**30
+        row["allocated_gib"] += float(seg.get("allocated_size", 0)) / 2**30
+        row["segments"] += 1
+    return out
+
+
 @contextmanager
 def profiled_step(step: int, out_dir: Path, write: bool) -> Iterator[None]:
     """Profile the enclosed step; when `write`, save the summary and PyTorch's table under out_dir."""
@@ -102,7 +116,8 @@ def profiled_step(step: int, out_dir: Path, write: bool) -> Iterator[None]:
     kernels = [(e.key, int(e.count), _device_ms(e)) for e in averages
                if "CUDA" in str(getattr(e, "device_type", "")) and not getattr(e, "is_user_annotation", False)]
     summary = summarise(step, wall_ms, kernels)
-    (out_dir / f"step_{step}.json").write_text(json.dumps(asdict(summary), indent=1) + "\n")
+    record = {**asdict(summary), "memory_by_stream": memory_by_stream()}
+    (out_dir / f"step_{step}.json").write_text(json.dumps(record, indent=1) + "\n")
     sort_key = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
     try:
         table = averages.table(sort_by=sort_key, row_limit=40)

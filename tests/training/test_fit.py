@@ -1,5 +1,6 @@
 """The launch that fits (training/fit.py): the plan decides before the first step, against the
-1-H200 runs of 2026-12-01 (tests/fixtures/training/real_data_2026-12-01/)."""
+1-H200 runs of 2026-12-01 and 2026-12-02 (tests/fixtures/training/real_data_2026-12-01/, the sweep in
+real_data_2026-12-02b/)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,26 @@ import pytest
 
 from tests.training.conftest import FIXTURES, REPO
 from training.configs import model_config, recommended_train
-from training.fit import SEARCH_MARGIN, PlanError, auto_fit, budget_of, decide, fits, step_cost
+from training.fit import PlanError, auto_fit, budget_of, decide, search_fits, search_headroom_gib, step_cost
 from training.model import Llama
 
 H200 = 139.8  # GiB, what torch.cuda reported for the H200 on 2026-12-01
 RUNS = FIXTURES / "real_data_2026-12-01"
+SWEEP = FIXTURES / "real_data_2026-12-02b" / "sweep_summary.jsonl"
 
 
 def _gpu_cases() -> list[dict[str, object]]:
     rows = []
     for name in ("llama3_1b_summary.jsonl", "llama3_8b_summary.jsonl"):
         rows += [json.loads(line) for line in (RUNS / name).read_text().splitlines()]
-    return [r for r in rows if str(r.get("case", "")).startswith("job") and r.get("rc") == 0]
+    rows = [r for r in rows if str(r.get("case", "")).startswith("job") and r.get("rc") == 0]
+    return rows + _sweep(pool="compute")
+
+
+def _sweep(pool: str) -> list[dict[str, object]]:
+    """The 2026-12-02 sweep's cases (synthetic tokens, each its own torchrun) with that gradient pool."""
+    rows = [json.loads(line) for line in SWEEP.read_text().splitlines()]
+    return [r for r in rows if r["rc"] == 0 and r["env"].get("TRAINING_GRAD_POOL", "compute") == pool]
 
 
 def test_8b_defaults_on_one_h200_are_replaced_by_settings_that_fit() -> None:
@@ -34,7 +43,7 @@ def test_8b_defaults_on_one_h200_are_replaced_by_settings_that_fit() -> None:
     assert d.action == "defaults replaced"
     assert d.train.activation_checkpoint != "none" and d.train.reshard_after_forward
     assert d.train.micro_batch * d.train.grad_accum == 4  # tokens per optimizer step kept
-    assert fits(d.budget, SEARCH_MARGIN)
+    assert search_fits(d.budget)
 
 
 def test_the_issues_8b_setting_stops_the_job_and_names_settings_that_fit() -> None:
@@ -78,12 +87,43 @@ def test_plan_is_above_every_measured_one_gpu_peak_and_within_15_percent(case: d
     assert measured <= b.total_gib <= measured * 1.15
 
 
-def test_selective_layers_are_spread_evenly() -> None:
+@pytest.mark.parametrize("case", _sweep(pool="compute"), ids=lambda c: f"{c['model']}-{c['case']}")
+def test_search_headroom_covers_every_measured_reserved_memory(case: dict[str, object]) -> None:
+    """Plan + headroom is at least what the allocator reserved, in every retry-free run of the sweep."""
+    t = replace(recommended_train(str(case["model"])), **case["train"])  # type: ignore[arg-type]
+    b = budget_of(model_config(str(case["model"])), "fsdp", 1, H200, t)
+    assert case["alloc_retries_max"] == 0
+    assert b.total_gib + search_headroom_gib(b) >= float(case["mem_reserved_gib_max"])  # type: ignore[arg-type]
+
+
+def test_gradients_in_the_reduce_scatter_streams_pool_retried_where_the_compute_pool_did_not() -> None:
+    """The measured cause of the 8B's retries: FSDP2's reduce-scatter stream keeps its own 29.9 GiB."""
+    by_case = {r["case"]: r for r in _sweep(pool="compute")}
+    for old in _sweep(pool="reduce-scatter"):
+        new = by_case[str(old["case"]).removesuffix("_rspool")]
+        assert float(new["mem_reserved_gib_max"]) <= float(old["mem_reserved_gib_max"]) + 2.0  # type: ignore[arg-type]
+        if int(old["alloc_retries_max"]):  # type: ignore[call-overload]
+            assert new["alloc_retries_max"] == 0
+            assert float(new["tokens_per_s_per_gpu_median"]) > 1.1 * float(old["tokens_per_s_per_gpu_median"])  # type: ignore[arg-type]
+
+
+def test_auto_fit_for_8b_on_one_h200_keeps_the_most_layers_that_stay_out_of_retries() -> None:
+    """12 of 32 checkpointed ran retry-free at 134.5 GiB reserved and 4 of 32 at 136.9; the search
+    takes 6 (plan 129.0 + 10.6 headroom), not 4 (131.1 + 10.6: over the 139.8 GiB)."""
+    m = model_config("llama3_8b")
+    t = replace(recommended_train("llama3_8b"), micro_batch=2, grad_accum=1)
+    best = auto_fit(m, "fsdp", 1, H200, t)
+    assert best is not None and best.micro_batch == 2 and best.reshard_after_forward
+    assert (best.activation_checkpoint, best.ac_layers) == ("selective", 6)
+    tighter = budget_of(m, "fsdp", 1, H200, replace(best, ac_layers=5))
+    assert not search_fits(tighter) and tighter.total_gib + 4.0 <= H200  # the plan alone would allow it
+
+
+def test_selective_layers_checkpoint_the_first_layers_so_backward_frees_the_kept_ones_first() -> None:
     m = Llama(replace(model_config("tiny"), num_layers=8))
     m.set_activation_checkpointing("selective", layers=3)
     modes = [layer.checkpoint_mode for layer in m.model.layers]
-    assert modes.count("full") == 3 and modes.count("none") == 5
-    assert [i for i, mode in enumerate(modes) if mode == "full"] == [2, 5, 7]
+    assert modes == ["full"] * 3 + ["none"] * 5
 
 
 def test_job_stops_on_every_rank_before_building_when_the_plan_is_over_the_gpu(tmp_path: Path) -> None:

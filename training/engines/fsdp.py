@@ -1,10 +1,21 @@
 """PyTorch FSDP2 engine: `fully_shard` on every decoder layer and on the root, bf16 compute with
 fp32 gradient reduction, explicit one-layer-ahead prefetch in both directions, the model built
 on the meta device and initialised shard by shard (no rank ever holds the whole model), and
-sharded checkpoints through torch.distributed.checkpoint with asynchronous writes."""
+sharded checkpoints through torch.distributed.checkpoint with asynchronous writes.
+
+Gradient memory comes from the compute stream's pool (`ComputeStreamReduceScatter`): FSDP2 allocates
+each reduce-scatter output, which becomes the layer's sharded fp32 gradient for the rest of the step,
+on its reduce-scatter stream, and the caching allocator never hands one stream's freed blocks to
+another. The activations freed during backward (compute stream) then cannot hold the gradients
+arriving at the same time (reduce-scatter stream), so each stream keeps its own high-water mark: on
+one H200 the 8B with 20 of 32 layers kept reserved 138.5 GiB for a 123.6 GiB peak and retried
+cudaMalloc twice a step (training/PERFORMANCE.md). `TRAINING_GRAD_POOL=reduce-scatter` keeps FSDP2's
+own allocation (for comparison).
+"""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -15,11 +26,44 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import async_save
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultReduceScatter
 
 from training.configs import ModelConfig, TrainConfig
 from training.data import Batch
 from training.engines import param_groups, run_micro_batches
 from training.model import DecoderLayer, Llama
+
+
+class ComputeStreamReduceScatter(DefaultReduceScatter):
+    """FSDP2's reduce-scatter with its buffers allocated from `stream`'s pool (the compute stream),
+    so gradients reuse the memory the activations free during backward. The block is marked as used
+    by the stream it is allocated for (`record_stream`), so the allocator does not hand it out again
+    before that stream's work on it is done (FSDP2 frees the output of an accumulating reduce-scatter
+    while its addition may still be queued). The collective itself is FSDP2's."""
+
+    def __init__(self, stream: torch.cuda.Stream) -> None:
+        self.stream = stream
+
+    def allocate(self, size: Any, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        if device.type != "cuda":
+            return torch.empty(*size, dtype=dtype, device=device)
+        user = torch.cuda.current_stream(device)
+        with torch.cuda.stream(self.stream):
+            t = torch.empty(*size, dtype=dtype, device=device)
+        if user != self.stream:
+            t.record_stream(user)
+        return t
+
+
+def grads_from_compute_stream(modules: list[torch.nn.Module], device: torch.device) -> bool:
+    """Install `ComputeStreamReduceScatter` on every FSDP module (CUDA only; see the module's doc)."""
+    if device.type != "cuda" or os.environ.get("TRAINING_GRAD_POOL", "compute") != "compute":
+        return False
+    comm = ComputeStreamReduceScatter(torch.cuda.current_stream(device))
+    for module in modules:
+        assert isinstance(module, FSDPModule)
+        module.set_custom_reduce_scatter(comm)
+    return True
 
 
 class FsdpEngine:
@@ -44,6 +88,8 @@ class FsdpEngine:
             fully_shard(layer, mp_policy=mp, reshard_after_forward=tcfg.reshard_after_forward,
                         offload_policy=offload)
         fully_shard(model, mp_policy=mp, reshard_after_forward=False, offload_policy=offload)
+        if not tcfg.cpu_offload:
+            grads_from_compute_stream([*layers, model], device)
         # Explicit prefetch: the next layer's all-gather is issued before this layer computes.
         for i, layer in enumerate(layers):
             assert isinstance(layer, FSDPModule)
