@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,9 @@ from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, error_line, esc
 from provision.errors import BringupError
+
+if TYPE_CHECKING:
+    from provision.ethernet.design import EthernetDesign
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 ethernet_app = typer.Typer(no_args_is_help=True, help="Ethernet cabling of BMC and PXE NICs, from the switches.")
@@ -90,8 +93,13 @@ def _print(data: dict[str, object]) -> None:
 @ethernet_app.command("import")
 def import_cmd(
     sheet_file: Annotated[Path, typer.Argument(help="The datacenter's workbook (.xlsx) or CSV: one row per host.")],
-    switches_from: Annotated[Path, typer.Option("--switches-from", help="A design file whose `switches:` the "
-                             "rows refer to.")],
+    switches_from: Annotated[Path | None, typer.Option("--switches-from", help="A design file whose `switches:` the "
+                             "rows refer to (default: the site's switches).")] = None,
+    site_file: Annotated[Path | None, typer.Option("--site", help="The site file: its switches, and its racks for "
+                         "--rule.")] = None,
+    rule: Annotated[str, typer.Option("--rule", help="auto: write the rule (rack's top-of-rack switch, port = U) "
+                    "when every row follows it; always: the rule plus the rows it does not give; never: one entry "
+                    "per host. auto/always need --site.")] = "auto",
     columns: Annotated[str | None, typer.Option("--columns", help="The partner's headers: 'host=Server,"
                        "pxe_switch=Data SW,pxe_port=Data Port' (fields: host, bmc_switch, bmc_port, pxe_switch, "
                        "pxe_port, bmc_mac, pxe_mac, bmc_vlan, pxe_vlan).")] = None,
@@ -100,21 +108,53 @@ def import_cmd(
     out: Annotated[Path | None, typer.Option("--out", help="Write the design here (default: stdout).")] = None,
 ) -> None:
     """Turn the datacenter's NIC cabling sheet into an Ethernet design (every bad row reported: exit 2)."""
-    import yaml
-
-    from fabric.sheets import mapping_from_option
-    from provision.ethernet.design import load_design
-    from provision.ethernet.importer import NIC_FIELDS, import_nics
-
     try:
-        mapping = mapping_from_option(columns, columns_file, NIC_FIELDS)
-        design = import_nics(sheet_file, load_design(switches_from), mapping, sheet)
+        design, why = _imported(sheet_file, switches_from, site_file, rule, columns, columns_file, sheet)
     except BringupError as e:
         error_line(str(e))
         raise typer.Exit(EXIT_ERROR) from None
-    text = yaml.safe_dump(design.model_dump(exclude_none=True), sort_keys=True)
+    _write_design(design, why, switches_from is not None, out)
+
+
+def _imported(sheet_file: Path, switches_from: Path | None, site_file: Path | None, rule: str,
+              columns: str | None, columns_file: Path | None, sheet: str | None) -> tuple[EthernetDesign, str]:
+    """(the design to write, why it is in rule form or not)."""
+    from fabric.sheets import mapping_from_option
+    from provision.ethernet.design import EthernetDesign, EthernetDesignError, load_design
+    from provision.ethernet.import_rule import MODES, fit_rule
+    from provision.ethernet.importer import NIC_FIELDS, import_nics
+    from provision.ethernet.rule import site_positions
+    from provision.site import load_site
+
+    if rule not in MODES:
+        raise EthernetDesignError(f"--rule {rule!r}: give one of {', '.join(MODES)}")
+    site = load_site(site_file) if site_file is not None else None
+    if switches_from is None and site is None:
+        raise EthernetDesignError("give --site (its switches) or --switches-from (a design's switches)")
+    if switches_from is not None:
+        base = load_design(switches_from)
+    else:
+        assert site is not None
+        base = EthernetDesign(switches=dict(site.spec.switches))
+    mapping = mapping_from_option(columns, columns_file, NIC_FIELDS)
+    design = import_nics(sheet_file, base, mapping, sheet)
+    if site is None:
+        return design, "rows (no --site: the rule needs the site's racks)"
+    fit = fit_rule(design, site_positions(site), rule)
+    return fit.design, fit.why
+
+
+def _write_design(design: EthernetDesign, why: str, with_switches: bool, out: Path | None) -> None:
+    import yaml
+
+    data = design.model_dump(exclude_none=True)
+    if not with_switches:
+        data.pop("switches", None)  # the site's: ethernet.yml names them
+    if design.rule is None:
+        data.pop("rule", None)
+    text = yaml.safe_dump(data, sort_keys=True)
     if out is None:
         sys.stdout.write(text)
     else:
         out.write_text(text)
-        console.print(f"{esc(str(out))}: {len(design.switches)} switches, {len(design.placements())} NICs")
+        console.print(f"{esc(str(out))}: {len(design.switches)} switches, {len(design.nics)} hosts; {esc(why)}")

@@ -99,7 +99,7 @@ class EthernetDesign(_Model):
         return out
 
 
-def _problems(design: EthernetDesign) -> list[str]:
+def design_problems(design: EthernetDesign) -> list[str]:
     """NICs on undeclared switches, and ports two NICs are designed on."""
     out = sorted({f"{h} {role} -> {p.switch}: undeclared switch" for h, role, p in design.placements()
                   if p.switch not in design.switches})
@@ -130,7 +130,7 @@ def parse_design(text: str, source: str, positions: list[Position] | None = None
     if design.rule is not None and positions is None:
         raise EthernetDesignError(f"{source}: its rule needs the site's racks (load it with the site)")
     design, problems = expand(design, positions or [])
-    problems += _problems(design)
+    problems += design_problems(design)
     if problems:
         more = f" (and {len(problems) - MAX_REPORTED} more)" if len(problems) > MAX_REPORTED else ""
         raise EthernetDesignError(f"{source}: " + "; ".join(problems[:MAX_REPORTED]) + more)

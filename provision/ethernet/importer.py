@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fabric.sheets import SheetRow, read_table
-from provision.ethernet.design import EthernetDesign, EthernetDesignError, normalise_mac
+from provision.ethernet.design import EthernetDesign, EthernetDesignError, design_problems, normalise_mac
 
 NIC_FIELDS = ("host", "bmc_switch", "bmc_port", "pxe_switch", "pxe_port", "bmc_mac", "pxe_mac", "bmc_vlan",
               "pxe_vlan")
@@ -75,4 +75,7 @@ def import_nics(path: Path, base: EthernetDesign, columns: dict[str, str] | None
     if problems:
         head = f"{path}: {len(problems)} row(s) not understood"
         raise EthernetDesignError("\n  ".join([head, *problems, *table.skipped]))
-    return EthernetDesign.model_validate({"switches": base.model_dump()["switches"], "nics": nics})
+    design = EthernetDesign.model_validate({"switches": base.model_dump()["switches"], "nics": nics})
+    if clash := design_problems(design):  # two hosts' NICs on one port
+        raise EthernetDesignError("\n  ".join([f"{path}: the rows put two NICs on one port", *clash]))
+    return design
