@@ -7,9 +7,18 @@ Collective time: on NCCL, the process group's completion hook reports each colle
 (`TORCH_NCCL_ENABLE_TIMING=1`, set before the group is made); on gloo, the time the calling thread spends
 in `Work.wait()` (every blocking collective and every wait on an asynchronous one goes through it).
 
-Fault injection for drills and tests (`TRAINING_INJECT`, first attempt only, ';'-separated):
+Fault injection for drills and tests (`TRAINING_INJECT`, first attempt only, ';'-separated; RANK `*` is
+every rank; honoured only for fault injection, never set by the launcher):
 `compute:RANK:FACTOR` (that rank's busy time FACTOR x), `comm:RANK:FRACTION` (gloo: its waits
-FRACTION longer), `stall:RANK:PROB:SECONDS` (a stall of SECONDS on a random PROB of its steps).
+FRACTION longer), `stall:RANK:PROB:SECONDS` (a stall of SECONDS on a random PROB of its steps, from a
+generator seeded by the rank: the same steps every run), `ckpt:RANK:SECONDS` (every checkpoint blocks
+SECONDS longer: slow storage), `garbage:RANK:N` (N reference cycles per step that only the cyclic
+collector frees, and a per-step cost that grows with the uncollected ones: each step walks a registry of
+weak references to them, as a hook list or an allocator's block list would grow; with the GC controller
+collecting every `--gc-every` steps the registry stays small, with `--gc-every 0` it grows without end).
+
+`TRAINING_HOST` may hold `{local_rank}` (e.g. `gpu-0{local_rank}`): one machine standing in for one host
+per rank (tests, drills); the launcher sets a plain name per host.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import socket
 import statistics
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,13 +98,23 @@ class CommClock:
             CommClock._active = None
 
 
+class _Garbage:
+    __slots__ = ("__weakref__", "me")
+
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the cyclic collector frees it
+
+
 @dataclass
 class Injection:
     compute_factor: float = 1.0
     comm_stretch: float = 0.0
     stall_prob: float = 0.0
     stall_s: float = 0.0
+    ckpt_s: float = 0.0
+    garbage: int = 0
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    uncollected: weakref.WeakSet[_Garbage] = field(default_factory=weakref.WeakSet)
 
     @classmethod
     def from_env(cls, rank: int, spec: str | None = None) -> Injection:
@@ -104,7 +124,7 @@ class Injection:
             return inj
         for item in filter(None, spec.split(";")):
             kind, r, *values = item.split(":")
-            if int(r) != rank:
+            if r != "*" and int(r) != rank:
                 continue
             if kind == "compute":
                 inj.compute_factor = float(values[0])
@@ -112,6 +132,10 @@ class Injection:
                 inj.comm_stretch = float(values[0])
             elif kind == "stall":
                 inj.stall_prob, inj.stall_s = float(values[0]), float(values[1])
+            elif kind == "ckpt":
+                inj.ckpt_s = float(values[0])
+            elif kind == "garbage":
+                inj.garbage = int(values[0])
             else:
                 raise ValueError(f"TRAINING_INJECT: unknown kind {kind!r} in {item!r}")
         return inj
@@ -121,6 +145,11 @@ class Injection:
         extra = (self.compute_factor - 1.0) * last_busy_s
         if self.stall_prob and self.rng.random() < self.stall_prob:
             extra += self.stall_s
+        if self.garbage:
+            for _ in self.uncollected:  # the cost that grows while the garbage is not collected
+                pass
+            for _ in range(self.garbage):
+                self.uncollected.add(_Garbage())
         return max(extra, 0.0)
 
 
@@ -187,7 +216,8 @@ class StepBreakdown:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world = dist.get_world_size() if dist.is_initialized() else 1
         self.device = device
-        self.host = host or os.environ.get("TRAINING_HOST") or socket.gethostname()
+        self.host = host or os.environ.get("TRAINING_HOST", "").replace(
+            "{local_rank}", os.environ.get("LOCAL_RANK", "0")) or socket.gethostname()
         self.inject = inject or Injection.from_env(self.rank)
         self.clock = CommClock()
         self.clock.stretch = self.inject.comm_stretch

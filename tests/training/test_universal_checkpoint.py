@@ -32,3 +32,17 @@ def test_a_zero3_checkpoint_of_4_ranks_resumes_on_2_with_the_same_batches_and_lo
     assert (resumed / "checkpoints" / "step_00000002" / "universal" / "zero" / "optimizer_state.pt").is_file()
     extra = json.loads((resumed / "checkpoints" / "step_00000004" / "extra_rank1.json").read_text())
     assert [s["rank"] for s in extra["loader"]["streams"]] == [2, 3]
+
+
+def test_keep_batch_gives_each_new_rank_whole_old_streams_and_the_old_size_its_own_back() -> None:
+    from training.data import LoaderState
+    from training.elastic import StreamsState, plan_data
+
+    old = [LoaderState(0, 0, r, 4, rows=10 + r) for r in range(4)]
+    halves = [plan_data(old, 2, r, keep_batch=True).streams for r in (0, 1)]
+    assert [[s.rank for s in h] for h in halves] == [[0, 1], [2, 3]]
+    assert plan_data(old, 3, 0, keep_batch=True).reshard == old  # 3 does not divide 4: dealt out again
+    assert plan_data(old, 2, 0, keep_batch=False).reshard == old
+    saved = [StreamsState(0, 0, r, 2, [], 0, h) for r, h in enumerate(halves)]  # what the 2-rank run saves
+    assert [plan_data(saved, 4, r, keep_batch=True).state for r in range(4)] == old
+    assert [s.rank for s in plan_data(saved, 1, 0, keep_batch=True).streams] == [0, 1, 2, 3]

@@ -69,11 +69,13 @@ class JobWatch:
                    expected, store)
 
     def begin(self, step: int) -> None:
+        prev_ckpt = self._last is not None and self.checkpoint_every > 0 and self._last[0] % self.checkpoint_every == 0
+        if prev_ckpt and self.breakdown.inject.ckpt_s:
+            time.sleep(self.breakdown.inject.ckpt_s)  # TRAINING_INJECT ckpt: the checkpoint blocked longer
         now = time.perf_counter()
         if self._last is not None and self.rank == 0:
             prev, t = self._last
-            ckpt = self.checkpoint_every > 0 and prev % self.checkpoint_every == 0
-            self.samples.append(Sample(prev, now - t, ckpt))
+            self.samples.append(Sample(prev, now - t, prev_ckpt))
             del self.samples[:-HISTORY]
         self._last = (step, now)
         self.breakdown.begin(step)

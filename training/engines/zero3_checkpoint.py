@@ -1,4 +1,5 @@
-"""DeepSpeed checkpoints written in the background.
+"""DeepSpeed checkpoints written in the background, and loaded on another world size through DeepSpeed's
+universal checkpoints (`load_universal`).
 
 DeepSpeed's own asynchronous writers (decoupled / FastPersist) need its compiled `async_io` op; this
 engine needs nothing built. `save` copies the state's tensors to host memory (the only part training
