@@ -1,10 +1,12 @@
 """`provision ethernet check`'s library call against the switch simulator at the issue's size: 40 top-of-rack
-switches x 48 ports (NX-OS and EOS alternating), 512 hosts with a BMC and a PXE NIC each, the issue's
-cabling faults (two crossed, one unplugged, one error-disabled) and one PXE NIC only LLDP hears (silent);
-every switch also answers its LLDP neighbours (each linked PXE NIC); prints the whole time, the per-switch
-times (min/median/max and the slowest), the LLDP neighbours read, and the findings.
+switches x 48 ports (the platforms in turn: NX-OS, EOS, Dell OS10, SONiC by default; --platforms), 512
+hosts with a BMC and a PXE NIC each, the issue's cabling faults (two crossed, one unplugged, one
+error-disabled) and one PXE NIC only LLDP hears (silent); every switch also answers its LLDP neighbours
+(each linked PXE NIC); prints the whole time, the per-switch times (min/median/max, the slowest, the
+median per platform), the LLDP neighbours read, and the findings.
 
     flock /tmp/bringup-lab.lock .venv/bin/python bench/ethernet_check_bench.py [--switches 40 --hosts 512]
+        [--platforms cisco_nxos,arista_eos,dell_os10,sonic]
 
 The simulator runs in this process (one asyncio thread) and shares the machine's cores with the check's
 netmiko threads, as `sim up` would on the same controller."""
@@ -36,6 +38,7 @@ def main() -> int:
     p.add_argument("--hosts", type=int, default=512)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--platforms", default="cisco_nxos,arista_eos,dell_os10,sonic")
     a = p.parse_args()
     hosts = []
     for i in range(a.hosts):
@@ -44,7 +47,7 @@ def main() -> int:
     first = sorted(h.name for h in hosts if h.rack == "r01")
     faults = EthernetFaults(crossed=[(first[0], first[1])], unplugged=[first[2]], err_disabled=[first[3]],
                             silent=[first[4]])
-    design_data, asbuilt = build(hosts, faults)
+    design_data, asbuilt = build(hosts, faults, platforms=tuple(a.platforms.split(",")))
     design = parse_design(yaml.safe_dump(design_data), "bench")
     password = "bench-switch-password"
     with running(asbuilt, password):
@@ -58,7 +61,12 @@ def main() -> int:
     ports = sum(len(s["ports"]) for s in asbuilt["switches"])
     print(f"{len(per)} switches, {ports} ports, {len(report.nics)} NICs: whole check {took:.2f} s "
           f"(concurrency {a.concurrency}); per switch min {secs[0]:.2f} median {statistics.median(secs):.2f} "
-          f"max {secs[-1]:.2f} s; slowest {per[-1][1]}")
+          f"max {secs[-1]:.2f} s; slowest {per[-1][1]}; platforms {a.platforms}")
+    by_platform: dict[str, list[float]] = {}
+    for s in data["switches"]:  # type: ignore[attr-defined]
+        by_platform.setdefault(s["platform"], []).append(s["seconds"])
+    print("per switch median by platform (s):",
+          ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(by_platform.items())))
     print("per switch (s):", ", ".join(f"{n} {t:.2f}" for t, n in sorted(per, key=lambda x: x[1])))
     print("switches not read:", [(s["name"], s["reason"]) for s in data["switches"] if s["state"] != "ok"])  # type: ignore[attr-defined]
     heard = sum(len(n) for v in report.switches.values() for n in v.lldp.values())

@@ -174,4 +174,8 @@ def parse(platform: str, command: str, text: str) -> list[dict[str, object]]:
     """The rows of `text` as dicts keyed by the lower-cased value names (as ntc-templates' parse_output)."""
     fsm = textfsm.TextFSM(io.StringIO(TEMPLATES[(platform, command)]))
     header = [h.lower() for h in fsm.header]
-    return [dict(zip(header, row, strict=True)) for row in fsm.ParseText(text)]
+    rows = fsm.ParseText(text)
+    # a template whose header line leads out of Start: still in Start at the end, no header matched (not this table)
+    if len(fsm.states) > 1 and getattr(fsm, "_cur_state_name", "") == "Start":
+        raise textfsm.TextFSMError("the table's header line was not found")
+    return [dict(zip(header, row, strict=True)) for row in rows]

@@ -33,6 +33,7 @@ from provision.site.credentials import Login
 from provision.state.secret_values import mask
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
+STALE_PROMPTS = 8  # late prompts of earlier lines an answer may follow (read past within the command's timeout)
 _PAGER = "--more--"  # NX-OS/EOS print --More--, Dell OS10 --more--: compared case-blind
 
 
@@ -72,6 +73,16 @@ def _ask(conn: object, command: str, timeout: float) -> str:
     try:
         out = str(conn.send_command(command, expect_string=pattern, read_timeout=timeout,  # type: ignore[attr-defined]
                                     strip_prompt=True, strip_command=True))
+        deadline = time.monotonic() + timeout
+        for _ in range(STALE_PROMPTS):
+            if out.strip() or time.monotonic() >= deadline:
+                break
+            # nothing between the echo and a prompt: that prompt was a late one of an earlier line (the session's
+            # own Enters, `terminal length 0`), seen once the command was sent; the answer and its prompt follow
+            more = str(conn.read_until_pattern(pattern=pattern,  # type: ignore[attr-defined]
+                                               read_timeout=max(0.1, deadline - time.monotonic())))
+            out = re.sub(rf"\s*{re.escape(base)}[>#$]\s*$", "", more)
+        out = re.sub(rf"^(?:\s*{re.escape(base)}[>#$] ?)+", "", out)  # late prompts glued before the answer
     except ReadTimeout:
         raise SwitchHung(f"'{command}': no prompt within {timeout:g} s (hung mid-output)") from None
     if _PAGER in out.lower():

@@ -4,7 +4,9 @@ Each switch has its NOS's prompt, answers (sim/switches/render.py), and paging: 
 its output stops every 24 lines at `--More--` as a real one does. Faults, one per switch at most:
 `refuse_login` (every password refused), `hang` (half of the MAC table, then nothing, never a prompt),
 `page` (pages even after `terminal length 0`), `unknown_format` (answers a different table),
-`lldp_disabled` (the LLDP command is unknown, as on NX-OS without `feature lldp`; the rest answers).
+`lldp_disabled` (the LLDP command is unknown, as on NX-OS without `feature lldp`; the rest answers),
+`late_prompts` (three prompts of earlier lines arrive after the first command's echo, before its answer:
+what a loaded switch or controller showed in a bench run's session log).
 The password is read from the environment variable the as-built file names, never from argv.
 """
 
@@ -87,6 +89,8 @@ async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch, user: str)
             if command == "terminal length 0" and sw.fault != "page":
                 paging = False
             text = answer(sw, command)
+            if command.startswith("show mac") and sw.fault == "late_prompts":  # the session's Enters, answered late
+                proc.stdout.write(prompt(sw, user) * 3)
             if command.startswith("show mac") and sw.fault == "hang":
                 proc.stdout.write(text[: len(text) // 2].replace("\n", "\r\n"))
                 await asyncio.sleep(IDLE_S)

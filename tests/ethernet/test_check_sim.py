@@ -139,3 +139,21 @@ def test_a_pxe_link_failure_gets_the_switch_view_and_the_precise_reason(
     assert not_armed.evidence["switch_view"]["status"] == "not_seen" and "tor-r2 Et31 has no link" in not_armed.detail
     other = HostFailure("bmc_auth", "401", {})
     assert asyncio.run(triage.refine("gpu-r2-07", None, other)) is other  # not a link failure: untouched
+
+
+def test_late_prompts_of_earlier_lines_before_an_answer_do_not_shift_the_answers() -> None:
+    from sim.switches.asbuilt import EthernetFaults
+    from sim.switches.harness import running
+    from tests.ethernet.conftest import PLATFORMS, lab
+
+    design, asbuilt = lab(4, 2, EthernetFaults(switch_faults={f"tor-r{i}": "late_prompts" for i in range(1, 5)}),
+                          PLATFORMS)
+    for s in asbuilt["switches"]:  # beside the module's faulty lab, which holds port 2022 on these addresses
+        s["port"] = 2023
+    design = design.model_copy(update={"switches": {n: s.model_copy(update={"port": 2023})
+                                                    for n, s in design.switches.items()}})
+    with running(asbuilt, PASSWORD):
+        data = check(design, login, timeout=TIMEOUT).to_json()
+    assert [(s["name"], s["state"], s["macs"]) for s in data["switches"]] == [  # type: ignore[attr-defined]
+        (f"tor-r{i}", "ok", 4) for i in range(1, 5)]
+    assert data["ok"] is True

@@ -117,3 +117,8 @@ def test_a_line_our_templates_do_not_know_inside_a_table_is_an_unknown_format(pl
         "  No.    Vlan  MacAddress         Port         Type\n")
     with pytest.raises(UnknownFormat, match="TextFSMError"):
         parse_macs(platform, head + "this is not a row of the table\n")
+
+
+def test_an_answer_naming_the_header_words_without_the_header_line_is_an_unknown_format_not_no_rows() -> None:
+    with pytest.raises(UnknownFormat, match="header line was not found"):
+        parse_macs("dell_os10", "% Error: Mac Address table unavailable\n")
