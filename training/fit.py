@@ -37,11 +37,15 @@ COMPILED_LOGIT_BYTES = 4.0  # bf16 logits and their grad, with the compiled cros
 # 1.10 GiB per layer kept (4 vs 8 of 32 checkpointed: 128.5 vs 124.1 GiB) where the eager count is 1.44;
 # with 0.8 the plan is 0.8-2.2% over every measured compiled 1-H200 peak (1B, 8B full and 4/8/12 of 32).
 COMPILED_LAYER_ACT_SCALE = 0.8
-# FSDP2 search headroom, measured on 1 H200 (2026-12-02, gradients from the compute stream's pool):
-# reserved minus plan was 4.7 GiB (8B full AC), 9.0 (12 of 32 checkpointed), 7.3 (8), 5.8 (4), -0.3 (1B);
-# the 8B's fragmentation scales with its gradient blocks (0.31 x 29.9 GiB of fp32 gradients covers the
-# largest); and the allocator retried once reserved reached 138.5 of the 139.8 GiB CUDA reports.
+# FSDP2 search headroom, measured on 1 H200 (2026-12-02, gradients from the compute stream's pool),
+# per phase of the plan: where the end of backward sets the peak (8B full AC, 8 and 12 of 32 layers
+# checkpointed) the allocator reserved up to 9.0 GiB above it, 0.30 of the 29.9 GiB of fp32 gradient
+# shards (their per-layer blocks are carved from the freed activations); where the end of forward
+# sets it (8B with 4, 5, 6 of 32 checkpointed) 5.1-5.8 GiB above it, 0.16 of the activations (1B:
+# -0.3). The shares below cover every case measured; the allocator retried once reserved reached
+# 138.5 of the 139.8 GiB CUDA reports (UNUSABLE_GIB).
 FRAG_SHARE_OF_GRADS = 0.31
+FRAG_SHARE_OF_ACTIVATIONS = 0.17
 UNUSABLE_GIB = 1.3
 # The flags that set memory: given any of them, the job runs what was asked or stops.
 MEMORY_FLAGS = ("micro_batch", "grad_accum", "activation_checkpoint", "ac_layers", "reshard_after_forward")
@@ -80,10 +84,11 @@ def fits(b: Budget, margin: float | None = None) -> bool:
     return b.persistent_gib + (1 + m) * variable + RESERVED_GIB <= b.gpu_mem_gib
 
 
-def search_headroom_gib(b: Budget) -> float:
-    """What the caching allocator needs beyond the plan's peak for an FSDP2 setting the search picks:
-    fragmentation (FRAG_SHARE_OF_GRADS of the gradient shards) and what CUDA keeps (UNUSABLE_GIB)."""
-    return max(RESERVED_GIB, UNUSABLE_GIB + FRAG_SHARE_OF_GRADS * b.grads_gib)
+def predicted_reserved_gib(b: Budget) -> float:
+    """What the caching allocator reserves for an FSDP2 setting: each phase of the plan plus the
+    fragmentation measured when that phase set the peak."""
+    return max(b.forward_gib + FRAG_SHARE_OF_ACTIVATIONS * b.activations_gib,
+               b.backward_gib + FRAG_SHARE_OF_GRADS * b.grads_gib)
 
 
 def search_fits(b: Budget) -> bool:
@@ -92,7 +97,7 @@ def search_fits(b: Budget) -> bool:
     the 8B at 138.5 GiB reserved retried twice a step and ran 5-14% slower); ZeRO-3's plan with
     SEARCH_MARGIN on its estimated part."""
     if b.engine == "fsdp":
-        return b.total_gib + search_headroom_gib(b) <= b.gpu_mem_gib
+        return b.fits and predicted_reserved_gib(b) + UNUSABLE_GIB <= b.gpu_mem_gib
     return fits(b, max(SEARCH_MARGIN, MARGIN.get(b.engine, 0.10)))
 
 

@@ -47,6 +47,8 @@ class Budget:
     working_gib: float  # gathered weights, buckets and reduce buffers at the peak
     total_gib: float  # peak tensor memory (compare with torch.cuda.max_memory_allocated)
     fits: bool
+    forward_gib: float = 0.0  # the two phases the peak is the larger of: end of forward ...
+    backward_gib: float = 0.0  # ... and end of backward
 
     @property
     def verdict(self) -> str:
@@ -127,7 +129,8 @@ def plan(m: ModelConfig, engine: str, gpus: int, gpu_mem_gib: float, micro_batch
     return Budget(engine, gpus, gpu_mem_gib, micro_batch, seq_len, activation_checkpoint, persistent / GIB,
                   weights / GIB,
                   grads / GIB, optim / GIB, acts / GIB, max(0.0, working) / GIB, total,
-                  total + RESERVED_GIB <= gpu_mem_gib)
+                  total + RESERVED_GIB <= gpu_mem_gib, (persistent + acts + working_fwd) / GIB,
+                  (persistent + end_bwd) / GIB)
 
 
 def vendor_gib(gb: float) -> float:
