@@ -1,4 +1,4 @@
-"""Benchmark: site.yml on N Debian test hosts: first run, then the no-op second run (target <= 90 s on
+"""Benchmark: site.yml on N Debian test hosts: first run, then the no-op second run (target <= 60 s on
 16 hosts on a 2-core machine), with the per-role and slowest-task breakdown from profile_tasks/profile_roles,
 the tasks each host went through (ok + skipped + failed in the recap) and the load average before and
 after each run. The full output of each run is kept in the run directory (first-run.log, no-op-run.log).

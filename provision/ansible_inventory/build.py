@@ -128,7 +128,9 @@ def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: 
             groups[CONFIGURABLE_GROUP].append(host.hostname)
     all_vars: dict[str, Any] = {"bringup_site_name": site.name, "bringup_site_file": str(site.path.resolve()),
                                 # [] when the site names none: the common role then uses pool.ntp.org
-                                "bringup_ntp_servers": list(site.spec.ntp.servers)}
+                                "bringup_ntp_servers": list(site.spec.ntp.servers),
+                                # the apt cache, batches and forks (provision/site/rollout.py; roles/apt_proxy)
+                                "bringup_rollout": site.spec.rollout.as_vars()}
     if state_db is not None:
         all_vars["bringup_state_db"] = str(state_db.resolve())
     return Inventory(

@@ -58,6 +58,8 @@ CHROOT_VARS: dict[str, Any] = {
     "node_exporter_manage_services": False,
     "health_agent_manage_services": False,
     "zfs_raidz_create": False,
+    # No archive access: the stand-in `distro` repository carries Debian's contrib zfs packages itself.
+    "zfs_raidz_contrib": False,
 }
 
 

@@ -3,9 +3,9 @@
 Each stand-in carries the files a role looks at (binaries that print what the real ones print, unit
 files, a DKMS build that installs kernel modules for the running kernel) and nothing else. The
 repositories mirror the vendors' layouts: NVIDIA's CUDA and container-toolkit repositories are flat,
-Docker's has `dists/<suite>/stable`, DOCA's is flat; `distro` holds what Ubuntu ships in its archive
-(zfsutils-linux, linux-headers-<running kernel>) for Debian test hosts, which have no archive access
-during a test.
+Docker's has `dists/<suite>/stable`, DOCA's is flat; `distro` holds what the Debian archive ships
+(Debian 12's zfs-dkms and zfsutils-linux from contrib, linux-headers-<running kernel>) for Debian test hosts,
+which have no archive access during a test.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ DOCKER_VERSION = "28.3.3"
 CONTAINERD_VERSION = "1.7.27"
 DOCA_VERSION = "2.9.1"
 OFED_VERSION = "24.10-1.1.4"
-ZFS_VERSION = "2.2.2"
+# Debian 12 (bookworm) contrib: zfs-linux 2.1.11-1+deb12u1 (packages.debian.org/bookworm/zfsutils-linux).
+ZFS_DEBIAN12 = "2.1.11-1+deb12u1"
 KERNEL = platform.release()
 KERNEL_MODULES = ("nvidia", "nvidia-modeset", "nvidia-uvm", "nvidia-peermem")
 
@@ -98,7 +99,6 @@ _REFERENCES = {
     "containerd.io": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
     "doca-ofed": "https://linux.mellanox.com/public/repo/doca/",
     f"linux-headers-{KERNEL}": "https://packages.ubuntu.com/search?keywords=linux-headers",
-    "zfsutils-linux": "https://packages.ubuntu.com/noble/zfsutils-linux",
 }
 
 
@@ -138,8 +138,12 @@ def stand_ins() -> list[StandIn]:
                 substitutions={"VERSION": f"{DOCA_VERSION}-1", "OFED": OFED_VERSION}),
         # The test hosts run the controller's kernel (chroots): the archive's headers package for it.
         StandIn(f"linux-headers-{KERNEL}", f"{KERNEL}-1", "distro", f"Linux kernel headers for {KERNEL}"),
-        StandIn("zfsutils-linux", f"{ZFS_VERSION}-0ubuntu9", "distro", "OpenZFS command-line tools",
+        # Debian 12's zfs (source zfs-linux, contrib): DKMS-built module + tools (roles/zfs_raidz vars/main.yml).
+        StandIn("zfs-dkms", ZFS_DEBIAN12, "distro", "OpenZFS filesystem kernel modules for Linux",
+                reference="https://packages.debian.org/bookworm/zfs-dkms"),
+        StandIn("zfsutils-linux", ZFS_DEBIAN12, "distro", "command-line tools to manage OpenZFS filesystems",
                 files=(("/usr/sbin/zpool", "zpool"), ("/usr/sbin/zfs", "zfs")),
-                substitutions={"VERSION": f"{ZFS_VERSION}-0ubuntu9"}),
+                substitutions={"VERSION": ZFS_DEBIAN12.split("+")[0]},  # zfs version: zfs-2.1.11-1
+                reference="https://packages.debian.org/bookworm/zfsutils-linux"),
     ]
     return [p if p.reference else replace(p, reference=_REFERENCES[p.name]) for p in out]

@@ -41,7 +41,8 @@ def test_every_stand_in_names_the_page_it_copies_its_packaging_from() -> None:
     listing = {f"{p.name} {p.version}": p.reference for p in stand_ins()}
     assert all(ref.startswith("https://") for ref in listing.values()), listing
     assert "docs.nvidia.com/datacenter/tesla/driver-installation-guide" in listing["nvidia-driver-cuda 580.159.04-1"]
-    assert "packages.ubuntu.com" in listing["zfsutils-linux 2.2.2-0ubuntu9"]
+    assert listing["zfsutils-linux 2.1.11-1+deb12u1"] == "https://packages.debian.org/bookworm/zfsutils-linux"
+    assert listing["zfs-dkms 2.1.11-1+deb12u1"] == "https://packages.debian.org/bookworm/zfs-dkms"
 
 
 @pytest.mark.parametrize("upstream", DRIVER_VERSIONS)

@@ -20,6 +20,7 @@ from ansible.errors import AnsibleParserError  # type: ignore[import-untyped]
 from ansible.plugins.inventory import BaseInventoryPlugin  # type: ignore[import-untyped]
 
 from provision.ansible_inventory.build import load_inventory
+from provision.ansible_inventory.sources import site_file
 from provision.errors import BringupError
 
 DOCUMENTATION = r"""
@@ -49,18 +50,6 @@ options:
 """
 
 
-# The repository's embedded simulated site (provision.cli.context.EMBEDDED_SITE; the plugin may not import the CLI).
-EMBEDDED_SITE = Path(__file__).resolve().parents[3] / "inventory" / "sim" / "site.yml"
-
-
-def _site_file(base: Path, option: object) -> Path:
-    """The config's `site` (relative to the config file), else `$BRINGUP_SITE`, else the embedded site."""
-    if option:
-        return base / str(option)
-    env = os.environ.get("BRINGUP_SITE")
-    return Path(env).resolve() if env else EMBEDDED_SITE
-
-
 class InventoryModule(BaseInventoryPlugin):  # type: ignore[misc]
     NAME = "bringup_state"
 
@@ -71,7 +60,7 @@ class InventoryModule(BaseInventoryPlugin):  # type: ignore[misc]
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         base = Path(os.path.dirname(os.path.abspath(path)))
-        site = _site_file(base, self.get_option("site"))
+        site = site_file(base, self.get_option("site"))
         db_option = self.get_option("db")
         db = base / str(db_option) if db_option else None
         try:
