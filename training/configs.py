@@ -125,7 +125,7 @@ class TrainConfig:
     seed: int = 1234
     activation_checkpoint: str = "none"  # none | full | selective (every k-th layer) | ops (save matmuls)
     ac_every: int = 2
-    ac_layers: int = 0  # selective: checkpoint exactly this many decoder layers, the first K (backward frees the kept last layers first; 0: every ac_every-th)
+    ac_layers: int = 0  # selective: checkpoint the first K decoder layers (0: every ac_every-th)
     compile: bool = False
     # FSDP2: free each layer's gathered weights after forward (True) or keep them for backward
     # (False: no second all-gather, costs one bf16 copy of the model; pays on few GPUs).
