@@ -270,7 +270,11 @@ def explain(run: Path, lost: dict[str, Any]) -> bool:
     if not lost:
         return True
     caught = [e for e in events if e.get("event") == "restart" and lost["host"] in (e.get("dropped") or {})]
-    if caught:
+    stopped = [e for e in events if e.get("event") == "gave_up" and lost["host"] in (e.get("dropped") or {})]
+    if stopped and not caught:
+        console.print(f"  [red]caught, but the job could not go on[/]: {lost['host']} was lost after step "
+                      f"{lost['at_step']} and left out; {esc(stopped[0].get('reason'))} ({esc(path)})")
+    elif caught:
         console.print(f"  [green]caught[/]: {lost['host']} was lost after step {lost['at_step']}; the supervisor's "
                       f"health re-check left it out ({caught[0]['dropped'][lost['host']]}) and the job went on "
                       f"on golden hosts from {caught[0].get('checkpoint')} (restart recorded in {esc(path)})")

@@ -91,3 +91,9 @@ def test_a_lost_host_no_restart_dropped_is_reported_not_caught(tmp_path: Path) -
     said = out.get()
     assert "dropped b (unknown); added c; resumes from step_00000004 (step 4)" in said
     assert "caught" in said and "not caught" in said
+    gave_up = {"event": "gave_up", "attempt": 0, "cause": "failed", "dropped": {"b": "unknown"},
+               "reason": "1 golden host(s), the config allows []"}
+    (tmp_path / "supervisor.jsonl").write_text(json.dumps(rows[0]) + "\n" + json.dumps(gave_up) + "\n")
+    with console.capture() as out:
+        assert not explain(tmp_path, {"host": "b", "at_step": 6})
+    assert "caught, but the job could not go on" in out.get() and "the config allows []" in out.get()
