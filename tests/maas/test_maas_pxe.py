@@ -27,6 +27,7 @@ def _cabling(site_file: Path, faults: EthernetFaults) -> tuple[Path, list[str]]:
     """The site's Ethernet design and the switches' as-built for the fixture's hosts (their harvested MACs)."""
     hosts = [LabHost(h, "r1", i + 1, f"b8:ce:f6:00:03:0{i}", f"b8:ce:f6:00:01:0{i}") for i, h in enumerate(HOSTS[:5])]
     design, asbuilt = build(hosts, faults, "switch-admin", "admin", "BRINGUP_SIM_SWITCH_PASSWORD")
+    design.pop("switches")  # declared in the site (tor-r1, the switch simulator's address): the cabling only
     (site_file.parent / "ethernet.yml").write_text(yaml.safe_dump(design))
     path = site_file.parent / "asbuilt.json"
     path.write_text(json.dumps(asbuilt))
