@@ -27,8 +27,8 @@ def test_the_demo_trains_on_golden_hosts_and_restarts_without_the_host_it_lost(d
     settings = load_settings(demo_run.site.parent)
     assert settings.lose_host is not None, "the embedded site injects a host loss"
     run = demo_run.site.parent / "state" / "lab" / RUN_NAME
-    stage = demo_run.stdout[demo_run.stdout.index("Train the tiny model"):]
-    assert "every rank runs on this machine" in " ".join(stage.split())
+    stage = " ".join(demo_run.stdout[demo_run.stdout.index("Train the tiny model"):].split())  # unwrapped
+    assert "every rank runs on this machine" in stage
     job = [line.split()[0] for line in (run / "job.txt").read_text().splitlines()]
     spares = [line.split()[0] for line in (run / "spares.txt").read_text().splitlines()]
     golden = [line.split()[0] for line in (run / "golden.txt").read_text().splitlines()]
