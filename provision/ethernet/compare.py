@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from provision.ethernet.design import EthernetDesign, NicPlacement, normalise_port
-from provision.ethernet.names import advertised_names, neighbour_names
+from provision.ethernet.names import TRUNCATED, advertised_names, goes_by, neighbour_names, truncated_prefixes
 from provision.ethernet.parse import LldpNeighbour
 from provision.ethernet.switches import SwitchView
 
@@ -75,6 +75,8 @@ def lldp_index(views: dict[str, SwitchView]) -> tuple[_Heard, _Heard]:
                     by_mac.setdefault(n.chassis, []).append((name, n))
                 for known in neighbour_names(n):
                     by_host.setdefault(known, []).append((name, n))
+                for prefix in truncated_prefixes(n):  # a cut system name: looked up by prefix (_by_name)
+                    by_host.setdefault(prefix + TRUNCATED, []).append((name, n))
     return by_mac, by_host
 
 
@@ -85,11 +87,17 @@ def _lldp_of(r: NicResult, p: NicPlacement, views: dict[str, SwitchView], heard:
     view = views.get(p.switch)
     here = view.lldp.get(normalise_port(p.port), []) if view else []
     r.lldp_designed = [{"name": n.name, "port_id": n.port_id, "chassis": n.chassis} for n in here]
-    r.lldp_others = [f"{n.name} {n.port_id}" for n in here
-                     if n.chassis != r.mac and not names & neighbour_names(n)]
-    found = heard[0].get(r.mac or "", []) + [hit for name in sorted(names) for hit in heard[1].get(name, [])]
+    r.lldp_others = [f"{n.name} {n.port_id}" for n in here if n.chassis != r.mac and not goes_by(n, names)]
+    found = heard[0].get(r.mac or "", []) + _by_name(heard[1], names)
     seen = {(sw, n.key): {"switch": sw, "port": n.port, "port_id": n.port_id} for sw, n in found}
     r.lldp_seen = [seen[k] for k in sorted(seen)]
+
+
+def _by_name(by_host: _Heard, names: frozenset[str]) -> list[tuple[str, LldpNeighbour]]:
+    """Every (switch, neighbour) going by one of `names`: exactly, or by a cut name they start with."""
+    hits = [hit for name in sorted(names) for hit in by_host.get(name, [])]
+    cut = [(k.removesuffix(TRUNCATED), v) for k, v in by_host.items() if k.endswith(TRUNCATED)]
+    return hits + [hit for prefix, v in cut if any(name.startswith(prefix) for name in names) for hit in v]
 
 
 def _heard(r: NicResult) -> str:

@@ -56,11 +56,34 @@ def _is_address(text: str) -> bool:
         return False
 
 
+TRUNCATED = "..."  # Dell OS10's `show lldp neighbors` cuts a long system name to 17 characters and "..."
+MIN_PREFIX = 12  # a name cut inside its first label matches a NIC's name it starts, if this much is left
+
+
+def goes_by(n: LldpNeighbour, names: frozenset[str]) -> bool:
+    """Whether neighbour `n` goes by one of `names` (exactly, or by a cut system name's prefix)."""
+    if names & neighbour_names(n):
+        return True
+    return any(name.startswith(prefix) for prefix in truncated_prefixes(n) for name in names)
+
+
+def truncated_prefixes(n: LldpNeighbour) -> list[str]:
+    """A system name cut inside its first label: that label's start (a cut after the first dot left the
+    label whole: neighbour_names has it)."""
+    name = n.name.strip().lower()
+    cut = name[: -len(TRUNCATED)] if name.endswith(TRUNCATED) else ""
+    return [cut] if "." not in cut and len(cut) >= MIN_PREFIX else []
+
+
 def neighbour_names(n: LldpNeighbour) -> set[str]:
     """Every name the neighbour goes by: its system name's first label, and the words of its port description."""
     names = set()
-    if n.name.strip().lower() not in NOT_ADVERTISED:
-        names.add(_label(n.name))
+    name = n.name.strip()
+    if name.endswith(TRUNCATED):  # cut by the switch: its first label is whole when a dot came before the cut
+        if "." in name[: -len(TRUNCATED)]:
+            names.add(_label(name[: -len(TRUNCATED)]))
+    elif name.lower() not in NOT_ADVERTISED:
+        names.add(_label(name))
     names.update(_label(w) for w in re.split(r"[\s:,;/()\[\]]+", n.description) if w)
     return names
 

@@ -6,9 +6,10 @@ PORTS, PORT, STATUS, LOCAL_INTERFACE, NEIGHBOR_NAME, NEIGHBOR_INTERFACE, CHASSIS
 both alike.
 
 Written against real output: SONiC's from sonic-utilities (Apache-2.0: doc/Command-Reference.md and the
-expected outputs of tests/fdbshow_test.py, tests/intfutil_test.py), Dell OS10's from the layout Dell's
-OS10 Enterprise Edition User Guide documents (not copied: its licence allows no copies); the captures and
-their sources are in tests/fixtures/ethernet/README.md. A line inside a table that no rule knows is an
+expected outputs of tests/fdbshow_test.py, tests/intfutil_test.py), Dell OS10's MAC table and LLDP from
+the captures in Intel's mfd-switchmanagement tests (MIT) and its interface status from the layout Dell's OS10
+Enterprise Edition User Guide documents (not copied: its licence allows no copies); the captures and their
+sources are in tests/fixtures/ethernet/README.md. A line inside a table that no rule knows is an
 error (the answer is then an unknown format), never skipped.
 """
 

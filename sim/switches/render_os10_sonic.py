@@ -5,10 +5,11 @@ SONiC: the layouts of sonic-utilities' own outputs (Apache-2.0: doc/Command-Refe
 pin what today's fdbshow and intfutil print), copied in tests/fixtures/ethernet/ with their attribution.
 The login lands in a Linux shell (`admin@switch:~$`); `show` is the click CLI there and pages nothing.
 
-Dell OS10: the layouts Dell's OS10 Enterprise Edition User Guide documents for `show mac address-table`,
-`show interface status` and `show lldp neighbors` (its licence allows no copies: the fixtures reproduce the
-layout with rows of our own, tests/fixtures/ethernet/README.md). OS10 pages at `--more--` until
-`terminal length 0`, as the NX-OS-like CLI it is.
+Dell OS10: `show mac address-table` and `show lldp neighbors` laid out as the captures in Intel's
+mfd-switchmanagement tests (MIT, copied in tests/fixtures/ethernet/ with attribution: the `Codes:` line,
+system names over 20 characters cut to 17 and "..."), `show interface status` as Dell's OS10 Enterprise
+Edition User Guide documents it (reproduced, not copied). OS10 pages at `--more--` until
+`terminal length 0` (the pager word is not from a capture: the reader compares it case-blind).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ if TYPE_CHECKING:
     from sim.switches.render import SimSwitch
 
 OS10_RULE = "-" * 81 + "\n"
-OS10_MAC_HEAD = "VlanId  Mac Address         Type        Interface\n"
+OS10_MAC_HEAD = ("Codes: pv <vlan-id> - private vlan where the mac is originally learnt\n"
+                 "VlanId        Mac Address         Type        Interface\n")
 OS10_STATUS_HEAD = (OS10_RULE + "Port            Description     Status   Speed    Duplex   Mode Vlan Tagged-Vlans\n"
                     + OS10_RULE)
-OS10_LLDP_HEAD = ("Loc PortID          Rem Host Name     Rem Port Id                     Rem Chassis Id\n"
-                  + "-" * 88 + "\n")
+OS10_LLDP_HEAD = ("Loc PortID          Rem Host Name        Rem Port Id                    Rem Chassis Id\n"
+                  + "-" * 86 + "\n")
+OS10_NAME_WIDTH = 20  # a longer system name is cut to 17 characters and "..."
 HOST_DESCRIPTION = "Ubuntu 22.04.4 LTS Linux 5.15.0-105-generic #115-Ubuntu SMP x86_64"
 
 
@@ -32,7 +35,7 @@ def _up(status: str) -> bool:
 
 
 def os10_mac_table(sw: SimSwitch) -> str:
-    return OS10_MAC_HEAD + "".join(f"{v:<7} {m:<19} {'dynamic':<11} {p.name}\n" for p in sw.ports for m, v in p.macs)
+    return OS10_MAC_HEAD + "".join(f"{v:<13} {m:<19} {'dynamic':<11} {p.name}\n" for p in sw.ports for m, v in p.macs)
 
 
 def _os10_short(name: str) -> str:
@@ -47,8 +50,13 @@ def os10_status(sw: SimSwitch) -> str:
         f"{'full':<9}{'A':<5}{p.vlan:<5}-\n" for p in sw.ports)
 
 
+def _os10_name(name: str) -> str:
+    return name if len(name) <= OS10_NAME_WIDTH else name[:17] + "..."
+
+
 def os10_lldp(sw: SimSwitch) -> str:
-    return OS10_LLDP_HEAD + "".join(f"{p.name:<19} {n:<17} {pid:<31} {c}\n" for p in sw.ports for n, pid, c in p.lldp)
+    return OS10_LLDP_HEAD + "".join(f"{p.name:<19} {_os10_name(n):<20} {pid:<29} {c}\n"
+                                    for p in sw.ports for n, pid, c in p.lldp)
 
 
 def sonic_mac_table(sw: SimSwitch) -> str:

@@ -156,3 +156,19 @@ def test_a_pxe_nics_lldp_is_never_taken_for_its_bmcs() -> None:
     assert "gpu-r1-01" not in names and {"gpu-r1-01-bmc", "gpu-r1-01-idrac", "idrac-7xyz123"} <= names
     assert advertised_names("gpu-r1-01.lab.example", "pxe") == {"gpu-r1-01"}
     assert "10.0.0.5" not in advertised_names("gpu-r1-01", "bmc", "10.0.0.5")
+
+
+def test_a_system_name_dell_os10_cut_to_17_characters_still_matches_the_nic_it_starts() -> None:
+    design, asbuilt = lab(1, 2, EthernetFaults())
+    ports = asbuilt["switches"][0]["ports"]
+    ports[0]["macs"], ports[0]["status"] = [], "notconnec"  # gpu-r1-01's BMC cable not in Eth1/1 ...
+    views = _views(design, asbuilt)  # ... but in Eth1/40, heard as OS10 prints a long name: cut, "..."
+    views["tor-r1"].lldp["eth1/40"] = [LldpNeighbour("Eth1/40", "eth1/40", "gpu-r1-01-bmc.mgm...", "1", "")]
+    r = _by(compare(design, views, {}))[("gpu-r1-01", "bmc")]
+    assert (r.status, r.fix) == ("wrong_port", "move the cable from tor-r1 Eth1/40 to tor-r1 Eth1/1")
+    # cut inside the first label: matched by its start (the iDRAC default name, from the service tag)
+    views["tor-r1"].lldp["eth1/40"] = [LldpNeighbour("Eth1/40", "eth1/40", "idrac-7xyz123abc...", "1", "")]
+    names = {("gpu-r1-01", "bmc"): advertised_names("gpu-r1-01", "bmc", service_tag="7XYZ123ABCDE")}
+    assert _by(compare(design, views, {}, names))[("gpu-r1-01", "bmc")].status == "wrong_port"
+    views["tor-r1"].lldp["eth1/40"] = [LldpNeighbour("Eth1/40", "eth1/40", "idrac-7x...", "1", "")]  # too little left
+    assert _by(compare(design, views, {}, names))[("gpu-r1-01", "bmc")].status == "not_seen"

@@ -95,15 +95,16 @@ def test_real_sonic_tables_parse_through_our_templates_in_both_releases_layouts(
         ("eth116", "T1-2", "hundredGigE1/2", "4c:76:25:e7:f0:c0", "T0-2:hundredGigE1/30")]
 
 
-def test_dell_os10_tables_in_the_documented_layout_parse_through_our_templates() -> None:
-    macs = parse_macs("dell_os10", _raw("dell_os10_show_mac_address-table.txt"))
-    assert ("90:b1:1c:f4:a6:8f", 1, "eth1/1/3") in [(m.mac, m.vlan, m.key) for m in macs] and len(macs) == 4
+def test_dell_os10_tables_parse_through_our_templates_real_cut_names_and_breakout_ports_included() -> None:
+    macs = parse_macs("dell_os10", _raw("dell_os10_show_mac_address-table.raw"))  # with its `Codes:` line
+    assert [(m.mac, m.vlan, m.key) for m in macs] == [("3c:fd:fe:aa:bb:cc", 1, "eth1/1/12:1")]
+    lldp = {n.key: (n.name, n.port_id, n.chassis) for n in parse_lldp("dell_os10", _raw("dell_os10_show_lldp_neighbors.raw"))}
+    assert lldp == {"eth1/1/3:1": ("Not Advertised", "00:78:57:aa:bb:cc", ""),  # chassis id not a MAC
+                    "eth1/1/31": ("B-R03-U23-Mellano...", "Eth1/32", "24:8a:07:bb:cc:aa"),
+                    "mgmt1/1/1": ("LAB-7103-B-R04", "19", "00:04:96:dd:ff:aa")}
     ports = {p.key: (p.port, p.state, p.vlan) for p in parse_ports("dell_os10", _raw("dell_os10_show_interface_status.txt"))}
     assert ports == {"eth1/1/1": ("Eth 1/1/1", "up", "1"), "eth1/1/2": ("Eth 1/1/2", "up", "1"),
                      "eth1/1/3": ("Eth 1/1/3", "down", "20")}
-    lldp = {n.key: (n.name, n.port_id, n.chassis) for n in parse_lldp("dell_os10", _raw("dell_os10_show_lldp_neighbors.txt"))}
-    assert lldp["eth1/1/1"] == ("Not Advertised", "00:0c:29:d2:2e:ae", "00:0c:29:d2:2e:ae")
-    assert lldp["eth1/1/29"] == ("gpu-r3-05.lab", "eno1", "02:00:00:03:02:05")
 
 
 def test_a_real_nxos_port_error_disabled_by_link_flaps_reads_err_disabled_not_a_refused_table() -> None:
