@@ -231,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
         attention.__enter__()
         while step < end_step:
             step += 1
+            saving = bool(_pending_marks)  # the last step overlapped an asynchronous checkpoint write
             if _pending_marks and engine.saved():
                 # Rank 0's save completes only after every rank's shard is written (DCP's final
                 # gather; DeepSpeed's save ends in a barrier), so rank 0 alone can mark it.
@@ -242,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
             t = time.perf_counter()
             pairs = [next(prefetch) for _ in range(tcfg.grad_accum)]
             data_seconds = time.perf_counter() - t
-            watch.begin(step)
+            watch.begin(step, saving)
             last_state = pairs[-1][1]
             lr = lr_at(step, tcfg)
             profiling = profiled_step(step, args.run_dir / "profile", rank == 0) if step == args.profile_step \

@@ -14,8 +14,8 @@ Patterns (the level of the flat ones is the median ratio once warmed up):
 | `slow_collectives` | every rank's time in collectives >= 1.25x the healthy run's, busy time not | yes |
 | `checkpoint` | drops on checkpoint steps | no: labelled |
 | `periodic_drops` | drops every k-th step, not checkpoints (evaluation) | no: labelled |
-| `random_stalls` | rare drops at random steps, one rank the others wait for (3 times at least) | yes, with a suspect |
-| `gc_decline` | a slow decline over the run | yes |
+| `random_stalls` | rare drops at random steps, one rank waited for (3 events 10+ steps apart) | yes, a suspect |
+| `gc_decline` | a slow decline over the run (4 of its 8 eighths below the one before) | yes |
 | `clock_throttling` | good first, then often near 0.7 (2x as often as in quarter 1; clock-event hosts) | yes |
 """
 
@@ -32,6 +32,7 @@ WARMUP = 5
 DROP = 0.5  # a step below half the series' level is a drop
 FLAT_SPREAD = 0.1  # first and last quarters within 10% of each other: flat
 DECLINE = 0.85  # the last quarter at most 85% of the first, falling quarter after quarter: a decline
+DECLINE_SAMPLES = 100  # fewer steady steps are too short a run to call a slow decline
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,16 @@ def _drops(samples: Sequence[Sample], idx: list[int], level: float, ranks: RankV
         return []  # frequent drops are a level change, judged by the trend
     named = Counter(h for s, h in ranks.stalls if s in set(steps))
     host, n = named.most_common(1)[0] if named else ("", 0)
-    suspect = (host,) if n >= max(3, (2 * len(steps) + 2) // 3) else ()  # 3: two chance spikes on a host are not it
+    # 3 separate events at least: two chance spikes, or one burst of slow steps (a neighbour's load), are not it
+    events = _events(sorted(s for s, h in ranks.stalls if h == host and s in set(steps)))
+    suspect = (host,) if events >= 3 and n >= (2 * len(steps) + 2) // 3 else ()
     return [Anomaly("random_stalls", bool(suspect), suspect, tuple(steps), level,
-                    {"stalls": len(steps), "named_by_breakdown": dict(named)})]
+                    {"stalls": len(steps), "named_by_breakdown": dict(named), "events": events})]
+
+
+def _events(steps: Sequence[int], apart: int = 10) -> int:
+    """Stalls closer than `apart` steps to the previous one are one event."""
+    return sum(1 for i, s in enumerate(steps) if i == 0 or s - steps[i - 1] >= apart)
 
 
 def _quarters(x: Sequence[float]) -> list[float]:
@@ -180,10 +188,17 @@ def _straggler(steps: Steps, steady: list[float], q: list[float], level: float, 
 
 def _decline(steps: Steps, steady: list[float], q: list[float], level: float, exp: Expected, ranks: RankView,
              evidence: Evidence) -> Anomaly | None:
-    if not (q[3] <= DECLINE * q[0] and q[0] >= q[1] >= q[2] >= q[3]):
+    if len(steady) < DECLINE_SAMPLES or not (q[3] <= DECLINE * q[0] and q[0] >= q[1] >= q[2] >= q[3]):
+        return None
+    # Slow and steady: eighths of the run below the one before (4 of 7: noise flips a few). A slowdown
+    # that set in late and stays flat (a loaded host, a neighbour's job) falls in one or two: not a decline.
+    n = len(steady) // 8
+    eighths = [statistics.median(steady[k * n:(k + 1) * n]) for k in range(8)]
+    falls = sum(b < 0.99 * a for a, b in itertools.pairwise(eighths))
+    if falls < 4:
         return None
     return Anomaly("gc_decline", True, (), steps, level,
-                   {"quarters": [round(v, 3) for v in q],
+                   {"quarters": [round(v, 3) for v in q], "eighths_falling": falls,
                     "remedy": "GC controller (gc_every: automatic GC off, one collection on every rank at the same "
                               "step); a restart cures it for a while"})
 
@@ -200,7 +215,8 @@ def _throttling(steps: Steps, steady: list[float], q: list[float], level: float,
     cut = len(steady) // 4
     share = [sum(0.55 * top <= x <= 0.85 * top for x in part) / max(len(part), 1)
              for part in (steady[:cut], steady[cut:])]
-    if share[0] > 0.5 * share[1]:
+    late_good = sum(x >= 0.9 * top for x in steady[3 * cut:]) / max(len(steady) - 3 * cut, 1)
+    if share[0] > 0.5 * share[1] or late_good < 0.3:  # throttled steps come and go; a decline stays down
         return None
     clocked = tuple(evidence.hosts_failing("gpu_clock_events"))
     return Anomaly("clock_throttling", True, clocked, steps, level,

@@ -68,14 +68,16 @@ class JobWatch:
         return cls(run_dir, device, job, prom_dir, key(model, engine, host_class, world), checkpoint_every,
                    expected, store)
 
-    def begin(self, step: int) -> None:
+    def begin(self, step: int, saving: bool = False) -> None:
+        """`saving`: the previous step overlapped an asynchronous checkpoint write (its sample is labelled
+        a checkpoint step, as the one that started the save)."""
         prev_ckpt = self._last is not None and self.checkpoint_every > 0 and self._last[0] % self.checkpoint_every == 0
         if prev_ckpt and self.breakdown.inject.ckpt_s:
             time.sleep(self.breakdown.inject.ckpt_s)  # TRAINING_INJECT ckpt: the checkpoint blocked longer
         now = time.perf_counter()
         if self._last is not None and self.rank == 0:
             prev, t = self._last
-            self.samples.append(Sample(prev, now - t, prev_ckpt))
+            self.samples.append(Sample(prev, now - t, prev_ckpt or saving))
             del self.samples[:-HISTORY]
         self._last = (step, now)
         self.breakdown.begin(step)
