@@ -11,16 +11,31 @@ which have no archive access during a test.
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 DRIVER_BRANCH = "580"
-DRIVER_VERSIONS = ("580.159.04", "580.95.05")  # the pinned one first; the older one for the held-version fault
-DCGM_VERSION = "4.2.3"
+# NVIDIA's CUDA repository: the pinned one first; the older one for the version bump and the held-version fault.
+DRIVER_VERSIONS = ("580.159.04", "580.95.05")
+# Canonical's -server upload for jammy (Launchpad bug 2129682 quotes its exact Depends): the driver at .2,
+# Fabric Manager and NSCQ uploaded separately at .1, depending on the driver's kernel-common at .2.
+CANONICAL_DRIVER = "580.95.05"
+CANONICAL_RELEASE = "22.04"
+CANONICAL_DRIVER_REVISION = f"0ubuntu0.{CANONICAL_RELEASE}.2"
+CANONICAL_FM_REVISION = f"0ubuntu0.{CANONICAL_RELEASE}.1"
+# The embedded site's pins (inventory/sim/site.yml, tests/ansible/test_standins.py checks they agree).
+CUDA_MAJOR = "13"
+DCGM_VERSION = "4.6.0"
+DCGM_EXPORTER_VERSION = "4.8.3"
 TOOLKIT_VERSION = "1.17.8"
 DOCKER_VERSION = "28.3.3"
 CONTAINERD_VERSION = "1.7.27"
-DOCA_VERSION = "2.9.1"
-OFED_VERSION = "24.10-1.1.4"
+# DOCA-OFED releases with the MLNX_OFED version `ofed_info -s` prints: the pinned one first, an older one the
+# upgrade test installs first.
+DOCA_RELEASES = (("2.9.1", "24.10-1.1.4"), ("2.9.0", "24.10-0.7.0"))
+DOCA_VERSION, OFED_VERSION = DOCA_RELEASES[0]
+# Debian 12's own rdma-core (source package rdma-core 44.0-2), for hosts that use no DOCA.
+RDMA_CORE_VERSION = "44.0-2"
 # Debian 12 (bookworm) contrib: zfs-linux 2.1.11-1+deb12u1 (packages.debian.org/bookworm/zfsutils-linux).
 ZFS_DEBIAN12 = "2.1.11-1+deb12u1"
 KERNEL = platform.release()
@@ -50,7 +65,12 @@ DRIVER_GUIDE = "https://docs.nvidia.com/datacenter/tesla/driver-installation-gui
 FM_GUIDE = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
 
 
-def _driver(upstream: str, *, fabric_manager: bool) -> list[StandIn]:
+_FM_FILES = (("/usr/bin/nv-fabricmanager", "nv-fabricmanager"),
+             ("/lib/systemd/system/nvidia-fabricmanager.service", "nvidia-fabricmanager.service"),
+             ("/usr/share/nvidia/nvswitch/fabricmanager.cfg", "fabricmanager.cfg"))
+
+
+def _driver(upstream: str) -> list[StandIn]:
     """NVIDIA's CUDA repository for debian12 (what the Debian 12 test hosts' nvidia-cuda source stands for):
     compute-only driver = nvidia-driver-cuda + nvidia-kernel-open-dkms, unversioned names, "-1" revision."""
     ver = f"{upstream}-1"
@@ -73,77 +93,146 @@ def _driver(upstream: str, *, fabric_manager: bool) -> list[StandIn]:
                        ("/lib/systemd/system/nvidia-persistenced.service", "nvidia-persistenced.service")),
                 substitutions=subs, reference=ref),
     ]
-    if not fabric_manager:
-        return driver
     b = DRIVER_BRANCH
     return [
         *driver,
-        StandIn(f"nvidia-fabricmanager-{b}", ver, "cuda", f"NVIDIA Fabric Manager {upstream}",
-                files=(("/usr/bin/nv-fabricmanager", "nv-fabricmanager"),
-                       ("/lib/systemd/system/nvidia-fabricmanager.service", "nvidia-fabricmanager.service"),
-                       ("/usr/share/nvidia/nvswitch/fabricmanager.cfg", "fabricmanager.cfg")), substitutions=subs,
+        StandIn(f"nvidia-fabricmanager-{b}", ver, "cuda", f"NVIDIA Fabric Manager {upstream}", files=_FM_FILES,
+                substitutions=subs,
                 reference=f"{FM_GUIDE} (installation, Debian-based: nvidia-fabricmanager-<branch>)"),
         StandIn(f"libnvidia-nscq-{b}", ver, "cuda", f"NVSwitch Configuration and Query library {upstream}",
                 substitutions=subs, reference=f"{FM_GUIDE} (NSCQ: libnvidia-nscq-<branch>)"),
     ]
 
 
-# The other stand-ins' sources (name -> page listing the real package's name, version and Depends).
-_REFERENCES = {
-    "datacenter-gpu-manager-4-core": "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html",
-    "datacenter-gpu-manager-4-cuda12": "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html",
-    "datacenter-gpu-manager-exporter": CUDA_DEBIAN12,
-    "nvidia-container-toolkit": "https://nvidia.github.io/libnvidia-container/stable/deb/",
-    "docker-ce": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
-    "docker-ce-cli": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
-    "containerd.io": "https://download.docker.com/linux/debian/dists/bookworm/stable/",
-    "doca-ofed": "https://linux.mellanox.com/public/repo/doca/",
-    f"linux-headers-{KERNEL}": "https://packages.ubuntu.com/search?keywords=linux-headers",
-}
+UBUNTU_SEARCH = "https://packages.ubuntu.com/search?suite=jammy-updates&keywords="
+LP_2129682 = "https://bugs.launchpad.net/ubuntu/+source/fabric-manager-580/+bug/2129682"
+
+
+def _canonical() -> list[StandIn]:
+    """Canonical's signed -server packages of the Ubuntu archive (jammy-updates, restricted; the `ubuntu`
+    repository, which only a test host standing in for Ubuntu has among its sources), as
+    packages.ubuntu.com lists them: every driver package at V-0ubuntu0.22.04.N depending on its siblings at that
+    exact version; Fabric Manager and NSCQ (source fabric-manager-580, libnvidia-nscq-580) at their own
+    upload's revision, with an exact Depends on the driver's nvidia-kernel-common-580-server."""
+    b, up = DRIVER_BRANCH, CANONICAL_DRIVER
+    ver, fm_ver = f"{up}-{CANONICAL_DRIVER_REVISION}", f"{up}-{CANONICAL_FM_REVISION}"
+    subs = {"DRIVER_VERSION": up, "VERSION": up}
+    common, compute = f"nvidia-kernel-common-{b}-server", f"libnvidia-compute-{b}-server"
+
+    def pkg(name: str, description: str, *depends: str, fm: bool = False, **kw: Any) -> StandIn:
+        ref = f"{UBUNTU_SEARCH}{name}" + (f"; exact Depends on {common}: {LP_2129682}" if fm else "")
+        return StandIn(name, fm_ver if fm else ver, "ubuntu", description, depends=depends, substitutions=subs,
+                       reference=ref, **kw)
+
+    return [
+        pkg(f"nvidia-driver-{b}-server-open", f"NVIDIA driver metapackage (open kernel modules) {up}",
+            f"nvidia-dkms-{b}-server-open (= {ver})", f"nvidia-utils-{b}-server (= {ver})",
+            f"nvidia-compute-utils-{b}-server (= {ver})", f"{common} (= {ver})", f"{compute} (= {ver})"),
+        pkg(f"nvidia-dkms-{b}-server-open", f"NVIDIA DKMS package (open kernel module) {up}", "kmod",
+            f"{common} (= {ver})", f"nvidia-kernel-source-{b}-server-open (= {ver})",
+            postinst="dkms-postinst", prerm="dkms-prerm", modules=KERNEL_MODULES),
+        pkg(f"nvidia-kernel-source-{b}-server-open", f"NVIDIA kernel source package (open) {up}"),
+        pkg(common, f"Shared files used with the kernel module {up}"),
+        pkg(compute, f"NVIDIA libcompute package {up}"),
+        pkg(f"nvidia-utils-{b}-server", f"NVIDIA driver support binaries {up}", f"{compute} (= {ver})",
+            files=(("/usr/bin/nvidia-smi", "nvidia-smi"),
+                   ("/usr/share/nvidia-standin/nvidia-smi.table", "nvidia-smi.table"))),
+        pkg(f"nvidia-compute-utils-{b}-server", f"NVIDIA compute utilities {up}", f"{compute} (= {ver})",
+            files=(("/usr/bin/nvidia-persistenced", "nvidia-persistenced"),
+                   ("/lib/systemd/system/nvidia-persistenced.service", "nvidia-persistenced.service"))),
+        pkg(f"nvidia-fabricmanager-{b}", f"Fabric Manager for NVSwitch based systems {up}", f"{common} (= {ver})",
+            fm=True, files=_FM_FILES),
+        pkg(f"libnvidia-nscq-{b}", f"NVSwitch Configuration and Query library {up}", f"{common} (= {ver})", fm=True),
+    ]
+
+
+DCGM_GUIDE = "https://docs.nvidia.com/datacenter/dcgm/latest/installation.html"
+TOOLKIT_GUIDE = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
+DOCKER_REPO = "https://download.docker.com/linux/debian/dists/bookworm/stable/"
+DOCKER_GUIDE = "https://docs.docker.com/engine/install/debian/ (specific version: 5:28.3.3-1~debian.12~bookworm)"
+DOCA_REPO = "https://linux.mellanox.com/public/repo/doca/"
+DEBIAN = "https://packages.debian.org/bookworm/"
+
+
+def _dcgm() -> list[StandIn]:
+    """DCGM 4 in NVIDIA's CUDA repository: epoch 1, the CUDA-major package for the site's CUDA (13)."""
+    dcgm, subs = f"1:{DCGM_VERSION}-1", {"VERSION": DCGM_VERSION}
+    exporter = f"{DCGM_VERSION}-{DCGM_EXPORTER_VERSION}"
+    ref = f"{DCGM_GUIDE} (datacenter-gpu-manager-4-cuda${{CUDA_MAJOR}}); index {CUDA_DEBIAN12}"
+    return [
+        StandIn("datacenter-gpu-manager-4-core", dcgm, "cuda", "NVIDIA DCGM 4 core (host engine, dcgmi)",
+                files=(("/usr/bin/dcgmi", "dcgmi"), ("/usr/bin/nv-hostengine", "nv-hostengine"),
+                       ("/lib/systemd/system/nvidia-dcgm.service", "nvidia-dcgm.service")), substitutions=subs,
+                reference=ref),
+        StandIn(f"datacenter-gpu-manager-4-cuda{CUDA_MAJOR}", dcgm, "cuda", f"NVIDIA DCGM 4 CUDA {CUDA_MAJOR}",
+                depends=(f"datacenter-gpu-manager-4-core (= {dcgm})",), substitutions=subs, reference=ref),
+        StandIn("datacenter-gpu-manager-exporter", f"{exporter}-1", "cuda", "NVIDIA DCGM exporter",
+                depends=(f"datacenter-gpu-manager-4-core (>= {dcgm})",),
+                files=(("/usr/bin/dcgm-exporter", "dcgm-exporter"),
+                       ("/etc/dcgm-exporter/default-counters.csv", "default-counters.csv")),
+                substitutions={"VERSION": exporter},
+                reference=f"https://docs.nvidia.com/datacenter/dcgm/latest/release-notes/dcgm-exporter.html "
+                          f"(<dcgm>-<exporter> tags); index {CUDA_DEBIAN12}"),
+    ]
+
+
+def _containers() -> list[StandIn]:
+    """The container toolkit's four packages at one version (the install guide pins all four), Docker's
+    epoch-5 per-distribution version strings."""
+    tk, ref = f"{TOOLKIT_VERSION}-1", f"{TOOLKIT_GUIDE} (NVIDIA_CONTAINER_TOOLKIT_VERSION={TOOLKIT_VERSION}-1)"
+    docker, docker_ref = f"5:{DOCKER_VERSION}-1~debian.12~bookworm", f"{DOCKER_GUIDE}; {DOCKER_REPO}"
+    return [
+        StandIn("nvidia-container-toolkit", tk, "toolkit", "NVIDIA container runtime hook",
+                depends=(f"nvidia-container-toolkit-base (= {tk})", f"libnvidia-container-tools (>= {tk})"),
+                reference=ref),
+        StandIn("nvidia-container-toolkit-base", tk, "toolkit", "NVIDIA Container Toolkit Base",
+                files=(("/usr/bin/nvidia-ctk", "nvidia-ctk"),
+                       ("/usr/bin/nvidia-container-runtime", "nvidia-container-runtime")),
+                substitutions={"VERSION": TOOLKIT_VERSION}, reference=ref),
+        StandIn("libnvidia-container-tools", tk, "toolkit", "NVIDIA container runtime library (command-line tools)",
+                depends=(f"libnvidia-container1 (>= {tk})",), reference=ref),
+        StandIn("libnvidia-container1", tk, "toolkit", "NVIDIA container runtime library", reference=ref),
+        StandIn("docker-ce", docker, "docker", "Docker engine",
+                depends=(f"docker-ce-cli (= {docker})", f"containerd.io (>= {CONTAINERD_VERSION})"),
+                files=(("/usr/bin/dockerd", "dockerd"), ("/lib/systemd/system/docker.service", "docker.service")),
+                substitutions={"UPSTREAM": DOCKER_VERSION}, reference=docker_ref),
+        StandIn("docker-ce-cli", docker, "docker", "Docker CLI",
+                files=(("/usr/bin/docker", "docker"),), substitutions={"UPSTREAM": DOCKER_VERSION},
+                reference=docker_ref),
+        StandIn("containerd.io", f"{CONTAINERD_VERSION}-1", "docker", "containerd runtime",
+                files=(("/usr/bin/containerd", "containerd"),
+                       ("/lib/systemd/system/containerd.service", "containerd.service")),
+                substitutions={"UPSTREAM": CONTAINERD_VERSION}, reference=docker_ref),
+    ]
+
+
+def _rdma() -> list[StandIn]:
+    """DOCA-OFED releases (the DOCA repository, one directory per release) and Debian 12's own rdma-core."""
+    files = (("/usr/bin/ofed_info", "ofed_info"), ("/lib/systemd/system/openibd.service", "openibd.service"))
+    out = [StandIn("doca-ofed", f"{doca}-1", "doca", f"DOCA-OFED {doca} (OFED {ofed})", files=files,
+                   substitutions={"VERSION": f"{doca}-1", "OFED": ofed},
+                   reference=f"{DOCA_REPO}{doca}/debian12.5/x86_64/")
+           for doca, ofed in DOCA_RELEASES]
+    debian = {"rdma-core": (), "ibverbs-providers": (), "ibverbs-utils": (),
+              "infiniband-diags": (f"libibmad5 (>= {RDMA_CORE_VERSION})",), "libibmad5": ()}
+    out += [StandIn(name, RDMA_CORE_VERSION, "distro", f"Debian 12 {name} (rdma-core {RDMA_CORE_VERSION})",
+                    depends=deps, reference=f"{DEBIAN}{name}") for name, deps in debian.items()]
+    return out
 
 
 def stand_ins() -> list[StandIn]:
     out: list[StandIn] = []
     for upstream in DRIVER_VERSIONS:
-        out += _driver(upstream, fabric_manager=upstream == DRIVER_VERSIONS[0])
-    dcgm = f"1:{DCGM_VERSION}-1"
-    dcgm_subs = {"VERSION": DCGM_VERSION}
-    out += [
-        StandIn("datacenter-gpu-manager-4-core", dcgm, "cuda", "NVIDIA DCGM 4 core (host engine, dcgmi)",
-                files=(("/usr/bin/dcgmi", "dcgmi"), ("/usr/bin/nv-hostengine", "nv-hostengine"),
-                       ("/lib/systemd/system/nvidia-dcgm.service", "nvidia-dcgm.service")), substitutions=dcgm_subs),
-        StandIn("datacenter-gpu-manager-4-cuda12", dcgm, "cuda", "NVIDIA DCGM 4 CUDA 12 components",
-                depends=(f"datacenter-gpu-manager-4-core (= {dcgm})",), substitutions=dcgm_subs),
-        StandIn("datacenter-gpu-manager-exporter", f"{DCGM_VERSION}-4.1.1-1", "cuda", "NVIDIA DCGM exporter",
-                depends=("datacenter-gpu-manager-4-core",),
-                files=(("/usr/bin/dcgm-exporter", "dcgm-exporter"),
-                       ("/etc/dcgm-exporter/default-counters.csv", "default-counters.csv")),
-                substitutions={"VERSION": f"{DCGM_VERSION}-4.1.1"}),
-        StandIn("nvidia-container-toolkit", f"{TOOLKIT_VERSION}-1", "toolkit", "NVIDIA container toolkit",
-                files=(("/usr/bin/nvidia-ctk", "nvidia-ctk"),
-                       ("/usr/bin/nvidia-container-runtime", "nvidia-container-runtime")),
-                substitutions={"VERSION": TOOLKIT_VERSION}),
-        StandIn("docker-ce", f"5:{DOCKER_VERSION}-1~debian.12~bookworm", "docker", "Docker engine",
-                depends=("docker-ce-cli", "containerd.io"),
-                files=(("/usr/bin/dockerd", "dockerd"), ("/lib/systemd/system/docker.service", "docker.service")),
-                substitutions={"UPSTREAM": DOCKER_VERSION}),
-        StandIn("docker-ce-cli", f"5:{DOCKER_VERSION}-1~debian.12~bookworm", "docker", "Docker CLI",
-                files=(("/usr/bin/docker", "docker"),), substitutions={"UPSTREAM": DOCKER_VERSION}),
-        StandIn("containerd.io", f"{CONTAINERD_VERSION}-1", "docker", "containerd runtime",
-                files=(("/usr/bin/containerd", "containerd"),
-                       ("/lib/systemd/system/containerd.service", "containerd.service")),
-                substitutions={"UPSTREAM": CONTAINERD_VERSION}),
-        StandIn("doca-ofed", f"{DOCA_VERSION}-1", "doca", f"DOCA-OFED {DOCA_VERSION} (OFED {OFED_VERSION})",
-                files=(("/usr/bin/ofed_info", "ofed_info"), ("/lib/systemd/system/openibd.service", "openibd.service")),
-                substitutions={"VERSION": f"{DOCA_VERSION}-1", "OFED": OFED_VERSION}),
-        # The test hosts run the controller's kernel (chroots): the archive's headers package for it.
-        StandIn(f"linux-headers-{KERNEL}", f"{KERNEL}-1", "distro", f"Linux kernel headers for {KERNEL}"),
-        # Debian 12's zfs (source zfs-linux, contrib): DKMS-built module + tools (roles/zfs_raidz vars/main.yml).
-        StandIn("zfs-dkms", ZFS_DEBIAN12, "distro", "OpenZFS filesystem kernel modules for Linux",
-                reference="https://packages.debian.org/bookworm/zfs-dkms"),
-        StandIn("zfsutils-linux", ZFS_DEBIAN12, "distro", "command-line tools to manage OpenZFS filesystems",
-                files=(("/usr/sbin/zpool", "zpool"), ("/usr/sbin/zfs", "zfs")),
-                substitutions={"VERSION": ZFS_DEBIAN12.split("+")[0]},  # zfs version: zfs-2.1.11-1
-                reference="https://packages.debian.org/bookworm/zfsutils-linux"),
-    ]
-    return [p if p.reference else replace(p, reference=_REFERENCES[p.name]) for p in out]
+        out += _driver(upstream)
+    out += [*_canonical(), *_dcgm(), *_containers(), *_rdma(),
+            # The test hosts run the controller's kernel (chroots): the archive's headers package for it.
+            StandIn(f"linux-headers-{KERNEL}", f"{KERNEL}-1", "distro", f"Linux kernel headers for {KERNEL}",
+                    reference="https://packages.ubuntu.com/search?keywords=linux-headers"),
+            # Debian 12's zfs (source zfs-linux, contrib): DKMS-built module + tools (roles/zfs_raidz vars/main.yml).
+            StandIn("zfs-dkms", ZFS_DEBIAN12, "distro", "OpenZFS filesystem kernel modules for Linux",
+                    reference="https://packages.debian.org/bookworm/zfs-dkms"),
+            StandIn("zfsutils-linux", ZFS_DEBIAN12, "distro", "command-line tools to manage OpenZFS filesystems",
+                    files=(("/usr/sbin/zpool", "zpool"), ("/usr/sbin/zfs", "zfs")),
+                    substitutions={"VERSION": ZFS_DEBIAN12.split("+")[0]},  # zfs version: zfs-2.1.11-1
+                    reference="https://packages.debian.org/bookworm/zfsutils-linux")]
+    return out

@@ -154,6 +154,12 @@ def test_roles_end_state_over_ssh(lab: Any, name: str) -> None:
     assert daemon["live-restore"] is True  # a dockerd restart keeps the running containers
     assert "storage-driver" not in daemon  # no pool was created on a test host
     assert host.package("nvidia-container-toolkit").is_installed and enabled(host, "docker")
+    # the site's pins (inventory/sim/site.yml versions), as the repositories spell them, held
+    for pkg, version in (("nvidia-container-toolkit-base", "1.17.8-1"), ("libnvidia-container1", "1.17.8-1"),
+                         ("docker-ce", "5:28.3.3-1~debian.12~bookworm"), ("containerd.io", "1.7.27-1"),
+                         ("datacenter-gpu-manager-4-cuda13", "1:4.6.0-1"),  # the site's CUDA 13
+                         ("datacenter-gpu-manager-exporter", "4.6.0-4.8.3-1")):
+        assert host.package(pkg).version == version and pkg in holds, pkg
     assert host.run("dockerd --validate --config-file /etc/docker/daemon.json").rc == 0
     # dcgm
     assert host.file("/etc/systemd/system/dcgm-exporter.service").contains("--address :9400")
@@ -191,7 +197,7 @@ def test_second_run_changes_nothing(lab: Any) -> None:
     # Every package and unit decision was made from the host_state snapshot: no role had to ask apt or
     # systemd (a unit missing from site.yml's host_state_unit_patterns would, on every run).
     assert "TASK [enabled_units : Enable or mask the units that are not yet]" not in run.output
-    assert "TASK [pinned_packages : Install the packages that are missing or at another version]" not in run.output
+    assert "TASK [pinned_packages : Install the set in one apt transaction]" not in run.output
     # OFED unchanged: no DKMS rebuild (skipped hosts are not displayed: no host showed the task).
     assert task_results(run.output, "nvidia_driver : Reinstall the DKMS package to rebuild its modules") == {}
 

@@ -3,8 +3,10 @@
 Runs on the controller, over the snapshot the host_state role read once per play: it returns the apt
 specs of the packages that are missing or at another version than the pin, the packages still to hold,
 and the packages held at another version with the message (and the `apt-mark unhold` to run) that the
-role stops the host with, instead of apt's generic "held packages were changed". The decision is a
-pure function (`decide`), unit-tested in tests/ansible/test_helper_modules.py.
+role stops the host with, instead of apt's generic "held packages were changed". A set with an apt
+preferences file of its own (`pinned_packages_preferences`) moves packages it pinned and held itself
+(`upgrade`: held at the version that file pins) and renders that file (`preferences`). The decisions are
+pure functions (`decide`, `upgrade`, `preferences`), unit-tested in tests/ansible/test_helper_modules.py.
 """
 
 from __future__ import annotations
@@ -85,6 +87,44 @@ def pinned_packages_decide(query: str, packages: Iterable[Mapping[str, Any]], ho
     }
 
 
+def preferences(packages: Iterable[Mapping[str, Any]], owner: str) -> str:
+    """An apt preferences file pinning every versioned package at its version (priority 1001: apt moves to it,
+    downgrading if need be, and never away from it)."""
+    stanzas = [f"Package: {entry['name']}\nPin: version {entry['version']}\nPin-Priority: 1001\n"
+               for entry in packages if entry.get("version")]
+    return f"# Managed by Ansible (pinned_packages, for {owner or 'the site'})\n" + "\n".join(stanzas)
+
+
+def parse_preferences(text: str) -> dict[str, str]:
+    """package -> pinned version of an apt preferences file (only `Pin: version` stanzas)."""
+    pins: dict[str, str] = {}
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith("#"))
+        name, pin = fields.get("Package", "").strip(), fields.get("Pin", "").strip()
+        if name and " " not in name and pin.startswith("version "):
+            pins[name] = pin.removeprefix("version ").strip()
+    return pins
+
+
+def upgrade(state: Mapping[str, Any], preferences_text: str) -> dict[str, Any]:
+    """{owned, install}: whether every package held at another version is held where this set's own
+    preferences file pinned it (a site version bump, moved on purpose), and the specs to install then."""
+    pins = parse_preferences(preferences_text)
+    wrong = list(state.get("wrong_holds", []))
+    owned = bool(wrong) and all(w["name"] in pins and matches(w["have"], pins[w["name"]]) for w in wrong)
+    return {"owned": owned, "install": list(state.get("install", [])) + [f"{w['name']}={w['want']}" for w in wrong]}
+
+
+def pinned_packages_preferences(packages: Iterable[Mapping[str, Any]], owner: str = "") -> str:
+    return preferences(packages, owner)
+
+
+def pinned_packages_upgrade(state: Mapping[str, Any], preferences_text: str = "") -> dict[str, Any]:
+    return upgrade(state, preferences_text)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Callable[..., Any]]:
-        return {"pinned_packages_decide": pinned_packages_decide}
+        return {"pinned_packages_decide": pinned_packages_decide,
+                "pinned_packages_preferences": pinned_packages_preferences,
+                "pinned_packages_upgrade": pinned_packages_upgrade}
