@@ -8,7 +8,8 @@ removes the pid files. Nothing the lab starts outlives `down()`, and `Lab` is a 
 test or the demo can never leave a server behind.
 
 Simulators plug in without editing this file: any package `sim/<name>/` with a module `service.py`
-that defines `services(ctx: LabContext) -> list[Service]` is picked up by `discover_services`. A slow
+that defines `services(ctx: LabContext) -> list[Service]` is picked up by `discover_services` (unless the
+module sets `LAB_DEFAULT = False`: its services are started by their own harness only). A slow
 or privileged simulator offers an opt-in service instead, in `optional_service.py` with
 `services(ctx, arg: str | None) -> list[Service]`: it starts only when named (`sim up --with NAME[=ARG]`),
 and `sim down` stops it like any other (every pid file in the run directory is stopped).
@@ -105,7 +106,7 @@ def discover_services(ctx: LabContext) -> list[Service]:
                 continue
             raise
         factory = getattr(module, "services", None)
-        if callable(factory):
+        if callable(factory) and getattr(module, "LAB_DEFAULT", True):
             found.extend(factory(ctx))
     return found
 

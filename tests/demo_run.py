@@ -1,6 +1,6 @@
 """One run of the README's main command (`python -m sim demo`) for the whole test session, watched.
 
-Running the demo takes about a minute; the tests that judge its outcome (tests/sim/test_demo.py) and the
+Running the demo takes a few minutes (site.yml configures the test hosts); the tests that judge its outcome (tests/sim/test_demo.py) and the
 ones that look for credentials in everything it produced (tests/hostile/test_secrets_everywhere.py) share
 this one run. Its credentials are chosen to be easy to find, and every process's command line is sampled
 while it runs.
@@ -67,13 +67,15 @@ class DemoRun:
 def run_demo(root: Path) -> DemoRun:
     site = copy_sim_site(root / "sim")
     env = {k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")}
-    env.update(BRINGUP_SIM_BMC_PASSWORD=BMC_PASSWORD, BRINGUP_SIM_MAAS_API_KEY=MAAS_KEY, COLUMNS="80")
+    # The test hosts' own files (their overlays' upper layers) stay after the run, for the credentials search.
+    env.update(BRINGUP_SIM_BMC_PASSWORD=BMC_PASSWORD, BRINGUP_SIM_MAAS_API_KEY=MAAS_KEY, COLUMNS="80",
+               BRINGUP_SIM_KEEP_HOST_FILES="1")
     sampler = CmdlineSampler()
     sampler.start()
     started = time.monotonic()
     try:
         out = subprocess.run([sys.executable, "-m", "sim", "demo", "--site", str(site)], cwd=REPO, env=env,
-                             capture_output=True, timeout=600, check=False)
+                             capture_output=True, timeout=1500, check=False)
     finally:
         sampler.stop.set()
         sampler.join()

@@ -14,6 +14,8 @@
       gpu-r2-01: {job: fail}                          # simulated jobs fail when this host takes part (or hang)
       gpu-r2-04: {perftest: garbage}                  # its ib_write_bw misbehaves (exit_early, garbage, hang,
                                                       #   drop: the SSH session drops mid-run)
+      gpu-r2-06: {os: [held_wrong_version]}           # done to a test host's OS before bring-up (the
+                                                      #   embedded site's test hosts: sim/testhosts/faults.py)
 
 Host names may be shell globs (`gpu-r2-*`); the first entry that matches a host wins.
 """
@@ -81,6 +83,7 @@ class HostFaults(_Model):
     tools: dict[str, ToolFault] = Field(default_factory=dict)
     job: JobFault | None = None
     perftest: PerftestFault | None = None
+    os: tuple[str, ...] = ()
 
 
 class FaultsSpec(_Model):

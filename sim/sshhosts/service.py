@@ -20,6 +20,9 @@ from sim.sshhosts.server import Files
 
 ENV_FAULTS_FILE = "BRINGUP_SIM_HEALTH_FAULTS"
 REPLAYED_EXPECTATIONS = Path(__file__).with_name("replayed-h200-expectations.yml")
+# Not started by `python -m sim up`: a site's GPU hosts there are Debian test hosts (sim/testhosts/service.py).
+# These endpoints serve the 512/4,064-host benchmarks and their tests (harness.py).
+LAB_DEFAULT = False
 
 
 def faults_file(ctx: LabContext) -> Path | None:

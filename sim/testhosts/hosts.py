@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,8 +122,9 @@ def _wait_port(address: str, port: int, timeout_s: float) -> bool:
     return False
 
 
-def start(host: TestHost, base: Path, authorized_key: str, extra_files: dict[str, str]) -> str:
-    """Mount and configure the host and start its sshd; returns its public host key."""
+def start(host: TestHost, base: Path, authorized_key: str, extra_files: dict[str, str],
+          prepare: Callable[[TestHost], None] | None = None) -> str:
+    """Mount and configure the host (then `prepare` it) and start its sshd; returns its public host key."""
     if ipaddress.ip_address(check_loopback(host.address)) not in TEST_HOSTS:
         raise TestHostError(f"{host.name}: {host.address} is outside the test-host range {TEST_HOSTS}")
     if _answers(host.address, 22):
@@ -131,6 +133,8 @@ def start(host: TestHost, base: Path, authorized_key: str, extra_files: dict[str
     host.directory.mkdir(parents=True, exist_ok=True)
     _mount(host, base)
     public_key = configure(host, authorized_key, extra_files)
+    if prepare is not None:
+        prepare(host)
     log = (host.directory / "sshd.log").open("ab")
     # Its own UTS namespace gives the host its own hostname; the network stays the machine's loopback.
     argv = ["unshare", "--uts", "chroot", str(host.root), "/bin/sh", "-c",

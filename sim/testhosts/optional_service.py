@@ -1,7 +1,9 @@
 """The Debian test hosts as an opt-in lab service: `python -m sim up --with testhosts[=N]`.
 
-Not a `service.py`, so the default `sim up` (and the demo) never pays for debootstrap. The service is
-one supervisor process (`python -m sim.testhosts serve`) that starts the hosts, says it is ready, and
+A test site of its own (the embedded site's first N GPU hosts, `lab.py`), for a site without GPU hosts of
+its own in the lab; a site with a health-faults file gets its GPU hosts as test hosts from `service.py`
+(`site_lab.py`), and the two use the same addresses: do not start both. The service is one supervisor
+process (`python -m sim.testhosts serve`) that starts the hosts, says it is ready, and
 on SIGTERM (what `sim down` sends) stops every host and the repository server before it exits.
 """
 

@@ -2,7 +2,7 @@
 
 Every byte: the demo's stdout and stderr, every file under the site's directory afterwards (the state
 database and its WAL, the site caches, the harvest exports, the lab's run directory with each
-simulator's log), and the command line of every process seen while the run went on (`/proc/*/cmdline`,
+simulator's log, every test host's own files), and the command line of every process seen while the run went on (`/proc/*/cmdline`,
 sampled every 20 ms). Each credential is looked for in the forms it travels in: as is, URL-encoded,
 base64 of `user:password` (HTTP Basic), and each part of the MAAS key (OAuth sends them apart).
 """
@@ -45,6 +45,8 @@ def test_the_demo_leaves_no_credential_anywhere(demo_run: DemoRun) -> None:
     files = [p for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.suffix == ".db" for p in files) and any(".site-cache" in p.parts for p in files)
     assert any(p.suffix == ".log" or "log" in p.name for p in files), sorted(str(p) for p in files)
+    # the test hosts' own files too (each overlay's upper layer: what site.yml and the agent wrote there)
+    assert any("upper" in p.parts and p.name == "health.json" for p in files), "the test hosts' files are searched"
     for path in files:
         leaks |= {f"{path.relative_to(tmp_path)}: {name}" for name in _found(path.read_bytes())}
     for cmdline in sampler.cmdlines:
