@@ -33,6 +33,9 @@ DROP = 0.5  # a step below half the series' level is a drop
 FLAT_SPREAD = 0.1  # first and last quarters within 10% of each other: flat
 DECLINE = 0.85  # the last quarter at most 85% of the first, falling quarter after quarter: a decline
 DECLINE_SAMPLES = 100  # fewer steady steps are too short a run to call a slow decline
+# nor to tell "good first, throttled later" from jitter: on the H200 a clean run's first 44-69 steps
+# (28 ms each, host-bound) had a third of them 15-30% slow after a quiet first quarter (2026-12-02)
+THROTTLE_SAMPLES = 100
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ def _throttling(steps: Steps, steady: list[float], q: list[float], level: float,
     top = statistics.median(sorted(steady)[len(steady) // 2:])  # the good steps' level
     low = [x for x in steady if 0.55 * top <= x <= 0.85 * top]
     early_good = q[0] >= 0.9 * top and (not exp.absolute or q[0] >= 0.85)
-    if not (early_good and 0.1 * len(steady) <= len(low) <= 0.7 * len(steady)):
+    if len(steady) < THROTTLE_SAMPLES or not (early_good and 0.1 * len(steady) <= len(low) <= 0.7 * len(steady)):
         return None
     # Good first, throttled later (heat builds): the first quarter has at most half the later share of
     # slow steps. Noise (a loaded host) puts them everywhere alike: measured on a shared CPU, not throttling.
