@@ -16,7 +16,7 @@ Patterns (the level of the flat ones is the median ratio once warmed up):
 | `periodic_drops` | drops every k-th step, not checkpoints (evaluation) | no: labelled |
 | `random_stalls` | rare drops at random steps, one rank waited for (3 events 10+ steps apart) | yes, a suspect |
 | `gc_decline` | a slow decline over the run (4 of its 8 eighths below the one before) | yes |
-| `clock_throttling` | good first, then often near 0.7 (2x as often as in quarter 1; clock-event hosts) | yes |
+| `clock_throttling` | good first, then often near 0.7 (2x quarter 1's share, 100+ steps; clock-event hosts) | yes |
 """
 
 from __future__ import annotations
