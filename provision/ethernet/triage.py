@@ -5,6 +5,7 @@ reason becomes precise when the switch data shows it:
 
     pxe_cable_unplugged   the MAC is on no switch and the designed port has no link
     pxe_cable_misplaced   the MAC is learnt on another port than the design's
+    pxe_port_err_disabled the designed port is error-disabled at the switch
 
 The switches are read once per run (on the first failure that asks), never when nothing fails; a site
 without an Ethernet design (ethernet.yml beside the site file) keeps the step's own reason.
@@ -87,5 +88,7 @@ class SwitchTriage:
             reason = "pxe_cable_unplugged"
         elif r.status == "wrong_port":
             reason = "pxe_cable_misplaced"
+        elif r.status == "err_disabled":
+            reason = "pxe_port_err_disabled"
         return HostFailure(reason, detail, {**failure.evidence, "switch_view": view},
                            r.fix if reason != failure.reason else failure.remediation)

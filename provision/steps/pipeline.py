@@ -28,6 +28,9 @@ _CABLE_REASONS = {
     "replace) the cable into the port the evidence names, then `provision ethernet check`",
     "pxe_cable_misplaced": "the PXE NIC's MAC is learnt on another switch port than designed: move the cable (or "
     "swap the two crossed cables the evidence names), then `provision ethernet check`",
+    "pxe_port_err_disabled": "the switch has error-disabled the PXE NIC's designed port (the evidence names the "
+    "switch's cause, e.g. link-flap or BPDU guard): fix the cause (reseat or replace a flapping cable or optic), "
+    "then re-enable the port (shutdown / no shutdown, or errdisable recovery) and `provision ethernet check`",
 }
 
 HARVEST = StepSpec(

@@ -5,7 +5,6 @@ Exports what the controller honours over the site's `ssh:` section (`BRINGUP_SSH
 `BRINGUP_SSH_KNOWN_HOSTS`, `BRINGUP_SSH_ADDRESS_MAP`), the replayed H200's health expectations
 (`BRINGUP_HEALTH_EXPECTATIONS`, unless the site has its own `health-expectations.yml`), the Ansible inventory
 of the hosts (`BRINGUP_SIM_INVENTORY`: `ansible-playbook -i "$BRINGUP_SIM_INVENTORY" site.yml`), and
-`BRINGUP_HEALTH_AGENT` (the agent where the health_agent role installs it), and
 `BRINGUP_SIM_HOST_PYTHON`: the path, on every test host, of a Python that runs on this machine's own root
 filesystem under its host name (same network namespace, same working directory), for what a chroot host
 cannot hold (PyTorch ranks launched over SSH). The first start runs debootstrap and builds the stand-in
@@ -14,7 +13,6 @@ repository (cached).
 
 from __future__ import annotations
 
-from provision.health.agent_command import DEFAULT_AGENT, ENV_AGENT
 from provision.health.expectations import ENV_OVERLAY, OVERLAY_FILE
 from provision.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
 from sim.lab import LabContext, Service, python_module, tcp_probe
@@ -26,9 +24,6 @@ SUBDIR = "gpuhosts"  # under the lab's run directory
 PERFTEST = ("127.0.2.31", 18515)  # the perftest simulator (services range of sim/addresses.py)
 ENV_INVENTORY = "BRINGUP_SIM_INVENTORY"
 ENV_HOST_PYTHON = "BRINGUP_SIM_HOST_PYTHON"
-# The agent as the health_agent role installs it (roles/health_agent/defaults/main.yml: the tools under
-# /opt/bringup, not on Python's path) and as its unit starts it (WorkingDirectory=/opt/bringup).
-ROLE_AGENT = f"cd /opt/bringup && {DEFAULT_AGENT}"
 
 
 def services(ctx: LabContext) -> list[Service]:
@@ -43,7 +38,6 @@ def services(ctx: LabContext) -> list[Service]:
         ENV_ADDRESS_MAP: str(directory / "ssh" / "addresses.json"),
         ENV_INVENTORY: str(directory / "inventory" / "testhosts.bringup_state.yml"),
         ENV_HOST_PYTHON: HOST_PYTHON,
-        ENV_AGENT: ROLE_AGENT,
     }
     if not (ctx.site.directory / OVERLAY_FILE).is_file():
         exports[ENV_OVERLAY] = str(REPLAYED_EXPECTATIONS)

@@ -134,6 +134,10 @@ def test_a_pxe_link_failure_gets_the_switch_view_and_the_precise_reason(
     assert unplugged.remediation == "plug gpu-r2-07's PXE NIC into tor-r2 Et31 (reseat or replace the cable)"
     crossed = asyncio.run(SwitchTriage(site).refine("gpu-r1-03", "02:00:00:01:02:03", down))
     assert crossed.reason == "pxe_cable_misplaced" and "swap these two cables" in (crossed.remediation or "")
+    commissioning = HostFailure("maas_commissioning_failed", "Node operation 'Commissioning' timed out", {})
+    disabled = asyncio.run(SwitchTriage(site).refine("gpu-r2-09", None, commissioning))
+    assert disabled.reason == "pxe_port_err_disabled", disabled.evidence
+    assert disabled.evidence["switch_view"]["status"] == "err_disabled" and "error-disabled" in disabled.detail
     not_armed = asyncio.run(triage.refine("gpu-r2-07", None, HostFailure("pxe_not_armed", "Boot None", {}, "queue")))
     assert (not_armed.reason, not_armed.remediation) == ("pxe_not_armed", "queue")  # pxe-boot: the BMC's reason stays
     assert not_armed.evidence["switch_view"]["status"] == "not_seen" and "tor-r2 Et31 has no link" in not_armed.detail

@@ -40,7 +40,7 @@ def _assert_outcome(store: StateStore, out: DemoRun) -> None:
         "gpu-r1-05": "ib_port_disabled",    # inventory/sim/ufm-faults.yml: mlx5_1's cable flaps
         "gpu-r2-06": "ib_port_disabled",    # mlx5_6's cable flaps
         "gpu-r1-07": "ib_port_disabled",    # mlx5_5's symbol errors keep rising
-        "gpu-r1-08": "maas_commissioning_failed",  # ethernet-faults.yml: its PXE port error-disabled, never boots
+        "gpu-r1-08": "pxe_port_err_disabled",  # ethernet-faults.yml: its PXE port error-disabled, never boots
         "gpu-r1-04": "ssh_refused",         # training-demo.yml: lost mid-run; the supervisor's re-check finds it
         # health-faults.yml os: its driver held at an older version by hand; site.yml refuses to move it
         "gpu-r2-01": "site_refuse_to_move_a_package_held_at_another_version",
