@@ -88,22 +88,25 @@ def low_port_repository(lab: Any, tmp_path: Path) -> Iterator[str]:
     server = _start([sys.executable, "-m", "http.server", str(REPO_PORT), "--bind", url[7:].split(":")[0],
                      "--directory", str(repo_mod.build(log=False).root)], tmp_path / "repo.log",
                     url[7:].split(":")[0], REPO_PORT)
-    all_vars = lab.run_dir / "inventory" / "group_vars" / "all"
-    generated = yaml.safe_load((all_vars / "50-testhosts.yml").read_text())
-    moved = {k: v.replace(lab.repo_url, url) for k, v in generated.items() if isinstance(v, str) and lab.repo_url in v}
-    (all_vars / "60-low-port-repository.yml").write_text(yaml.safe_dump(moved))
-    # every source a host already has (the distribution one and the vendors' the roles wrote; gpu-r1-03 is down)
-    sources = [p for h in lab.hosts for p in (h.root / "etc/apt/sources.list.d").glob("*.sources")
-               if lab.repo_url in p.read_text()]
-    originals = [p.read_text() for p in sources]
-    for path, text in zip(sources, originals, strict=True):
-        path.write_text(text.replace(lab.repo_url, url))
+    sources: list[Path] = []
+    originals: list[str] = []
+    moved_file = lab.run_dir / "inventory" / "group_vars" / "all" / "60-low-port-repository.yml"
     try:
+        all_vars = lab.run_dir / "inventory" / "group_vars" / "all"
+        generated = yaml.safe_load((all_vars / "50-testhosts.yml").read_text())
+        moved = {k: v.replace(lab.repo_url, url) for k, v in generated.items() if isinstance(v, str) and lab.repo_url in v}
+        (all_vars / "60-low-port-repository.yml").write_text(yaml.safe_dump(moved))
+        # every source a host already has (the distribution one and the vendors' the roles wrote; gpu-r1-03 is down)
+        sources = [p for h in lab.hosts for p in (h.root / "etc/apt/sources.list.d").glob("*.sources")
+                   if lab.repo_url in p.read_text()]
+        originals = [p.read_text() for p in sources]
+        for path, text in zip(sources, originals, strict=True):
+            path.write_text(text.replace(lab.repo_url, url))
         yield url
     finally:
         for path, text in zip(sources, originals, strict=True):
             path.write_text(text)
-        (all_vars / "60-low-port-repository.yml").unlink()
+        moved_file.unlink(missing_ok=True)
         _stop(server)
 
 
