@@ -63,9 +63,10 @@ def test_health_agent_reloads_systemd_when_a_unit_changed_not_when_only_the_expe
     tasks = _yaml(ROLES / "health_agent" / "tasks" / "main.yml")
     task = next(t for t in tasks if "managed_files" in t)
     names = [f.get("name") or f["dest"] for f in task["managed_files"]["files"]]
-    assert names.count("unit") == 2 and len(names) == 3
+    assert names.count("unit") == 2 and len(names) == 4
     expectations = "/etc/bringup/health.json"  # the expectations file reports its dest (a template in the task)
-    cases = [["unit"], [expectations, "unit"], [expectations], []]
+    pth = "/usr/lib/python3/dist-packages/bringup-tools.pth"  # the agent on the system Python's path
+    cases = [["unit"], [expectations, "unit"], [expectations, pth], []]
     results = _running(*(("health_agent", {"health_agent_manage_services": True,
                                            "health_agent_files_written": {"changed_files": c}}) for c in cases))
     reload = "Reload systemd for the health units"

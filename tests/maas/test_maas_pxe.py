@@ -48,7 +48,7 @@ def test_a_boot_nic_behind_an_unplugged_or_error_disabled_port_never_boots_and_i
     # crossed cables still land on PXE-VLAN ports: those machines boot and deploy
     assert {h for h, r in by_host.items() if r["state"] == "deployed"} == {"gpu-r1-01", "gpu-r1-04", "gpu-r1-05"}
     assert by_host["gpu-r1-02"]["reason"] == "pxe_cable_unplugged"
-    assert by_host["gpu-r1-03"]["reason"] == "maas_commissioning_failed"
+    assert by_host["gpu-r1-03"]["reason"] == "pxe_port_err_disabled"
     store = StateStore(site.parent / "state" / "sim.db")
     for host in ("gpu-r1-02", "gpu-r1-03"):
         record = store.get(host)

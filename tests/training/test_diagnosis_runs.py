@@ -2,10 +2,12 @@
 through the job's own hooks (TRAINING_INJECT, training/breakdown.py; deterministic: stall steps come from a
 generator seeded by the rank), each rank standing in for its own host (TRAINING_HOST=gpu-0{local_rank}).
 
-Rare stalls on one rank: random stalls on the stalling host; growing garbage with the GC controller off: a GC
-decline. Not here (training/README.md says why): a clean 500-step run without alerts, the controller curing
-the decline, one rank's collectives 40% slower: on the shared, loaded CPU the neighbours' load decided them
-more than the job did."""
+Rare stalls on one rank: random stalls on the stalling host. Not here (training/README.md says why): a clean
+500-step run without alerts, growing garbage with the GC controller off (a GC decline) and the controller curing
+it, one rank's collectives 40% slower: on the shared, loaded CPU the neighbours' load decided them more than the
+job did (the GC decline passed alone and failed beside the suite's other worker). The clean run, the decline and
+its cure are pinned instead on real runs recorded on an H200 and replayed through the classifier
+(tests/training/test_diagnosis_recorded.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from tests.training.conftest import torchrun
 
 ARGS = ["--config", "tiny-slice1", "--synthetic", "--seq-len", "16", "--micro-batch", "1", "--warmup-steps", "2",
         "--log-every", "100"]
-GARBAGE = "garbage:*:4000"  # reference cycles per step on every rank
 
 
 def _run(run: Path, store: Path, steps: int, inject: str, *extra: str) -> list[dict[str, object]]:
@@ -41,12 +42,3 @@ def test_rare_stalls_on_one_rank_name_its_host(tmp_path: Path) -> None:
     stalls = next(r for r in rows if r["kind"] == "random_stalls" and r["alert"])
     assert stalls["steps"][0] == 6 and stalls["steps"][1] in (64, 75)  # type: ignore[index]
     assert stalls["evidence"]["named_by_breakdown"]["gpu-03"] >= 3  # type: ignore[index]
-
-
-@pytest.mark.slow
-def test_growing_garbage_without_the_gc_controller_is_a_gc_decline(tmp_path: Path) -> None:
-    rows = _run(tmp_path / "gc-off", tmp_path / "expected.json", 150, GARBAGE, "--checkpoint-every", "0",
-                "--gc-every", "0")
-    assert ("gc_decline", []) in _alerts(rows), rows
-    quarters = next(r for r in rows if r["kind"] == "gc_decline")["evidence"]["quarters"]  # type: ignore[index]
-    assert quarters[3] <= 0.85 * quarters[0]
