@@ -10,6 +10,7 @@ import json
 import socket
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +25,11 @@ from training.launcher import Host
 from training.supervisor import HealthCommand, Supervisor, provision_health
 
 
-def test_a_host_gone_critical_is_replaced_by_a_golden_spare_after_provision_health_over_ssh(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    site_file, faults = make_sim_site(tmp_path / "site", 6, {"gpu-0002": {"fixture": "h200x2-xid79"}})
+@contextmanager
+def _golden_sim_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+                      ) -> Iterator[tuple[HealthCommand, StateStore]]:
+    """`count` golden simulated hosts (gpu-0002 replaying an Xid 79) and the supervisor's health command."""
+    site_file, faults = make_sim_site(tmp_path / "site", count, {"gpu-0002": {"fixture": "h200x2-xid79"}})
     db = tmp_path / "state.db"
     with SshLab(site_file, faults, tmp_path / "lab") as lab:
         for k, v in lab.env.items():
@@ -35,12 +38,17 @@ def test_a_host_gone_critical_is_replaced_by_a_golden_spare_after_provision_heal
 
         assert main(["status", "--site", str(site_file), "--db", str(db)]) == 0
         store = StateStore(db, actor="test")
-        for i in range(1, 7):
+        for i in range(1, count + 1):
             store.mark(f"gpu-{i:04d}", "golden", reason="test setup")
-        health = provision_health(f"{sys.executable} -m provision health --site {site_file} --db {db} "
-                                  "--hosts {hosts} --level fast --json", timeout_s=120,
-                                  golden_template=f"{sys.executable} -m provision golden --site {site_file} --db {db} "
-                                  "--json")
+        yield provision_health(f"{sys.executable} -m provision health --site {site_file} --db {db} --hosts {{hosts}} "
+                               "--level fast --json", timeout_s=120,
+                               golden_template=f"{sys.executable} -m provision golden --site {site_file} --db {db} "
+                               "--json"), store
+
+
+def test_a_host_gone_critical_is_replaced_by_a_golden_spare_after_provision_health_over_ssh(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _golden_sim_hosts(tmp_path, monkeypatch, 6) as (health, store):
         run = tmp_path / "run"
         _checkpoint(run, 30, ranks=4)
         sup = ScriptedSupervisor([Host(f"gpu-{i:04d}", 1) for i in range(1, 5)], [], run, health,
@@ -69,20 +77,8 @@ class SimHost(Host):
 
 @pytest.fixture
 def sim_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HealthCommand]:
-    site_file, faults = make_sim_site(tmp_path / "site", 3, {"gpu-0002": {"fixture": "h200x2-xid79"}})
-    db = tmp_path / "state.db"
-    with SshLab(site_file, faults, tmp_path / "lab") as lab:
-        for k, v in lab.env.items():
-            monkeypatch.setenv(k, v)
-        from provision.cli import main
-
-        assert main(["status", "--site", str(site_file), "--db", str(db)]) == 0
-        store = StateStore(db, actor="test")
-        for i in range(1, 4):
-            store.mark(f"gpu-{i:04d}", "golden", reason="test setup")
-        yield provision_health(f"{sys.executable} -m provision health --site {site_file} --db {db} --hosts {{hosts}} "
-                               "--level fast --json", timeout_s=120,
-                               golden_template=f"{sys.executable} -m provision golden --site {site_file} --db {db} --json")
+    with _golden_sim_hosts(tmp_path, monkeypatch, 3) as (health, _store):
+        yield health
 
 
 def _steps_by_attempt(run: Path) -> list[dict[int, float]]:
