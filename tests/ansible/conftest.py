@@ -19,15 +19,17 @@ BIN = Path(sys.executable).parent
 TEST_HOSTS = 4
 
 
-def missing_prerequisites() -> str | None:
+def require_test_host_prerequisites() -> None:
+    """Test hosts need root (mounts, chroot): without it the tests skip, saying so. The programs they use are
+    declared dependencies (deps/apt/ansible.txt, deps/python/ansible.txt) that `./bringup test` installs: one
+    missing is a broken install, so the test fails naming it rather than skipping."""
     if os.geteuid() != 0:
-        return "test hosts need root (mounts, chroot)"
+        pytest.skip("test hosts need root (mounts, chroot)")
     for tool in ("debootstrap", "equivs-build", "unshare", "ssh", "objcopy", "gpg"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed (deps/apt/ansible.txt)"
+            pytest.fail(f"{tool} is not installed (deps/apt/ansible.txt)")
     if not (BIN / "ansible-playbook").exists():
-        return "ansible is not installed in the venv (deps/python/ansible.txt)"
-    return None
+        pytest.fail("ansible is not installed in the venv (deps/python/ansible.txt)")
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,7 @@ def test_host_addresses() -> None:
 
 @pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory, test_host_addresses: None) -> Iterator[object]:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+    require_test_host_prerequisites()
     from sim.testhosts import lab as lab_mod
 
     run_dir = tmp_path_factory.mktemp("testhosts")

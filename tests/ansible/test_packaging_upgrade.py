@@ -20,7 +20,7 @@ import yaml
 
 from sim.testhosts.proc import run
 from sim.testhosts.standins import CANONICAL_DRIVER, DOCA_RELEASES, DRIVER_VERSIONS, RDMA_CORE_VERSION
-from tests.ansible.conftest import REPO, missing_prerequisites, run_playbook
+from tests.ansible.conftest import REPO, require_test_host_prerequisites, run_playbook
 
 pytestmark = pytest.mark.slow
 
@@ -67,9 +67,7 @@ def _install_old_doca(lab: Any, host: str) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+    require_test_host_prerequisites()
     from sim import addresses
     from sim.testhosts import lab as lab_mod
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import REPO, missing_prerequisites
+from tests.ansible.conftest import REPO, require_test_host_prerequisites
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("test_host_addresses")]
 
@@ -70,9 +70,7 @@ def _mounts_under(directory: Path) -> list[str]:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    reason = missing_prerequisites()
-    if reason:
-        pytest.skip(reason)
+    require_test_host_prerequisites()
     path = tmp_path / "site.yml"
     path.write_text(SITE)
     return path
