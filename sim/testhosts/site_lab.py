@@ -26,11 +26,11 @@ import yaml
 from provision.site import Role, load_site
 from sim.addresses import lab_host_address
 from sim.sshhosts.faults import Faults, load_faults
+from sim.testhosts import agent_faults, perftest_client, replay
 from sim.testhosts import base as base_fs
 from sim.testhosts import faults as os_faults
 from sim.testhosts import hosts as th
 from sim.testhosts import lab as lab_mod
-from sim.testhosts import perftest_client, replay
 from sim.testhosts import repo as repo_mod
 from sim.testhosts.errors import TestHostError
 from sim.testhosts.proc import run
@@ -65,6 +65,7 @@ def _check_faults(faults: Faults, names: list[str]) -> None:
 def _prepare(host: th.TestHost, faults: Faults, perftest: str) -> None:
     """Before the host's sshd starts: the replayed tools, the perftest client, the controller's Python."""
     replay.install(host.root, faults.fixture_dir(host.name), faults.for_host(host.name).tools)
+    agent_faults.install(host.root, faults.for_host(host.name))
     perftest_client.install(host.root, perftest)
     shim = host.root / HOST_PYTHON.lstrip("/")
     shim.parent.mkdir(parents=True, exist_ok=True)
