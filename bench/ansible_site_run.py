@@ -1,7 +1,9 @@
 """Benchmark: site.yml on N Debian test hosts: first run, then the no-op second run (target <= 60 s on
 16 hosts on a 2-core machine), with the per-role and slowest-task breakdown from profile_tasks/profile_roles,
-the tasks each host went through (ok + skipped + failed in the recap) and the load average before and
-after each run. The full output of each run is kept in the run directory (first-run.log, no-op-run.log).
+the tasks each host went through (ok + skipped + failed in the recap), the controller's CPU seconds
+(ansible-playbook, its workers and ssh clients: less sensitive to other jobs on the cores than wall time) and
+the load average before and after each run. The full output of each run is kept in the run directory
+(first-run.log, no-op-run.log).
 
     flock /tmp/bringup-bench.lock python bench/ansible_site_run.py [--hosts 16] [--forks 16] [--run-dir DIR]
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,29 +31,34 @@ BIN = Path(sys.executable).parent
 _LINE = re.compile(r"^(.+?) -+ ([0-9.]+)s$")
 
 
-def run(inventory: Path, forks: int) -> tuple[float, int, str]:
+def run(inventory: Path, forks: int) -> tuple[float, float, int, str]:
+    """Wall seconds, the controller's CPU seconds (ansible-playbook and its workers, user + system), rc, output."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_FORKS": str(forks), "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all",
            "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,ansible.posix.profile_roles",
            "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     done = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "site.yml")],
                           cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    return time.monotonic() - started, done.returncode, done.stdout + done.stderr
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    controller = after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime
+    return wall, controller, done.returncode, done.stdout + done.stderr
 
 
 def _loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def summary(label: str, seconds: float, rc: int, output: str, loads: tuple[str, str]) -> None:
+def summary(label: str, seconds: float, cpu: float, rc: int, output: str, loads: tuple[str, str]) -> None:
     recap = output.rsplit("PLAY RECAP", 1)[-1].split("\n\n")[0]
     hosts = {host: {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counters)}
             for host, counters in re.findall(r"^(\S+)\s+:\s+(.*)$", recap, re.MULTILINE) if host != "localhost"}
     changed = [r.get("changed", 0) for r in hosts.values()]
     counts = sorted({r.get("ok", 0) + r.get("skipped", 0) + r.get("failed", 0) for r in hosts.values()})
     span = (f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}") if counts else "n/a"
-    print(f"\n== {label}: {seconds:.1f} s wall, rc {rc}, hosts {len(hosts)}, "
+    print(f"\n== {label}: {seconds:.1f} s wall, controller CPU {cpu:.1f} s, rc {rc}, hosts {len(hosts)}, "
           f"changed per host max {max(changed) if changed else 'n/a'}, tasks per host {span}; "
           f"load average before {loads[0]}, after {loads[1]}")
     roles = output.rsplit("ROLES RECAP", 1)[-1].split("TASKS RECAP")[0] if "ROLES RECAP" in output else ""
@@ -77,9 +85,9 @@ def main() -> int:
     try:
         for label, log in (("first run", "first-run.log"), ("second (no-op) run", "no-op-run.log")):
             before = _loadavg()
-            seconds, rc, output = run(lab.inventory, args.forks)
+            seconds, cpu, rc, output = run(lab.inventory, args.forks)
             (run_dir / log).write_text(output)
-            summary(label, seconds, rc, output, (before, _loadavg()))
+            summary(label, seconds, cpu, rc, output, (before, _loadavg()))
             if rc != 0:
                 print(output[-3000:])
                 return 1
