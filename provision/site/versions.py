@@ -26,6 +26,7 @@ DOCA_MLNX_OFED: dict[str, str] = {
 }
 _OFED = re.compile(r"^\d+\.\d+-\d+\.\d+\.\d+(\.\d+)?$")
 _UPSTREAM = r"^\d+(\.\d+)+$"
+_MLNX4 = re.compile(r"^\d+\.\d+-\d+\.\d+\.\d+\.\d+$")
 
 
 def ofed_info_form(mlnx_ofed: str) -> str:
@@ -54,6 +55,14 @@ class Versions(BaseModel):
         default=None, description="MLNX_OFED version, 4 parts as its download paths (24.10-1.1.4.0); derived from "
         "doca_ofed when that is set")
     doca_ofed: str | None = Field(default=None, pattern=_UPSTREAM, description="DOCA-Host release (2.9.1)")
+    ofed_source: Literal["doca", "mlnx", "inbox"] | None = Field(
+        default=None,
+        description="the RDMA stack (none: doca): doca = DOCA-OFED from NVIDIA's DOCA repository (doca_ofed); "
+        "mlnx = MLNX_OFED from its repository (ofed, 4 parts); inbox = the distribution's rdma-core "
+        "(Debian 12's, Ubuntu's), whose "
+        "upstream RDMA stack has no peer-memory API: GPUDirect RDMA then goes through dma-buf, not nvidia-peermem "
+        "(roles/gpudirect_rdma)",
+    )
     dcgm: str | None = Field(default=None, pattern=_UPSTREAM, description="DCGM 4 upstream version (4.4.1)")
     dcgm_exporter: str | None = Field(default=None, pattern=_UPSTREAM,
                                       description="dcgm-exporter's own version (4.4.1 of 4.4.1-4.4.1)")
@@ -83,4 +92,10 @@ class Versions(BaseModel):
     def _ofed_form(self) -> Versions:
         if self.ofed is not None and not _OFED.match(self.ofed):
             raise ValueError(f"ofed {self.ofed!r} is not an MLNX_OFED version like 24.10-1.1.4.0")
+        if self.ofed_source == "mlnx" and self.ofed is not None and not _MLNX4.match(self.ofed):
+            raise ValueError(f"ofed_source mlnx needs ofed in the 4 parts of MLNX_OFED's download paths "
+                             f"(24.10-1.1.4.0), not {self.ofed!r}")
+        if self.ofed_source == "inbox" and (self.doca_ofed or self.ofed):
+            raise ValueError("ofed_source inbox installs the distribution's rdma-core: drop doca_ofed/ofed, "
+                             "or pick ofed_source doca or mlnx")
         return self
