@@ -13,14 +13,16 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from fabric.cli import main as fabric_main
 from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
-from provision.cli.output import console
+from provision.cli.output import console, get_console
 from sim.__main__ import open_lab
 from sim.demo_progress import Progress
+from sim.demo_training import prepare as prepare_training
 from sim.demo_training import run_training_stage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,20 +45,44 @@ STEPS: list[tuple[str, str, list[str]]] = [
 ]
 
 
-def _configure(run_dir: Path) -> int:
-    """`ansible-playbook site.yml` against the test hosts (the lab's inventory over the demo's state store): the
-    roles configure each deployed host over SSH and the playbook records it (`provision record`), configured or
-    failed with the task that refused and why. The play's output is kept in the run directory."""
-    from provision.state import State, StateStore
+# The states each stage takes hosts from (provision steps' table): its hosts "in progress" in the live view.
+TAKES: dict[str, frozenset[str]] = {
+    "harvest-macs": frozenset({"declared", "bmc_reachable"}), "pxe-boot": frozenset({"macs_harvested"}),
+    "maas": frozenset({"pxe_armed", "enlisted", "commissioned"}), "configure": frozenset({"deployed"}),
+    "health": frozenset({"configured"}), "ports": frozenset({"healthy"}), "burnin": frozenset({"healthy"}),
+    "training": frozenset({"golden"}),
+}
 
-    log = run_dir / "site-yml.log"
+
+def _takes(program: str, argv: list[str]) -> frozenset[str]:
+    return TAKES.get(program if program not in ("provision", "fabric") else (argv or [""])[0], frozenset())
+
+
+def _start_configure(run_dir: Path) -> tuple[subprocess.Popen[bytes], float]:
+    """`ansible-playbook site.yml` started against the test hosts (the lab's inventory over the demo's state
+    store), its output into the run directory; `_configure` waits for it."""
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_FORCE_COLOR": "0", "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
     argv = [str(bin_dir / "ansible-playbook"), "-i", os.environ["BRINGUP_SIM_INVENTORY"], str(REPO / "site.yml")]
-    with log.open("wb") as out:
-        done = subprocess.run(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=1500,
-                              check=False)
+    with (run_dir / "site-yml.log").open("wb") as out:
+        process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    return process, time.monotonic()
+
+
+def _configure(run_dir: Path, process: subprocess.Popen[bytes]) -> int:
+    """site.yml's end: the roles configured each deployed host over SSH and the playbook recorded it (`provision
+    record`), configured or failed with the task that refused and why. The play's output is in the run
+    directory."""
+    from provision.state import State, StateStore
+
+    log = run_dir / "site-yml.log"
+    try:
+        returncode = process.wait(timeout=1500)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        returncode = process.wait()
     text = log.read_text(encoding="utf-8", errors="replace")
     console.print(text[text.rfind("PLAY RECAP"):].strip(), markup=False, highlight=False)
     with StateStore(os.environ["BRINGUP_STATE_DB"]) as store:
@@ -67,7 +93,7 @@ def _configure(run_dir: Path) -> int:
                               highlight=False)
     console.print(f"site.yml output: {log}")
     # 2: some host failed, 4: some host unreachable (both recorded, part of the story); anything else is ours.
-    return 0 if done.returncode == 0 else 1 if done.returncode in (2, 4) else 3
+    return 0 if returncode == 0 else 1 if returncode in (2, 4) else 3
 
 
 def _burnin(site_file: str, run_dir: Path) -> int:
@@ -118,25 +144,46 @@ def _keep_validation(site_file: str, run_dir: Path) -> None:
     (run_dir / VALIDATION_FILE).write_text(json.dumps(result.report.to_dict(), indent=1), encoding="utf-8")
 
 
-def _stage(title: str, program: str, argv: list[str], site_file: str, run_dir: Path) -> int:
+@dataclass
+class _Run:
+    """What one stage leaves for a later one: site.yml's process (started before fabric validation, which needs
+    no configured host and so runs meanwhile) and the training corpus made while site.yml runs."""
+
+    site_file: str
+    run_dir: Path
+    configure: tuple[subprocess.Popen[bytes], float] | None = None
+    corpus: tuple[Path, Path] | None = None
+
+
+def _stage(title: str, program: str, argv: list[str], run: _Run) -> int:
     """One stage of the demo: its rule, then the command a user would type (or the demo's sequence of them)."""
+    site_file, run_dir = run.site_file, run.run_dir
     if program == "configure":
         console.rule(f"[bold]{title}[/]  [dim]ansible-playbook -i $BRINGUP_SIM_INVENTORY site.yml")
-        return _configure(run_dir)
+        if run.configure is None:
+            run.configure = _start_configure(run_dir)
+        # Nothing of the training stage needs a host: its corpus and PyTorch while the play runs.
+        run.corpus = prepare_training(run_dir)
+        console.print("while site.yml ran: fabric validation (it needs no configured host) and the training "
+                      "corpus (it needs no host)")
+        return _configure(run_dir, run.configure[0])
     if program == "ports":
         console.rule(f"[bold]{title}[/]  [dim]fabric ports apply, then --apply --tickets")
         return _ports(site_file)
     if program == "training":  # sim/demo_training.py: the real launcher and supervisor, faults injected
         console.rule(f"[bold]{title}[/]  [dim]python -m training launch --hostfile GOLDEN")
-        return run_training_stage(site_file, run_dir)
+        return run_training_stage(site_file, run_dir, run.corpus)
     if program == "burnin":
         console.rule(f"[bold]{title}[/]  [dim]fabric burnin plan | run --duration 1 | judge --record")
         return _burnin(site_file, run_dir)
+    if argv[:1] == ["validate"]:  # the InfiniBand cabling needs no configured host: while site.yml runs
+        run.configure = _start_configure(run_dir)
+        console.print("site.yml started (its stage follows); the cabling is validated meanwhile")
     console.rule(f"[bold]{title}[/]  [dim]{program} {' '.join(argv)}")
-    run = fabric_main if program == "fabric" else provision_main
+    main = fabric_main if program == "fabric" else provision_main
     if argv[:1] == ["ethernet"]:  # kept for provision report (ethernet-check.json in the run directory)
         argv = [*argv, "--out", str(run_dir / "ethernet-check.json")]
-    code = run([*argv, "--site", site_file])
+    code = main([*argv, "--site", site_file])
     if argv[:1] == ["validate"]:
         _keep_validation(site_file, run_dir)
     return code
@@ -156,12 +203,21 @@ def run_demo(site_path: Path | None) -> int:
         console.rule(f"[bold]simulated lab is up[/]  [dim]{time.monotonic() - started:.1f} s")
         for name, info in lab.status().items():
             console.print(f"  {name:<14} pid {info['pid']}")
-        progress = Progress(db, console, len(STEPS))
-        for title, program, argv in STEPS:
-            progress.start(title)
-            # A step reporting failed hosts (exit 1) is part of the story; the demo goes on.
-            worst = max(worst, _stage(title, program, argv, site_file, lab.run_dir))
-            progress.finish()
+        progress = Progress(db, get_console(), len(STEPS))
+        run = _Run(site_file, lab.run_dir)
+        try:
+            for title, program, argv in STEPS:
+                # site.yml's stage counts from the play's start (before the validation that ran beside it)
+                since = run.configure[1] if program == "configure" and run.configure else None
+                progress.start(title, _takes(program, argv), since)
+                # A step reporting failed hosts (exit 1) is part of the story; the demo goes on.
+                worst = max(worst, _stage(title, program, argv, run))
+                progress.finish()
+        finally:
+            progress.close()
+            if run.configure is not None and run.configure[0].poll() is None:
+                run.configure[0].kill()
+                run.configure[0].wait()
         console.rule("[bold]Bring-up report[/]  [dim]provision report")
         worst = max(worst, provision_main(["report", "--site", site_file]))
         console.print(progress.summary())

@@ -1,20 +1,27 @@
 """The demo's progress: each stage's title, its time and what it did to the hosts, read from the state store.
 
-After each stage one line says how long it took, where the hosts it moved went, and which hosts it failed
-with their reasons; at the end a table gives every stage's time and hosts, and the total.
+On a terminal a live table (rich) shows every stage so far with its hosts: done (moved on in this stage),
+failed here, and in progress (the hosts the stage acts on that have not moved yet), refreshed from the state
+store twice a second. Without a terminal (tests, CI) it degrades to plain lines: after each stage one line says
+how long it took, where the hosts it moved went, and which hosts it failed with their reasons. At the end a
+table gives every stage's time and hosts, and the total.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from provision.state import State, StateStore
+
+Snapshot = Mapping[str, tuple[str, str | None]]  # host -> (state, reason)
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,39 @@ class StageResult:
     seconds: float
     moved: dict[str, int]  # state -> hosts that reached it in this stage
     failed: dict[str, str]  # host -> reason, failed in this stage
+
+
+@dataclass(frozen=True)
+class StageView:
+    """One row of the live table: a stage's hosts at one moment."""
+
+    title: str
+    seconds: float
+    done: int  # hosts this stage moved on (not to failed)
+    failed: int  # hosts this stage failed
+    in_progress: int  # hosts the stage acts on, not moved yet
+    running: bool
+
+
+def stage_view(title: str, seconds: float, before: Snapshot, now: Snapshot, takes: frozenset[str],
+               running: bool) -> StageView:
+    """The stage's hosts from the snapshot at its start and one now (pure)."""
+    changed = {h: s for h, s in now.items() if before.get(h) != s}
+    failed = sum(1 for state, _ in changed.values() if state == State.failed.value)
+    waiting = sum(1 for h, (state, _) in now.items() if h not in changed and state in takes) if running else 0
+    return StageView(title, seconds, len(changed) - failed, failed, waiting, running)
+
+
+def render(views: Sequence[StageView], total: int) -> Table:
+    """The live table: every stage so far, the running one last (pure: tested on a recorded sequence)."""
+    table = Table(title=f"bring-up: stage {len(views)}/{total}")
+    for column in ("#", "stage", "s", "done", "failed", "in progress"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for n, v in enumerate(views, 1):
+        mark = "[yellow]>[/]" if v.running else "[green]ok[/]"
+        table.add_row(f"{mark} {n}", v.title, f"{v.seconds:.0f}", str(v.done),
+                      f"[red]{v.failed}[/]" if v.failed else "0", str(v.in_progress) if v.running else "-")
+    return table
 
 
 def _snapshot(db: Path) -> dict[str, tuple[str, str | None]]:
@@ -41,9 +81,25 @@ class Progress:
     _started: float = 0.0
     _before: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     _title: str = ""
+    _takes: frozenset[str] = frozenset()
+    _views: list[StageView] = field(default_factory=list)
+    _live: Any = None
 
-    def start(self, title: str) -> None:
-        self._title, self._started, self._before = title, time.monotonic(), _snapshot(self.db)
+    def start(self, title: str, takes: frozenset[str] = frozenset(), since: float | None = None) -> None:
+        """The stage begins (at `since`, a monotonic time, when its work began earlier)."""
+        self._title, self._started, self._before = title, since or time.monotonic(), _snapshot(self.db)
+        self._takes = takes
+        if self.console.is_terminal and self._live is None:
+            from rich.live import Live
+
+            self._live = Live(get_renderable=self._renderable, console=self.console, refresh_per_second=2,
+                              transient=True)
+            self._live.start()
+
+    def _renderable(self) -> Table:
+        now = stage_view(self._title, time.monotonic() - self._started, self._before, _snapshot(self.db),
+                         self._takes, True)
+        return render([*self._views, now], self.total)
 
     def finish(self) -> StageResult:
         after = _snapshot(self.db)
@@ -52,9 +108,15 @@ class Progress:
         moved = Counter(state for state, _ in changed.values() if state != State.failed.value)
         result = StageResult(self._title, time.monotonic() - self._started, dict(moved), failed)
         self.results.append(result)
+        self._views.append(stage_view(self._title, result.seconds, self._before, after, self._takes, False))
         self.console.print(f"[bold cyan]stage {len(self.results)}/{self.total}[/] {result.title}: "
                            f"{result.seconds:.1f} s; {_describe(result)}", highlight=False)
         return result
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def summary(self) -> Table:
         table = Table(title="the bring-up, stage by stage")

@@ -296,9 +296,17 @@ def _preamble(golden: list[str], job: list[str], spares: list[str], s: StageSett
                       f"logged step {s.lose_host.after_step} (its ranks killed, its SSH endpoint closed)")
 
 
-def run_training_stage(site_file: str, run_dir: Path) -> int:
+def prepare(run_dir: Path) -> tuple[Path, Path]:
+    """What the stage needs that no host does, made while site.yml runs: the corpus and its tokenizer (under the
+    lab's run directory, beside the job's), and PyTorch imported for the MFU denominator."""
+    import torch  # noqa: F401  (imported here so the stage does not wait for it)
+
+    return write_corpus(run_dir / "training-corpus")
+
+
+def run_training_stage(site_file: str, run_dir: Path, corpus: tuple[Path, Path] | None = None) -> int:
     """The stage: golden hostfile -> `python -m training launch` (supervised) -> what happened, explained.
-    0 when the job finished and any injected fault was caught, 1 otherwise."""
+    0 when the job finished and any injected fault was caught, 1 otherwise. `corpus`: made by `prepare`."""
     started = time.monotonic()
     settings = load_settings(Path(site_file).resolve().parent)
     run = (run_dir / RUN_NAME).resolve()
@@ -312,7 +320,7 @@ def run_training_stage(site_file: str, run_dir: Path) -> int:
     ssh = SshPath(run / "ssh", dict(os.environ))
     peak = cpu_peak_tflops()
     _preamble(golden, job, spares, settings, peak)
-    argv = launch_argv(site_file, settings, run, write_corpus(run / "corpus"), _free_port())
+    argv = launch_argv(site_file, settings, run, corpus or write_corpus(run / "corpus"), _free_port())
     if not spares:
         i = argv.index("--spares")
         del argv[i:i + 2]

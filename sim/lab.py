@@ -63,6 +63,9 @@ class Service:
     stop_timeout_s: float = 10.0
     cwd: Path | None = None
     exports: dict[str, str] = field(default_factory=dict)  # variables the lab exports for clients
+    # Started before the others and waited for last (it needs none of them to start: the slow test hosts),
+    # so its start overlaps theirs.
+    early: bool = False
 
 
 def tcp_probe(host: str, port: int, timeout_s: float = 0.5) -> Probe:
@@ -167,6 +170,7 @@ class Lab:
         self.services = services
         self.run_dir = run_dir
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._started: dict[str, float] = {}
 
     def _pidfile(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
@@ -190,19 +194,22 @@ class Lab:
             raise LabError(f"no simulators found for this site under {SIM_DIR}: nothing to start")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         already = self.running()
+        early = [svc for svc in self.services if svc.early]
         try:
-            for svc in self.services:
+            for svc in early + [svc for svc in self.services if not svc.early]:
                 if svc.name in already:
                     if svc.probe():
                         continue
                     self._stop_one(svc.name, already[svc.name], svc.stop_timeout_s)
-                self._start(svc)
+                self._start(svc, wait=not svc.early)
+            for svc in early:
+                self._wait(svc)
         except BaseException:
             self.down()
             raise
         self._write_exports()
 
-    def _start(self, svc: Service) -> None:
+    def _start(self, svc: Service, *, wait: bool = True) -> None:
         log = self._logfile(svc.name).open("ab")
         # The simulators import this lab's package whatever directory they start in: the project root first
         # on their path, and no working directory prepended (a sim/ there would shadow it).
@@ -224,7 +231,15 @@ class Lab:
             log.close()
         self._procs[svc.name] = proc
         self._pidfile(svc.name).write_text(f"{proc.pid}\n")
-        deadline = time.monotonic() + svc.start_timeout_s
+        self._started[svc.name] = time.monotonic()
+        if wait:
+            self._wait(svc)
+
+    def _wait(self, svc: Service) -> None:
+        proc = self._procs.get(svc.name)
+        if proc is None:  # already running and healthy
+            return
+        deadline = self._started[svc.name] + svc.start_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 tail = self._tail(svc.name)

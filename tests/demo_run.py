@@ -79,5 +79,7 @@ def run_demo(root: Path) -> DemoRun:
     finally:
         sampler.stop.set()
         sampler.join()
+    # kept beside the run, for its stage timings (the demo's closing table) after the session
+    (root / "demo.out").write_bytes(out.stdout)
     return DemoRun(root, site, out.returncode, out.stdout, out.stderr, frozenset(sampler.seen), sampler.samples,
                    time.monotonic() - started)

@@ -51,7 +51,7 @@ def services(ctx: LabContext) -> list[Service]:
                 argv=python_module("sim.testhosts", "site-serve", "--site", site, "--faults", str(faults),
                                    "--perftest", f"{address}:{port}", "--run-dir", str(directory)),
                 probe=lambda: (directory / READY_FILE).exists(),
-                start_timeout_s=1800.0, stop_timeout_s=120.0, exports=exports),
+                start_timeout_s=1800.0, stop_timeout_s=120.0, exports=exports, early=True),
     ]
 
 
