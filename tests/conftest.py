@@ -17,6 +17,7 @@ from tests.xdist_workers import (
     isolate_worker,
     make_scheduler,
     open_groups_folder,
+    prepare_outside_namespaces,
     share_groups,
 )
 
@@ -27,9 +28,10 @@ GROUPS = pytest.StashKey[Path | None]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker gets a loopback of its own before any test runs; the controller, a folder for the groups
-    (tests/xdist_workers.py)."""
+    (tests/xdist_workers.py), after it built what needs the internet."""
     config.stash[ISOLATION] = isolate_worker(config)
     config.stash[GROUPS] = open_groups_folder(config)
+    prepare_outside_namespaces(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

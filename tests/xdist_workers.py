@@ -98,6 +98,19 @@ class Isolation:
         shutil.rmtree(self.control, ignore_errors=True)
 
 
+def prepare_outside_namespaces(config: pytest.Config) -> None:
+    """On the controller of a run with workers: build what needs the internet before the workers enter their
+    namespaces, which have none. That is the test hosts' Debian base (one debootstrap, cached; a worker that
+    built it itself would find no mirror). Without root or debootstrap the tests say so themselves."""
+    if worker_id(config) is not None or not getattr(config.option, "numprocesses", None):
+        return
+    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+        return
+    from sim.testhosts.base import ensure_base
+
+    ensure_base()
+
+
 def isolate_worker(config: pytest.Config) -> Isolation | None:
     """On an xdist worker: its Isolation; nothing in a plain run."""
     worker = worker_id(config)
