@@ -57,12 +57,6 @@ def inbox_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             versions = {k: v for k, v in cls["versions"].items() if k not in ("doca_ofed", "ofed")}
             cls["versions"] = {**versions, "ofed_source": "inbox"}
         started.site_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-        # inventory/group_vars/all.yml still sets ofed_source: doca, which beats the site fact (a role default): this
-        # run's copy of it without that line, until the line leaves the shared file.
-        link = started.run_dir / "inventory/group_vars/all/00-site.yml"
-        shared = yaml.safe_load(link.read_text()) or {}
-        link.unlink()
-        link.write_text(yaml.safe_dump({k: v for k, v in shared.items() if k != "ofed_source"}))
         # The driver's open kernel modules, installed by hand (the nvidia_driver role is not this test's subject).
         root = started.host(HOST).root
         source = root / "etc/apt/sources.list.d/cuda-standin.sources"

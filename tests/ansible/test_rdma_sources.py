@@ -1,5 +1,5 @@
 """The RDMA stack's source is a site fact (host class versions.ofed_source), validated at load, that the ofed and
-gpudirect_rdma roles follow; with an apt cache in the site the vendor repository goes through it (http://HTTPS///).
+gpudirect_rdma roles follow (the apt cache's remapping of the repository is vendor_repo's: test_vendor_repo_cache.py).
 
 The role defaults are rendered by Ansible itself in a child process (`ansible localhost -m debug`, about 3 s): the
 pytest process does not import Ansible (it patches sys.intern, which torch.compile on the same worker refuses).
@@ -52,16 +52,15 @@ def _render(names: list[str], variables: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(msg) if isinstance(msg, str) else msg)
 
 
-def test_the_roles_follow_the_site_s_rdma_source_and_fetch_through_the_apt_cache() -> None:
+def test_the_roles_follow_the_site_s_rdma_source() -> None:
     names = ["ofed_source", "ofed_repo_url", "gpudirect_rdma_method"]
     doca = _render(names, {"bringup_versions": {"doca_ofed": "2.9.1", "ofed": "24.10-1.1.4.0"}})
     assert doca == {"ofed_source": "doca", "gpudirect_rdma_method": "peermem",
                     "ofed_repo_url": "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12.5/x86_64/"}
     mlnx = _render(names, {"bringup_versions": {"ofed_source": "mlnx", "ofed": "24.10-1.1.4.0"},
                            "bringup_rollout": {"apt_proxy": "http://ctl-01:3142"}})
-    # apt-cacher-ng's remapping: apt asks the cache over http, the cache fetches over https and caches
     assert mlnx == {"ofed_source": "mlnx", "gpudirect_rdma_method": "peermem",
-                    "ofed_repo_url": "http://HTTPS///linux.mellanox.com/public/repo/mlnx_ofed/24.10-1.1.4.0/"
+                    "ofed_repo_url": "https://linux.mellanox.com/public/repo/mlnx_ofed/24.10-1.1.4.0/"
                                      "debian12.5/x86_64/"}
     inbox = _render(names[::2], {"bringup_versions": {"ofed_source": "inbox"}})
     assert inbox == {"ofed_source": "inbox", "gpudirect_rdma_method": "dmabuf"}
