@@ -14,14 +14,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-# DOCA-Host release -> the MLNX_OFED release its DOCA-OFED profile carries (NVIDIA's DOCA release notes,
-# https://docs.nvidia.com/doca/archive/2-9-2/Changes+and+New+Features lists 2.9.2's components, e.g.
-# fwctl-modules 24.10.OFED.24.10.2.1.8.1; 2.9.1's notes name MLNX_OFED 24.10-1.1.4.0). The 4-part form is
-# the one MLNX_OFED's download paths use (linux.mellanox.com/public/repo/mlnx_ofed/24.10-1.1.4.0/...).
+# DOCA-Host release -> the MLNX_OFED release its DOCA-OFED profile carries. 2.9.0, 2.9.3 and 2.10.0: NVIDIA's
+# driver-container manifests (github.com/Mellanox/doca-driver-build release_manifests/24.10.yaml, 24.10-LTS25.07.yaml,
+# 25.01.yaml: doca_version beside driver_version); 2.9.1: the same repository's Dockerfile (D_DOCA_VERSION 2.9.1,
+# D_OFED_VERSION 24.10-1.1.4.0) and the DOCA 2.9.1 repository's SOURCES/MLNX_OFED/MLNX_OFED_SRC-debian-24.10-1.1.4.0;
+# 2.9.2 inferred from its release notes' components (https://docs.nvidia.com/doca/archive/2-9-2/Changes+and+New+Features:
+# fwctl-modules 24.10.OFED.24.10.2.1.8.1), no manifest found. The 4-part form is the one MLNX_OFED's download paths
+# use (linux.mellanox.com/public/repo/mlnx_ofed/24.10-1.1.4.0/...).
 DOCA_MLNX_OFED: dict[str, str] = {
     "2.9.0": "24.10-0.7.0.0",
     "2.9.1": "24.10-1.1.4.0",
     "2.9.2": "24.10-2.1.8.0",
+    "2.9.3": "24.10-3.2.5.0",
     "2.10.0": "25.01-0.6.0.0",
 }
 _OFED = re.compile(r"^\d+\.\d+-\d+\.\d+\.\d+(\.\d+)?$")

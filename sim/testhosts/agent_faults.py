@@ -1,5 +1,6 @@
-"""The faults file's `agent_output:` and `delay_s` on a test host: they act on the health agent the role
-installed, as the SSH-host simulator's sessions do (sim/sshhosts/server.py `_session`, `_mangle`, `_flood`).
+"""The faults file's `agent_output:`, `delay_s` and `endpoint: hang` on a test host: they act on the health agent
+the role installed, as the SSH-host simulator's sessions do (sim/sshhosts/server.py `_session`, `_mangle`, `_flood`;
+`hang`: the command never ends, so the controller's timeout decides).
 
 The controller starts the agent as `cd /opt/bringup && python3 -m tools.health` (provision/health/agent_command.py,
 the role's unit). A `python3` in /usr/local/sbin (first in root's PATH) on a host with one of these faults
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.sshhosts.faults import HostFaults, OutputFault
+from sim.sshhosts.faults import EndpointFault, HostFaults, OutputFault
 
 PROGRAM = "usr/local/sbin/python3"  # relative to the host's root
 REAL = "/usr/bin/python3"
@@ -38,7 +39,10 @@ exec {real} "$@"
 def _body(faults: HostFaults) -> str:
     lines = [f"  sleep {faults.delay_s:g}"] if faults.delay_s else []
     fault = faults.agent_output
-    if fault is OutputFault.flood:
+    if faults.endpoint is EndpointFault.hang:
+        # Silent until killed: by the controller's timeout closing the session, else when the host stops.
+        lines.append("  exec sleep 86400")
+    elif fault is OutputFault.flood:
         lines.append(f"  exec {REAL} -c '{_FLOOD}'")
     elif fault is OutputFault.empty:
         lines += [f'  {REAL} "$@" >/dev/null', "  exit $?"]
@@ -49,16 +53,18 @@ def _body(faults: HostFaults) -> str:
 
 
 def shim(faults: HostFaults) -> str | None:
-    """The host's `python3` shim, or None when it has neither fault."""
-    if not faults.delay_s and faults.agent_output is None:
+    """The host's `python3` shim, or None when it has none of these faults."""
+    hang = faults.endpoint is EndpointFault.hang
+    if not faults.delay_s and faults.agent_output is None and not hang:
         return None
     what = ", ".join(p for p in (f"delay_s {faults.delay_s:g}" if faults.delay_s else "",
-                                 f"agent_output {faults.agent_output.value}" if faults.agent_output else "") if p)
+                                 f"agent_output {faults.agent_output.value}" if faults.agent_output else "",
+                                 "endpoint hang" if hang else "") if p)
     return _SHIM.format(what=what, body=_body(faults), real=REAL)
 
 
 def install(root: Path, faults: HostFaults) -> bool:
-    """The shim on the host (before its sshd starts), when it has either fault; whether it did."""
+    """The shim on the host (before its sshd starts), when it has one of these faults; whether it did."""
     text = shim(faults)
     if text is None:
         return False

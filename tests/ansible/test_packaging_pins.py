@@ -21,6 +21,9 @@ SET = [{"name": "nvidia-driver-cuda", "version": "580.159.04-1"},
 def test_the_mlnx_ofed_version_follows_from_the_doca_release() -> None:
     assert Versions(doca_ofed="2.9.1").ofed == "24.10-1.1.4.0"  # the 4-part form of MLNX_OFED's paths
     assert Versions(doca_ofed="2.9.1", ofed="24.10-1.1.4").ofed == "24.10-1.1.4.0"  # as ofed_info prints it
+    # the pairs NVIDIA's driver-container release manifests name (provision/site/versions.py cites them)
+    assert [Versions(doca_ofed=doca).ofed for doca in ("2.9.0", "2.9.3", "2.10.0")] == [
+        "24.10-0.7.0.0", "24.10-3.2.5.0", "25.01-0.6.0.0"]
 
 
 @pytest.mark.parametrize(("given", "message"), [

@@ -1,4 +1,4 @@
-"""The faults file's agent_output: and delay_s: on a test host act on the health agent (sim/testhosts/agent_faults.py).
+"""The faults file's agent_output:, delay_s: and endpoint: hang on a test host act on the health agent (sim/testhosts/agent_faults.py).
 
 The host's `python3` shim runs here against a stand-in agent package (`tools/health` printing a report), from the
 directory the controller's command `cd`s to; about 1 s in all, no lab.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.sshhosts.faults import HostFaults, OutputFault
+from sim.sshhosts.faults import EndpointFault, HostFaults, OutputFault
 from sim.testhosts import agent_faults
 
 REPORT = {"schema": 1, "checks": [{"name": "gpu_count", "status": "pass"}]}
@@ -65,3 +65,13 @@ def test_a_flooding_agent_prints_without_end(tmp_path: Path) -> None:
         chunk = proc.stdout.read(1 << 20)
         assert len(chunk) == 1 << 20 and set(chunk) == {ord("x"), ord("\n")} and proc.poll() is None
         proc.kill()
+
+
+def test_a_hanging_endpoint_never_answers_the_agents_command_but_runs_other_python(tmp_path: Path) -> None:
+    assert agent_faults.install(tmp_path / "root", HostFaults(endpoint=EndpointFault.hang))
+    with pytest.raises(subprocess.TimeoutExpired) as hung:
+        _agent(tmp_path, HostFaults(endpoint=EndpointFault.hang), "-m", "tools.health", timeout=1.5)
+    assert not hung.value.stdout  # not a byte before the timeout
+    other = subprocess.run(["sh", str(tmp_path / "root" / agent_faults.PROGRAM), "-c", "print(6 * 7)"],
+                           capture_output=True, text=True, timeout=20, check=False)
+    assert other.stdout == "42\n"
