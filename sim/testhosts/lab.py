@@ -167,6 +167,7 @@ def _group_vars(url: str, fingerprint: str) -> dict[str, Any]:
         "container_runtime_toolkit_repo_key_url": key,
         "container_runtime_toolkit_repo_key_fingerprint": fingerprint,
         "ofed_doca_repo_url": f"{url}/doca/",
+        "ofed_mlnx_repo_url": f"{url}/mlnx/",
         "ofed_repo_key_url": key,
         "ofed_repo_key_fingerprint": fingerprint,
         "zfs_raidz_lsblk_json": "{{ lookup('ansible.builtin.file', bringup_testhost_disks) }}",

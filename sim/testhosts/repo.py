@@ -26,7 +26,7 @@ from sim.testhosts.standins import StandIn, stand_ins
 
 PAYLOAD = Path(__file__).resolve().parent / "payload"
 # distro: what a Debian 12 host's archive would serve; ubuntu: Canonical's archive (packages Debian lacks).
-FLAT_REPOS = ("cuda", "toolkit", "doca", "distro", "ubuntu")
+FLAT_REPOS = ("cuda", "toolkit", "doca", "mlnx", "distro", "ubuntu")
 DOCKER_SUITE = "bookworm"
 KEY_NAME = "bringup-test-repo.asc"
 _FORMAT = "3"  # bump when the layout below changes

@@ -33,6 +33,9 @@ CONTAINERD_VERSION = "1.7.27"
 # DOCA-OFED releases with the MLNX_OFED version `ofed_info -s` prints: the pinned one first, an older one the
 # upgrade test installs first.
 DOCA_RELEASES = (("2.9.1", "24.10-1.1.4"), ("2.9.0", "24.10-0.7.0"))
+# MLNX_OFED (the legacy source): its repository holds one release, named in 4 parts, whose `ofed_info -s` says
+# MLNX_OFED_LINUX-<version>: (the MLNX_OFED of DOCA 2.9.1, provision/site/versions.py).
+MLNX_OFED_VERSION = "24.10-1.1.4.0"
 DOCA_VERSION, OFED_VERSION = DOCA_RELEASES[0]
 # Debian 12's own rdma-core (source package rdma-core 44.0-2), for hosts that use no DOCA.
 RDMA_CORE_VERSION = "44.0-2"
@@ -151,6 +154,7 @@ TOOLKIT_GUIDE = "https://docs.nvidia.com/datacenter/cloud-native/container-toolk
 DOCKER_REPO = "https://download.docker.com/linux/debian/dists/bookworm/stable/"
 DOCKER_GUIDE = "https://docs.docker.com/engine/install/debian/ (specific version: 5:28.3.3-1~debian.12~bookworm)"
 DOCA_REPO = "https://linux.mellanox.com/public/repo/doca/"
+MLNX_OFED_REPO = "https://linux.mellanox.com/public/repo/mlnx_ofed/"
 DEBIAN = "https://packages.debian.org/bookworm/"
 
 
@@ -207,12 +211,20 @@ def _containers() -> list[StandIn]:
 
 
 def _rdma() -> list[StandIn]:
-    """DOCA-OFED releases (the DOCA repository, one directory per release) and Debian 12's own rdma-core."""
+    """DOCA-OFED releases (the DOCA repository, one directory per release), MLNX_OFED's meta-package (its
+    repository) and Debian 12's own rdma-core."""
     files = (("/usr/bin/ofed_info", "ofed_info"), ("/lib/systemd/system/openibd.service", "openibd.service"))
     out = [StandIn("doca-ofed", f"{doca}-1", "doca", f"DOCA-OFED {doca} (OFED {ofed})", files=files,
-                   substitutions={"VERSION": f"{doca}-1", "OFED": ofed},
+                   substitutions={"VERSION": f"{doca}-1", "OFED": ofed, "PREFIX": "OFED-internal",
+                                  "META": "doca-ofed", "ARCH": "amd64"},
                    reference=f"{DOCA_REPO}{doca}/debian12.5/x86_64/")
            for doca, ofed in DOCA_RELEASES]
+    # mlnx-ofed-all is architecture "all" (mlnx-ofed-all_24.10-1.1.4.0_all.deb); the stand-in builds as amd64.
+    out.append(StandIn("mlnx-ofed-all", MLNX_OFED_VERSION, "mlnx", f"MLNX_OFED {MLNX_OFED_VERSION} (all packages)",
+                       files=files, substitutions={"VERSION": MLNX_OFED_VERSION, "OFED": MLNX_OFED_VERSION,
+                                                   "PREFIX": "MLNX_OFED_LINUX", "META": "mlnx-ofed-all",
+                                                   "ARCH": "all"},
+                       reference=f"{MLNX_OFED_REPO}latest/ubuntu24.04/ (mlnx-ofed-all_{MLNX_OFED_VERSION}_all.deb)"))
     debian = {"rdma-core": (), "ibverbs-providers": (), "ibverbs-utils": (),
               "infiniband-diags": (f"libibmad5 (>= {RDMA_CORE_VERSION})",), "libibmad5": ()}
     out += [StandIn(name, RDMA_CORE_VERSION, "distro", f"Debian 12 {name} (rdma-core {RDMA_CORE_VERSION})",
