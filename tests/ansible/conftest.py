@@ -32,6 +32,18 @@ def require_test_host_prerequisites() -> None:
         pytest.fail("ansible is not installed in the venv (deps/python/ansible.txt)")
 
 
+def start_own_test_hosts(run_dir: Path, count: int, address_offset: int) -> object:
+    """`count` test hosts of a module's own at 127.0.1.(offset+1)...: not the package lab's, so the module needs no
+    place in the lab's xdist group (the Lab; the caller stops it with sim.testhosts.lab.down)."""
+    require_test_host_prerequisites()
+    from sim import addresses
+    from sim.testhosts import lab as lab_mod
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lab_mod, "lab_host_address", lambda n: addresses.lab_host_address(n + address_offset))
+        return lab_mod.up(run_dir, count, log=False)
+
+
 @dataclass(frozen=True)
 class PlaybookRun:
     rc: int

@@ -29,7 +29,7 @@ from sim.testhosts.standins import (
     MLNX_OFED_VERSION,
     RDMA_CORE_VERSION,
 )
-from tests.ansible.conftest import REPO, require_test_host_prerequisites, run_playbook
+from tests.ansible.conftest import REPO, run_playbook, start_own_test_hosts
 
 pytestmark = pytest.mark.slow
 
@@ -81,14 +81,10 @@ def _install_old_doca(lab: Any, host: str) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_test_host_prerequisites()
-    from sim import addresses
     from sim.testhosts import lab as lab_mod
 
     run_dir = tmp_path_factory.mktemp("packaging")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(lab_mod, "lab_host_address", lambda n: addresses.lab_host_address(n + ADDRESS_OFFSET))
-        started = lab_mod.up(run_dir, len(HOSTS), log=False)
+    started: Any = start_own_test_hosts(run_dir, len(HOSTS), ADDRESS_OFFSET)
     try:
         _set_site_driver(started, OLD)
         _host_vars(started, UBUNTU, {"testhost_as_ubuntu": True, "nvidia_driver_source": "ubuntu",

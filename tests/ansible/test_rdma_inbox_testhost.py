@@ -19,7 +19,7 @@ import yaml
 
 from sim.testhosts.proc import run
 from sim.testhosts.standins import DRIVER_VERSIONS, RDMA_CORE_VERSION
-from tests.ansible.conftest import require_test_host_prerequisites, run_playbook
+from tests.ansible.conftest import run_playbook, start_own_test_hosts
 
 pytestmark = pytest.mark.slow
 
@@ -43,14 +43,10 @@ PLAY = """---
 
 @pytest.fixture(scope="module")
 def inbox_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    require_test_host_prerequisites()
-    from sim import addresses
     from sim.testhosts import lab as lab_mod
 
     run_dir = tmp_path_factory.mktemp("rdma-inbox")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(lab_mod, "lab_host_address", lambda n: addresses.lab_host_address(n + ADDRESS_OFFSET))
-        started = lab_mod.up(run_dir, 1, log=False)
+    started: Any = start_own_test_hosts(run_dir, 1, ADDRESS_OFFSET)
     try:
         doc = yaml.safe_load(started.site_file.read_text())
         for cls in doc["host_classes"].values():
