@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +16,7 @@ import pytest
 import testinfra  # type: ignore[import-untyped]
 
 from sim.testhosts import faults
-from tests.ansible.conftest import REPO, run_playbook, state_of
+from tests.ansible.conftest import REPO, run_playbook, ssh_master_folder, state_of
 
 pytestmark = pytest.mark.slow
 
@@ -30,25 +26,6 @@ SITE = REPO / "site.yml"
 DRIVER = "580.159.04-1"
 HOSTS = ("gpu-r1-01", "gpu-r1-02", "gpu-r1-03", "gpu-r1-04")
 _runs: dict[str, Any] = {}
-_masters: list[Path] = []  # the folder of the module's SSH master connections (testinfra's commands)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ssh_masters() -> Iterator[Path]:
-    """testinfra's SSH backend starts one `ssh` per command: with a master connection per host (ControlMaster, in
-    a short folder of its own: a socket path must stay under 108 bytes) each command is a new session over it
-    instead of a new login (the end-state checks went from about 45 s per host to seconds). Every master is
-    stopped when the module ends."""
-    folder = Path(tempfile.mkdtemp(prefix="bringup-ti-"))
-    _masters.append(folder)
-    try:
-        yield folder
-    finally:
-        _masters.remove(folder)
-        for socket in folder.iterdir():
-            subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "bringup-test-host"],
-                           capture_output=True, timeout=10, check=False)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fresh_check_run(lab: Any) -> Any:
@@ -77,7 +54,7 @@ def ssh(lab: Any, name: str) -> Any:
     return testinfra.get_host(
         f"ssh://root@{host.address}", ssh_identity_file=str(lab.ssh_key),
         ssh_extra_args=f"-o UserKnownHostsFile={lab.run_dir / 'ssh' / 'known_hosts'} -o StrictHostKeyChecking=yes "
-                       f"-o ControlMaster=auto -o ControlPath={_masters[-1]}/%C -o ControlPersist=60")
+                       f"-o ControlMaster=auto -o ControlPath={ssh_master_folder()}/%C -o ControlPersist=60")
 
 
 def enabled(host: Any, unit: str) -> bool:

@@ -85,7 +85,10 @@ def low_port_repository(lab: Any, tmp_path: Path) -> Iterator[str]:
     from sim.testhosts import repo as repo_mod
 
     url = f"{lab.repo_url.rsplit(':', 1)[0]}:{REPO_PORT}"
-    server = _start([sys.executable, "-m", "http.server", str(REPO_PORT), "--bind", url[7:].split(":")[0],
+    # HTTP/1.1 (keep-alive): behind HTTP/1.0's close after every answer, apt-cacher-ng once reused a connection the
+    # server had just closed and answered a host 503 "Connection closed" for a package (a CI-like run, 2026-12-02).
+    server = _start([sys.executable, "-m", "http.server", "-p", "HTTP/1.1", str(REPO_PORT), "--bind",
+                     url[7:].split(":")[0],
                      "--directory", str(repo_mod.build(log=False).root)], tmp_path / "repo.log",
                     url[7:].split(":")[0], REPO_PORT)
     sources: list[Path] = []
