@@ -12,8 +12,10 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import testinfra  # type: ignore[import-untyped]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -75,10 +77,19 @@ def run_playbook(inventory: Path, playbook: Path, *extra: str, timeout: float = 
 _masters: list[Path] = []  # the folder of this process's SSH master connections (testinfra's commands)
 
 
-def ssh_master_folder() -> Path:
-    """Where testinfra's SSH master connections live (ssh_masters)."""
+def ssh(lab: Any, name: str) -> Any:
+    """testinfra over SSH to a test host, through its master connection (ssh_masters)."""
     assert _masters, "the ssh_masters fixture is not active"
-    return _masters[-1]
+    host = lab.host(name)
+    return testinfra.get_host(
+        f"ssh://root@{host.address}", ssh_identity_file=str(lab.ssh_key),
+        ssh_extra_args=f"-o UserKnownHostsFile={lab.run_dir / 'ssh' / 'known_hosts'} -o StrictHostKeyChecking=yes "
+                       f"-o ControlMaster=auto -o ControlPath={_masters[-1]}/%C -o ControlPersist=60")
+
+
+def enabled(host: Any, unit: str) -> bool:
+    # testinfra sees no running systemd in a chroot and would check SysV links: ask systemctl itself.
+    return bool(host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled")
 
 
 @pytest.fixture(scope="package", autouse=True)

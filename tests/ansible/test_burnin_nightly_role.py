@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.ansible.conftest import REPO, run_playbook
-from tests.ansible.test_site_playbook import enabled, ssh
+from tests.ansible.conftest import REPO, enabled, run_playbook, ssh
 
 pytestmark = pytest.mark.slow
 

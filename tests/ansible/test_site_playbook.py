@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import testinfra  # type: ignore[import-untyped]
 
 from sim.testhosts import faults
-from tests.ansible.conftest import REPO, run_playbook, ssh_master_folder, state_of
+from tests.ansible.conftest import REPO, enabled, run_playbook, ssh, state_of
 
 pytestmark = pytest.mark.slow
 
@@ -47,19 +46,6 @@ def second_run(lab: Any) -> Any:
     if "second" not in _runs:
         _runs["second"] = run_playbook(lab.inventory, SITE)
     return _runs["second"]
-
-
-def ssh(lab: Any, name: str) -> Any:
-    host = lab.host(name)
-    return testinfra.get_host(
-        f"ssh://root@{host.address}", ssh_identity_file=str(lab.ssh_key),
-        ssh_extra_args=f"-o UserKnownHostsFile={lab.run_dir / 'ssh' / 'known_hosts'} -o StrictHostKeyChecking=yes "
-                       f"-o ControlMaster=auto -o ControlPath={ssh_master_folder()}/%C -o ControlPersist=60")
-
-
-def enabled(host: Any, unit: str) -> bool:
-    # testinfra sees no running systemd in a chroot and would check SysV links: ask systemctl itself.
-    return bool(host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled")
 
 
 def test_check_mode_on_fresh_hosts_fails_no_task_and_records_nothing(lab: Any) -> None:

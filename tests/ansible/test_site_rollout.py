@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ansible.conftest import REPO, run_playbook, state_of
-from tests.ansible.test_site_playbook import SITE, ssh
+from tests.ansible.conftest import REPO, run_playbook, ssh, state_of
+from tests.ansible.test_site_playbook import SITE
 
 pytestmark = [pytest.mark.slow, pytest.mark.tools("apt-cacher-ng")]
 
