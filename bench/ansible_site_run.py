@@ -1,11 +1,13 @@
-"""Benchmark: site.yml on N Debian test hosts: first run, then the no-op second run (target <= 60 s on
-16 hosts on a 2-core machine), with the per-role and slowest-task breakdown from profile_tasks/profile_roles,
+"""Benchmark: site.yml on N Debian test hosts: first run, then no-op runs back to back (target <= 60 s on
+16 hosts on a 2-core machine; each run is printed and their median, as one run varies by about 10%), with
+the per-role and slowest-task breakdown from profile_tasks/profile_roles,
 the tasks each host went through (ok + skipped + failed in the recap), the controller's CPU seconds
 (ansible-playbook, its workers and ssh clients: less sensitive to other jobs on the cores than wall time) and
 the load average before and after each run. The full output of each run is kept in the run directory
-(first-run.log, no-op-run.log).
+(first-run.log, no-op-run-1.log, ...).
 
-    flock /tmp/bringup-bench.lock python bench/ansible_site_run.py [--hosts 16] [--forks 16] [--run-dir DIR]
+    flock /tmp/bringup-bench.lock python bench/ansible_site_run.py [--hosts 16] [--forks 16] [--no-op-runs 3]
+                                                                   [--run-dir DIR]
 
 Prints figures only; it asserts nothing (timings are not tests).
 """
@@ -16,6 +18,7 @@ import argparse
 import os
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,6 +78,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hosts", type=int, default=16)
     parser.add_argument("--forks", type=int, default=16)
+    parser.add_argument("--no-op-runs", type=int, default=3)
     parser.add_argument("--run-dir", type=Path)
     args = parser.parse_args()
     run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="bench-testhosts-"))
@@ -82,8 +86,11 @@ def main() -> int:
     lab = lab_mod.up(run_dir, args.hosts)
     print(f"{args.hosts} test hosts up in {time.monotonic() - started:.1f} s (base and repository cached after "
           f"the first time); load average {os.getloadavg()[0]:.1f}")
+    runs = [("first run", "first-run.log")] + [(f"no-op run {n}", f"no-op-run-{n}.log")
+                                               for n in range(1, args.no_op_runs + 1)]
+    no_op: list[tuple[float, float]] = []
     try:
-        for label, log in (("first run", "first-run.log"), ("second (no-op) run", "no-op-run.log")):
+        for label, log in runs:
             before = _loadavg()
             seconds, cpu, rc, output = run(lab.inventory, args.forks)
             (run_dir / log).write_text(output)
@@ -91,6 +98,12 @@ def main() -> int:
             if rc != 0:
                 print(output[-3000:])
                 return 1
+            if label.startswith("no-op"):
+                no_op.append((seconds, cpu))
+        if no_op:
+            print(f"\n== no-op median of {len(no_op)}: {statistics.median(s for s, _ in no_op):.1f} s wall, "
+                  f"controller CPU {statistics.median(c for _, c in no_op):.1f} s "
+                  f"(runs: {', '.join(f'{s:.1f}' for s, _ in no_op)} s)")
     finally:
         problems = lab_mod.down(run_dir)
         print("\ntest hosts down" + (f", problems: {problems}" if problems else ", nothing left behind"))
