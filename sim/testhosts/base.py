@@ -27,6 +27,8 @@ PACKAGES = (
     "systemd", "openssh-server", "python3", "python3-apt", "gpg", "ca-certificates", "kmod", "iproute2",
     "procps", "chrony", "curl", "jq", "numactl", "pciutils", "ethtool", "rsync", "lsof", "linux-cpupower",
     "prometheus-node-exporter",
+    # The controller's monitoring (roles/prometheus_server, roles/alertmanager), with promtool and amtool.
+    "prometheus", "prometheus-alertmanager",
 )
 _FORMAT = "2"
 

@@ -78,3 +78,14 @@ def test_node_exporter_restarts_when_its_arguments_changed_only(changed: list[st
     [result] = _running(("node_exporter", {"node_exporter_manage_services": True,
                                            "node_exporter_files_written": {"changed_files": changed}}))
     assert ("Restart node exporter" in result) is restarts
+
+
+@pytest.mark.parametrize(("changed", "reloads_systemd", "restarts"), [
+    (["unit"], True, False), (["defaults"], False, True), (["/etc/profile.d/bringup-metrics.sh"], False, False),
+    ([], False, False)])
+def test_prometheus_server_reloads_systemd_for_its_units_and_restarts_for_its_arguments_only(
+        changed: list[str], reloads_systemd: bool, restarts: bool) -> None:
+    [result] = _running(("prometheus_server", {"prometheus_server_manage_services": True,
+                                               "prometheus_server_files_written": {"changed_files": changed}}))
+    assert ("Reload systemd for the scrape-targets units" in result) is reloads_systemd
+    assert ("Restart Prometheus" in result) is restarts
