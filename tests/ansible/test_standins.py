@@ -122,3 +122,25 @@ def test_every_stand_in_dependency_is_satisfiable_inside_the_repository() -> Non
     packages = stand_ins()
     broken = [(p.name, clause) for p in packages for clause in p.depends if not _satisfied(clause, packages)]
     assert broken == []
+
+
+def _debian_index(path: Path) -> dict[str, dict[str, str]]:
+    """Package -> its fields, from a Debian Packages index (stanzas separated by blank lines)."""
+    out: dict[str, dict[str, str]] = {}
+    for stanza in path.read_text().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith("#"))
+        if "Package" in fields:
+            out[fields["Package"]] = fields
+    return out
+
+
+def test_the_debian_stand_ins_carry_the_real_bookworm_archive_versions_and_dependency_names() -> None:
+    # The excerpt was cut from deb.debian.org's bookworm main and contrib indexes (its header says when).
+    real = _debian_index(REPO / "tests/fixtures/debian/bookworm-Packages-excerpt.txt")
+    debian = [p for p in stand_ins() if p.repo == "distro" and p.name in real]
+    assert {p.name for p in debian} >= {"zfs-dkms", "zfsutils-linux", "rdma-core", "infiniband-diags", "libibmad5"}
+    assert [(p.name, p.version) for p in debian if p.version != real[p.name]["Version"]] == []
+    for pkg in debian:
+        names = {c.strip().split(" ")[0] for c in real[pkg.name].get("Depends", "").replace("|", ",").split(",")}
+        assert {clause.split(" ")[0] for clause in pkg.depends} <= names, pkg.name
+    assert real["zfsutils-linux"]["Source"] == real["zfs-dkms"]["Source"] == "zfs-linux"
