@@ -60,6 +60,8 @@ CHROOT_VARS: dict[str, Any] = {
     "dcgm_manage_services": False,
     "node_exporter_manage_services": False,
     "health_agent_manage_services": False,
+    "prometheus_server_manage_services": False,
+    "alertmanager_manage_services": False,
     "zfs_raidz_create": False,
     # No archive access: the stand-in `distro` repository carries Debian's contrib zfs packages itself.
     "zfs_raidz_contrib": False,

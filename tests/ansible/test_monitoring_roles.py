@@ -4,14 +4,15 @@ test host of its own standing in for the controller, with Debian's real `prometh
 nothing; the host's own promtool and amtool accept what the roles wrote; the units are enabled (no init runs in a
 chroot, so nothing is started by the roles); and the real daemons, started over SSH as Debian's units start them
 (user prometheus, the ARGS of the role's /etc/default file), load the role's configuration and rules: Prometheus
-serves the bringup rule groups and sends to the Alertmanager the role configured, which answers.
+serves the bringup rule groups and sends to the Alertmanager the role configured, which answers. The roles'
+variables come from the inventory as an operator's would (the lab's group variables, this run's host variables);
+only the play's host selection (`monitoring_hosts`) is given on the command line.
 
 One host (127.0.1.141), three playbook runs.
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import time
@@ -49,15 +50,21 @@ class Monitoring:
 
     @property
     def extra_vars(self) -> list[str]:
-        return ["-e", json.dumps({
-            "monitoring_hosts": HOST,
-            "prometheus_server_manage_services": False,
-            "alertmanager_manage_services": False,
+        """The play's host selection, as an operator names another host than the site's controller."""
+        return ["-e", f"monitoring_hosts={HOST}"]
+
+    def write_host_vars(self) -> None:
+        """This run's addresses and scratch folder as the host's inventory variables (the chroot switches,
+        `*_manage_services` off, are the lab's group variables)."""
+        path = self.lab.run_dir / "inventory" / "host_vars" / f"{HOST}.yml"
+        current = yaml.safe_load(path.read_text()) if path.exists() else None
+        path.write_text(yaml.safe_dump({
+            **(current or {}),
             "prometheus_server_listen_address": f"{self.address}:{self.prometheus_port}",
             "prometheus_server_alertmanagers": [f"{self.address}:{self.alertmanager_port}"],
             "alertmanager_listen_address": f"{self.address}:{self.alertmanager_port}",
             "alertmanager_storage_dir": f"{self.scratch}/alertmanager",
-        })]
+        }, sort_keys=True))
 
 
 def _free_port(address: str) -> int:
@@ -74,8 +81,10 @@ def monitoring(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitoring]
     started: Any = start_own_test_hosts(run_dir, 1, ADDRESS_OFFSET)
     try:
         address = started.host(HOST).address
-        yield Monitoring(started, address, _free_port(address), _free_port(address),
-                         f"/tmp/bringup-monitoring-{uuid.uuid4().hex[:12]}")
+        monitoring = Monitoring(started, address, _free_port(address), _free_port(address),
+                                f"/tmp/bringup-monitoring-{uuid.uuid4().hex[:12]}")
+        monitoring.write_host_vars()
+        yield monitoring
     finally:
         assert lab_mod.down(run_dir) == []
 
