@@ -136,9 +136,10 @@ def _compile(self: Any, source: Any, name: Any = None, filename: Any = None, raw
     key = _key(self, source, name, filename, defer_init)
     if (code := _compiled.get(key)) is not None:
         return code
-    origin = Origin.get_tag(source)
-    ours = _CACHE_DIR is not None and str(getattr(origin, "path", None) or "").startswith(_PROJECT_FILES)
-    path = _CACHE_DIR / hashlib.sha256(repr(key).encode()).hexdigest() if ours and _CACHE_DIR else None
+    origin = str(getattr(Origin.get_tag(source), "path", None) or "")
+    path = None
+    if _CACHE_DIR is not None and origin.startswith(_PROJECT_FILES):
+        path = _CACHE_DIR / hashlib.sha256(repr(key).encode()).hexdigest()
     code = _load(path) if path else None
     if code is None:
         code = _COMPILE(self, source, name, filename, raw, defer_init)
