@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.testhosts import faults
 from tests.ansible.conftest import REPO, run_playbook, ssh, state_of
 from tests.ansible.test_site_playbook import SITE
 
@@ -169,3 +171,73 @@ def test_a_driver_rollout_fetches_through_the_apt_cache_and_stops_after_a_failed
     paths = [fields[4].replace("/./", "/") for fields in served]  # flat repositories: Suites ./, Filename ./x.deb
     assert any(p.startswith(f"{repo}/cuda/") and p.endswith(("Release", "Packages", "Packages.gz")) for p in paths)
     assert any(p.startswith(f"{repo}/cuda/nvidia-driver-cuda_580.159.04-1") for p in paths), paths
+
+
+@pytest.fixture
+def batches_of_two(lab: Any) -> Iterator[None]:
+    """The lab's site with batches of two hosts and no failure tolerated, no apt cache."""
+    original = lab.site_file.read_text()
+    doc = yaml.safe_load(original)
+    doc["rollout"] = {"batches": [2], "max_fail_percentage": 0, "forks": 8}
+    lab.site_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        yield
+    finally:
+        lab.site_file.write_text(original)
+
+
+def _lose_ssh_when_dpkg_starts(lab: Any, name: str) -> threading.Thread:
+    """The host stops answering while dpkg runs (a hung or panicked host, a pulled cable): a dpkg hook holds its
+    first package change, and the host's sshd and everything it started are killed once the hook has begun."""
+    from sim.testhosts import hosts as th
+
+    root = lab.host(name).root
+    marker = root / "tmp/bringup-fault-dpkg-started"
+    marker.unlink(missing_ok=True)
+    (root / "etc/apt/apt.conf.d/99bringup-fault-hang").write_text(
+        'DPkg::Pre-Invoke { "touch /tmp/bringup-fault-dpkg-started; sleep 300"; };\n')
+    problems: list[str] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 600
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        problems.extend(th.stop(lab.host(name)))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.problems = problems  # type: ignore[attr-defined]
+    watcher.start()
+    return watcher
+
+
+def test_a_batch_whose_hosts_all_fail_or_stop_answering_is_recorded_and_stops_the_rollout(
+        lab: Any, batches_of_two: None) -> None:
+    # gpu-r1-01: the bad driver pin again. gpu-r1-02: DOCA-OFED removed by hand, so the ofed role installs it again,
+    # and the host stops answering once dpkg starts (after the fact gathering: lost mid-run, not unreachable from
+    # the start).
+    (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml").write_text('nvidia_driver_version: "580.999.99-1"\n')
+    faults.inject(lab, "gpu-r1-02", "ofed_removed")
+    watcher = _lose_ssh_when_dpkg_starts(lab, "gpu-r1-02")
+    untouched = _last_event_id(lab, "gpu-r1-04")
+    try:
+        run = run_playbook(lab.inventory, SITE)
+        (lab.run_dir / "all-failed-batch-run.log").write_text(run.output)
+    finally:
+        (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml").unlink()
+    watcher.join(timeout=30)
+    assert not watcher.is_alive() and watcher.problems == [], watcher.problems  # type: ignore[attr-defined]
+    assert run.rc != 0, run.output[-3000:]
+    # Before, Ansible ended the playbook as soon as the whole batch was out, and nothing recorded or said so.
+    said = " ".join(run.output.replace("''", "'").split())  # the callback's YAML quoting, unwrapped
+    assert ("rollout stopped before the next batch: 2 of the 2 hosts of this batch failed (gpu-r1-01, gpu-r1-02; "
+            "stopped answering: gpu-r1-02), above the site's rollout.max_fail_percentage 0") in said, run.output[-6000:]
+    assert run.recap["gpu-r1-01"]["failed"] == 1 and run.recap["gpu-r1-02"]["unreachable"] == 1, run.recap
+    assert set(run.recap) & {"gpu-r1-03", "gpu-r1-04"} == set(), run.recap
+    assert _last_event_id(lab, "gpu-r1-04") == untouched
+    assert state_of(lab, "gpu-r1-01")[0] == "failed" and "580.999.99-1" in said
+    assert state_of(lab, "gpu-r1-02") == ("failed", "site_unreachable_over_ssh")
+    from provision.state import StateStore
+
+    with StateStore(lab.state_db) as store:
+        event = store.history("gpu-r1-02")[-1]
+    assert event.command == "site.yml" and event.evidence["message"] == "the host stopped answering over SSH during site.yml"
