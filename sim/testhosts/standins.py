@@ -25,10 +25,14 @@ CANONICAL_DRIVER_REVISION = f"0ubuntu0.{CANONICAL_RELEASE}.2"
 CANONICAL_FM_REVISION = f"0ubuntu0.{CANONICAL_RELEASE}.1"
 # The embedded site's pins (inventory/sim/site.yml, tests/ansible/test_standins.py checks they agree).
 CUDA_MAJOR = "13"
-DCGM_VERSION = "4.6.0"
-DCGM_EXPORTER_VERSION = "4.8.3"
-TOOLKIT_VERSION = "1.17.8"
-DOCKER_VERSION = "28.3.3"
+# Each with the release before it, for the version-bump test: DCGM 4.5.2 with exporter 4.8.1 (NVIDIA/dcgm-exporter's
+# tag 4.5.2-4.8.1; Azure AgentBaker pins datacenter-gpu-manager-4-core=1:4.5.2-1), toolkit 1.17.7 and Docker 28.3.2
+# (both published releases before 1.17.8 and 28.3.3).
+DCGM_RELEASES = (("4.6.0", "4.8.3"), ("4.5.2", "4.8.1"))
+TOOLKIT_VERSIONS = ("1.17.8", "1.17.7")
+DOCKER_VERSIONS = ("28.3.3", "28.3.2")
+DCGM_VERSION, DCGM_EXPORTER_VERSION = DCGM_RELEASES[0]
+TOOLKIT_VERSION, DOCKER_VERSION = TOOLKIT_VERSIONS[0], DOCKER_VERSIONS[0]
 CONTAINERD_VERSION = "1.7.27"
 # DOCA-OFED releases with the MLNX_OFED version `ofed_info -s` prints: the pinned one first, an older one the
 # upgrade test installs first.
@@ -158,10 +162,10 @@ MLNX_OFED_REPO = "https://linux.mellanox.com/public/repo/mlnx_ofed/"
 DEBIAN = "https://packages.debian.org/bookworm/"
 
 
-def _dcgm() -> list[StandIn]:
+def _dcgm(version: str, exporter_version: str) -> list[StandIn]:
     """DCGM 4 in NVIDIA's CUDA repository: epoch 1, the CUDA-major package for the site's CUDA (13)."""
-    dcgm, subs = f"1:{DCGM_VERSION}-1", {"VERSION": DCGM_VERSION}
-    exporter = f"{DCGM_VERSION}-{DCGM_EXPORTER_VERSION}"
+    dcgm, subs = f"1:{version}-1", {"VERSION": version}
+    exporter = f"{version}-{exporter_version}"
     ref = f"{DCGM_GUIDE} (datacenter-gpu-manager-4-cuda${{CUDA_MAJOR}}); index {CUDA_DEBIAN12}"
     return [
         StandIn("datacenter-gpu-manager-4-core", dcgm, "cuda", "NVIDIA DCGM 4 core (host engine, dcgmi)",
@@ -180,11 +184,9 @@ def _dcgm() -> list[StandIn]:
     ]
 
 
-def _containers() -> list[StandIn]:
-    """The container toolkit's four packages at one version (the install guide pins all four), Docker's
-    epoch-5 per-distribution version strings."""
-    tk, ref = f"{TOOLKIT_VERSION}-1", f"{TOOLKIT_GUIDE} (NVIDIA_CONTAINER_TOOLKIT_VERSION={TOOLKIT_VERSION}-1)"
-    docker, docker_ref = f"5:{DOCKER_VERSION}-1~debian.12~bookworm", f"{DOCKER_GUIDE}; {DOCKER_REPO}"
+def _toolkit(version: str) -> list[StandIn]:
+    """The container toolkit's four packages at one version (the install guide pins all four)."""
+    tk, ref = f"{version}-1", f"{TOOLKIT_GUIDE} (NVIDIA_CONTAINER_TOOLKIT_VERSION={version}-1)"
     return [
         StandIn("nvidia-container-toolkit", tk, "toolkit", "NVIDIA container runtime hook",
                 depends=(f"nvidia-container-toolkit-base (= {tk})", f"libnvidia-container-tools (>= {tk})"),
@@ -192,17 +194,30 @@ def _containers() -> list[StandIn]:
         StandIn("nvidia-container-toolkit-base", tk, "toolkit", "NVIDIA Container Toolkit Base",
                 files=(("/usr/bin/nvidia-ctk", "nvidia-ctk"),
                        ("/usr/bin/nvidia-container-runtime", "nvidia-container-runtime")),
-                substitutions={"VERSION": TOOLKIT_VERSION}, reference=ref),
+                substitutions={"VERSION": version}, reference=ref),
         StandIn("libnvidia-container-tools", tk, "toolkit", "NVIDIA container runtime library (command-line tools)",
                 depends=(f"libnvidia-container1 (>= {tk})",), reference=ref),
         StandIn("libnvidia-container1", tk, "toolkit", "NVIDIA container runtime library", reference=ref),
+    ]
+
+
+def _docker(upstream: str) -> list[StandIn]:
+    """Docker's engine and CLI at its epoch-5 per-distribution version string."""
+    docker, docker_ref = f"5:{upstream}-1~debian.12~bookworm", f"{DOCKER_GUIDE}; {DOCKER_REPO}"
+    return [
         StandIn("docker-ce", docker, "docker", "Docker engine",
                 depends=(f"docker-ce-cli (= {docker})", f"containerd.io (>= {CONTAINERD_VERSION})"),
                 files=(("/usr/bin/dockerd", "dockerd"), ("/lib/systemd/system/docker.service", "docker.service")),
-                substitutions={"UPSTREAM": DOCKER_VERSION}, reference=docker_ref),
+                substitutions={"UPSTREAM": upstream}, reference=docker_ref),
         StandIn("docker-ce-cli", docker, "docker", "Docker CLI",
-                files=(("/usr/bin/docker", "docker"),), substitutions={"UPSTREAM": DOCKER_VERSION},
+                files=(("/usr/bin/docker", "docker"),), substitutions={"UPSTREAM": upstream},
                 reference=docker_ref),
+    ]
+
+
+def _containerd() -> list[StandIn]:
+    docker_ref = f"{DOCKER_GUIDE}; {DOCKER_REPO}"
+    return [
         StandIn("containerd.io", f"{CONTAINERD_VERSION}-1", "docker", "containerd runtime",
                 files=(("/usr/bin/containerd", "containerd"),
                        ("/lib/systemd/system/containerd.service", "containerd.service")),
@@ -236,7 +251,13 @@ def stand_ins() -> list[StandIn]:
     out: list[StandIn] = []
     for upstream in DRIVER_VERSIONS:
         out += _driver(upstream)
-    out += [*_canonical(), *_dcgm(), *_containers(), *_rdma(),
+    for dcgm, exporter in DCGM_RELEASES:
+        out += _dcgm(dcgm, exporter)
+    for toolkit in TOOLKIT_VERSIONS:
+        out += _toolkit(toolkit)
+    for docker in DOCKER_VERSIONS:
+        out += _docker(docker)
+    out += [*_canonical(), *_containerd(), *_rdma(),
             # The test hosts run the controller's kernel (chroots): the archive's headers package for it.
             StandIn(f"linux-headers-{KERNEL}", f"{KERNEL}-1", "distro", f"Linux kernel headers for {KERNEL}",
                     reference="https://packages.ubuntu.com/search?keywords=linux-headers"),

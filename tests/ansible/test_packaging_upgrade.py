@@ -1,7 +1,7 @@
 """Both driver package sources on fresh test hosts, a site version bump, and apt's own refusals (real SSH).
 
 Three Debian 12 test hosts of their own run the packaging roles (tests/ansible/playbooks/gpu_packaging.yml: ofed,
-nvidia_driver, nvidia_fabricmanager): gpu-r1-01 takes NVIDIA's CUDA repository (debian12 packaging) with an
+nvidia_driver, nvidia_fabricmanager, container_runtime, dcgm): gpu-r1-01 takes NVIDIA's CUDA repository (debian12 packaging) with an
 older DOCA-OFED installed by hand before the first run; gpu-r1-02 takes Canonical's -server packaging (its
 stand-ins in an archive repository of its own, named as on Ubuntu 22.04) and Debian's own rdma-core; gpu-r1-03
 takes the CUDA repository too, so that a driver bump has two hosts to move one batch after the other, and the
@@ -9,7 +9,7 @@ legacy MLNX_OFED source (its repository's mlnx-ofed-all). The order
 of the tests is the story: first run configures, second changes nothing, a bump of the site's driver version
 rolled out one host per batch (the site's rollout.batches [1]) upgrades driver and Fabric Manager in one
 transaction with the (recorded) reboot on each CUDA host, the first host's reboot before the next batch's
-upgrade, the next run changes nothing, and a name or a version the source does not publish fails with apt's own
+upgrade, and DCGM with its exporter, Docker and the container toolkit (bumped in the same site edit) on every host, the next run changes nothing, and a name or a version the source does not publish fails with apt's own
 messages on both sources.
 """
 
@@ -22,12 +22,16 @@ import pytest
 import yaml
 
 from sim.testhosts.proc import run
+from sim.testhosts.repo import KEY_NAME
 from sim.testhosts.standins import (
     CANONICAL_DRIVER,
+    DCGM_RELEASES,
     DOCA_RELEASES,
+    DOCKER_VERSIONS,
     DRIVER_VERSIONS,
     MLNX_OFED_VERSION,
     RDMA_CORE_VERSION,
+    TOOLKIT_VERSIONS,
 )
 from tests.ansible.conftest import REPO, run_playbook, start_own_test_hosts
 
@@ -49,12 +53,30 @@ def _host_vars(lab: Any, host: str, values: dict[str, object]) -> None:
     (lab.run_dir / "inventory" / "host_vars" / f"{host}.yml").write_text(yaml.safe_dump(values, sort_keys=True))
 
 
+def _userspace(release: int) -> dict[str, str]:
+    """The site's DCGM, dcgm-exporter, container toolkit and Docker versions: 0 the stand-ins' newest, 1 the older."""
+    (dcgm, exporter), toolkit, docker = DCGM_RELEASES[release], TOOLKIT_VERSIONS[release], DOCKER_VERSIONS[release]
+    return {"dcgm": dcgm, "dcgm_exporter": exporter, "container_toolkit": toolkit, "docker": docker}
+
+
+def userspace_packages(release: int) -> dict[str, str]:
+    """Those versions as the package versions apt installs on these (Debian 12) hosts."""
+    v = _userspace(release)
+    dcgm, toolkit, docker = f"1:{v['dcgm']}-1", f"{v['container_toolkit']}-1", f"5:{v['docker']}-1~debian.12~bookworm"
+    return {"datacenter-gpu-manager-4-core": dcgm, "datacenter-gpu-manager-4-cuda13": dcgm,
+            "datacenter-gpu-manager-exporter": f"{v['dcgm']}-{v['dcgm_exporter']}-1",
+            "nvidia-container-toolkit": toolkit, "nvidia-container-toolkit-base": toolkit,
+            "libnvidia-container-tools": toolkit, "libnvidia-container1": toolkit,
+            "docker-ce": docker, "docker-ce-cli": docker}
+
+
 def _set_site_driver(lab: Any, version: str, batches: list[int | str] | None = None) -> None:
-    """The site's driver version (host class versions.gpu_driver) and its rollout batches (none: all hosts at
-    once), as an operator edits them."""
+    """The site's driver version (host class versions.gpu_driver), with the DCGM, toolkit and Docker release of the
+    same age, and its rollout batches (none: all hosts at once), as an operator edits them."""
     doc = yaml.safe_load(lab.site_file.read_text())
     for cls in doc["host_classes"].values():
         cls["versions"]["gpu_driver"] = version
+        cls["versions"].update(_userspace(0 if version == NEW else 1))
     doc.pop("rollout", None)
     if batches:
         doc["rollout"] = {"batches": batches}
@@ -87,6 +109,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     started: Any = start_own_test_hosts(run_dir, len(HOSTS), ADDRESS_OFFSET)
     try:
         _set_site_driver(started, OLD)
+        # The controller's copies of the vendor keys, this lab's own (the first run downloads each one).
+        (started.run_dir / "inventory" / "group_vars" / "all" / "70-vendor-keys.yml").write_text(
+            yaml.safe_dump({"vendor_repo_controller_key_dir": str(run_dir / "vendor-keys")}))
         _host_vars(started, UBUNTU, {"testhost_as_ubuntu": True, "nvidia_driver_source": "ubuntu",
                                      "nvidia_driver_site_version": CANONICAL_DRIVER, "ofed_source": "inbox"})
         _host_vars(started, CUDA2, {"ofed_source": "mlnx"})
@@ -167,6 +192,19 @@ def test_first_run_installs_each_source_s_packaging_locked_and_the_site_s_doca(l
     assert have["nvidia-fabricmanager-580"] == f"{CANONICAL_DRIVER}-0ubuntu0.22.04.1"
     assert {"nvidia-driver-580-server-open", "nvidia-fabricmanager-580", "libnvidia-nscq-580"} <= holds(lab, UBUNTU)
     assert have["rdma-core"] == RDMA_CORE_VERSION and "doca-ofed" not in have
+    # Each vendor key came from the controller, downloaded once for the three hosts (the repository server's log),
+    # and is installed on every host that uses its repository.
+    keys = sorted((lab.run_dir / "vendor-keys").glob("*.asc"))
+    fetched = (lab.run_dir / "repo-http.log").read_text().count(f"GET /keys/{KEY_NAME} ")
+    assert len(keys) == 5 and fetched == len(keys), (keys, fetched)  # CUDA, DOCA, MLNX_OFED, Docker, toolkit
+    for host in HOSTS:
+        assert {"nvidia-cuda.asc", "docker.asc", "nvidia-container-toolkit.asc"} <= {
+            p.name for p in (lab.host(host).root / "etc/apt/keyrings").iterdir()}, host
+    # DCGM, its exporter, Docker and the container toolkit at the site's (older) releases, held.
+    for host in HOSTS:
+        have = packages(lab, host)
+        assert {name: have.get(name) for name in userspace_packages(1)} == userspace_packages(1), host
+        assert set(userspace_packages(1)) <= holds(lab, host)
 
 
 def _changes_nothing(lab: Any, name: str) -> None:
@@ -191,17 +229,28 @@ def test_a_site_version_bump_upgrades_driver_and_fabric_manager_together_then_re
     for host in (CUDA, CUDA2):
         cuda_set_locked_at(lab, f"{NEW}-1", host)
         # One apt transaction moved all six (apt's own history of the host).
-        history = (lab.host(host).root / "var/log/apt/history.log").read_text().rsplit("Start-Date:", 1)[1]
-        upgraded = history.split("Upgrade: ", 1)[1].splitlines()[0]
+        history = (lab.host(host).root / "var/log/apt/history.log").read_text().split("Start-Date:")
+        upgraded = [line for entry in history for line in entry.splitlines()
+                    if line.startswith("Upgrade: ") and "nvidia-driver-cuda:amd64" in line][-1]
         assert all(f"{name}:amd64 ({OLD}-1, {NEW}-1)" in upgraded for name in CUDA_SET), upgraded
         # ... and then the reboot the new driver needs (recorded: a chroot cannot reboot), after the packages.
         reboots = (lab.host(host).root / "var/lib/bringup/simulated-reboots").read_text().splitlines()
         assert reboots == [f"nvidia driver {OLD}-1 -> {NEW}-1"]
-    # rollout.batches [1]: a play per host, each host through its upgrade and reboot before the next one starts.
+    # DCGM, the exporter, Docker and the container toolkit moved to the site's new releases on every host, held
+    # and pinned at them.
+    for host in HOSTS:
+        have = packages(lab, host)
+        assert {name: have.get(name) for name in userspace_packages(0)} == userspace_packages(0), host
+        assert set(userspace_packages(0)) <= holds(lab, host)
+        pins = (lab.host(host).root / "etc/apt/preferences.d/bringup-dcgm.pref").read_text()
+        assert f"Package: datacenter-gpu-manager-4-core\nPin: version {userspace_packages(0)['datacenter-gpu-manager-4-core']}\n" in pins
+    # rollout.batches [1]: a play per host, each host through its upgrades (driver set and its reboot, then Docker
+    # with the toolkit, then DCGM) before the next one starts; the Ubuntu host's driver did not change.
     assert bump.output.count("PLAY [The RDMA stack and the driver stack") == len(HOSTS), bump.output[-4000:]
     moves = [change for change in changes(bump.output) if change[0] in (INSTALL, REBOOT)]
-    assert moves == [(INSTALL, CUDA), (REBOOT, CUDA), (INSTALL, CUDA2), (REBOOT, CUDA2)], moves
-    assert bump.recap[UBUNTU]["changed"] == 0  # its source and version did not change
+    assert moves == [(INSTALL, CUDA), (REBOOT, CUDA), (INSTALL, CUDA), (INSTALL, CUDA),
+                     (INSTALL, UBUNTU), (INSTALL, UBUNTU),
+                     (INSTALL, CUDA2), (REBOOT, CUDA2), (INSTALL, CUDA2), (INSTALL, CUDA2)], moves
 
 
 def test_the_run_after_the_bump_changes_nothing(lab: Any) -> None:
