@@ -157,6 +157,7 @@ DCGM_GUIDE = "https://docs.nvidia.com/datacenter/dcgm/latest/installation.html"
 TOOLKIT_GUIDE = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
 DOCKER_REPO = "https://download.docker.com/linux/debian/dists/bookworm/stable/"
 DOCKER_GUIDE = "https://docs.docker.com/engine/install/debian/ (specific version: 5:28.3.3-1~debian.12~bookworm)"
+DOCKER_REF = f"{DOCKER_GUIDE}; {DOCKER_REPO}"
 DOCA_REPO = "https://linux.mellanox.com/public/repo/doca/"
 MLNX_OFED_REPO = "https://linux.mellanox.com/public/repo/mlnx_ofed/"
 DEBIAN = "https://packages.debian.org/bookworm/"
@@ -203,25 +204,15 @@ def _toolkit(version: str) -> list[StandIn]:
 
 def _docker(upstream: str) -> list[StandIn]:
     """Docker's engine and CLI at its epoch-5 per-distribution version string."""
-    docker, docker_ref = f"5:{upstream}-1~debian.12~bookworm", f"{DOCKER_GUIDE}; {DOCKER_REPO}"
+    docker = f"5:{upstream}-1~debian.12~bookworm"
     return [
         StandIn("docker-ce", docker, "docker", "Docker engine",
                 depends=(f"docker-ce-cli (= {docker})", f"containerd.io (>= {CONTAINERD_VERSION})"),
                 files=(("/usr/bin/dockerd", "dockerd"), ("/lib/systemd/system/docker.service", "docker.service")),
-                substitutions={"UPSTREAM": upstream}, reference=docker_ref),
+                substitutions={"UPSTREAM": upstream}, reference=DOCKER_REF),
         StandIn("docker-ce-cli", docker, "docker", "Docker CLI",
                 files=(("/usr/bin/docker", "docker"),), substitutions={"UPSTREAM": upstream},
-                reference=docker_ref),
-    ]
-
-
-def _containerd() -> list[StandIn]:
-    docker_ref = f"{DOCKER_GUIDE}; {DOCKER_REPO}"
-    return [
-        StandIn("containerd.io", f"{CONTAINERD_VERSION}-1", "docker", "containerd runtime",
-                files=(("/usr/bin/containerd", "containerd"),
-                       ("/lib/systemd/system/containerd.service", "containerd.service")),
-                substitutions={"UPSTREAM": CONTAINERD_VERSION}, reference=docker_ref),
+                reference=DOCKER_REF),
     ]
 
 
@@ -257,7 +248,11 @@ def stand_ins() -> list[StandIn]:
         out += _toolkit(toolkit)
     for docker in DOCKER_VERSIONS:
         out += _docker(docker)
-    out += [*_canonical(), *_containerd(), *_rdma(),
+    out += [*_canonical(), *_rdma(),
+            StandIn("containerd.io", f"{CONTAINERD_VERSION}-1", "docker", "containerd runtime",
+                    files=(("/usr/bin/containerd", "containerd"),
+                           ("/lib/systemd/system/containerd.service", "containerd.service")),
+                    substitutions={"UPSTREAM": CONTAINERD_VERSION}, reference=DOCKER_REF),
             # The test hosts run the controller's kernel (chroots): the archive's headers package for it.
             StandIn(f"linux-headers-{KERNEL}", f"{KERNEL}-1", "distro", f"Linux kernel headers for {KERNEL}",
                     reference="https://packages.ubuntu.com/search?keywords=linux-headers"),

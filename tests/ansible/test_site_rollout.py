@@ -138,6 +138,18 @@ def apt_cache(lab: Any, rollout_site: None, low_port_repository: str, tmp_path: 
         _stop(daemon)
 
 
+def _run_with_a_bad_driver_pin(lab: Any, log_name: str) -> Any:
+    """site.yml with gpu-r1-01 pinned to a driver version the repository lacks (taken back after the run)."""
+    pin = lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml"
+    pin.write_text('nvidia_driver_version: "580.999.99-1"\n')
+    try:
+        run = run_playbook(lab.inventory, SITE)
+        (lab.run_dir / log_name).write_text(run.output)
+        return run
+    finally:
+        pin.unlink()
+
+
 def test_a_driver_rollout_fetches_through_the_apt_cache_and_stops_after_a_failed_first_batch(
         lab: Any, apt_cache: Path, low_port_repository: str) -> None:
     # gpu-r1-02: its hand-held older driver released, so this run upgrades it (580.95.05 -> the site's version).
@@ -145,13 +157,8 @@ def test_a_driver_rollout_fetches_through_the_apt_cache_and_stops_after_a_failed
     assert ssh(lab, "gpu-r1-02").run(f"apt-mark unhold {' '.join(DRIVER_NAMES)} && apt-get clean").rc == 0
     # gpu-r1-01: a bad driver pin, a version the repository lacks (its disk fault taken back); the host fails its
     # driver change (here refused before apt, as its driver is held at the site's version).
-    (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml").write_text('nvidia_driver_version: "580.999.99-1"\n')
     untouched = _last_event_id(lab, "gpu-r1-04")
-    try:
-        run = run_playbook(lab.inventory, SITE)
-        (lab.run_dir / "rollout-run.log").write_text(run.output)
-    finally:
-        (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml").unlink()
+    run = _run_with_a_bad_driver_pin(lab, "rollout-run.log")
     assert run.rc != 0, run.output[-3000:]
     # Batch one (gpu-r1-01, gpu-r1-02): one failed, above max_fail_percentage 0, so batch two never started.
     said = " ".join(run.output.split())  # the callback wraps long messages
@@ -215,15 +222,10 @@ def test_a_batch_whose_hosts_all_fail_or_stop_answering_is_recorded_and_stops_th
     # gpu-r1-01: the bad driver pin again. gpu-r1-02: DOCA-OFED removed by hand, so the ofed role installs it again,
     # and the host stops answering once dpkg starts (after the fact gathering: lost mid-run, not unreachable from
     # the start).
-    (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml").write_text('nvidia_driver_version: "580.999.99-1"\n')
     faults.inject(lab, "gpu-r1-02", "ofed_removed")
     watcher = _lose_ssh_when_dpkg_starts(lab, "gpu-r1-02")
     untouched = _last_event_id(lab, "gpu-r1-04")
-    try:
-        run = run_playbook(lab.inventory, SITE)
-        (lab.run_dir / "all-failed-batch-run.log").write_text(run.output)
-    finally:
-        (lab.run_dir / "inventory" / "host_vars" / "gpu-r1-01.yml").unlink()
+    run = _run_with_a_bad_driver_pin(lab, "all-failed-batch-run.log")
     watcher.join(timeout=30)
     assert not watcher.is_alive() and watcher.problems == [], watcher.problems  # type: ignore[attr-defined]
     assert run.rc != 0, run.output[-3000:]
