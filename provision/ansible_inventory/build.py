@@ -131,6 +131,8 @@ def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: 
                                 "bringup_ntp_servers": list(site.spec.ntp.servers),
                                 # the apt cache, batches and forks (provision/site/rollout.py; roles/apt_proxy)
                                 "bringup_rollout": site.spec.rollout.as_vars()}
+    if site.spec.slurm is not None:  # the scheduler's settings (provision/site/slurm.py; roles/slurm_*)
+        all_vars["bringup_slurm"] = site.spec.slurm.as_vars()
     if state_db is not None:
         all_vars["bringup_state_db"] = str(state_db.resolve())
     return Inventory(

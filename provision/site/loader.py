@@ -137,7 +137,23 @@ def _cross_checks(spec: SiteSpec) -> list[tuple[tuple[int | str, ...], str]]:
                 problems.append(((*at, "u"), f"U{host.u} is already taken by {occupied[host.u]}"))
             else:
                 occupied[host.u] = host.hostname
-    return problems + switch_problems(spec.switches, spec.credentials)
+    return problems + switch_problems(spec.switches, spec.credentials) + _slurm_problems(spec)
+
+
+def _slurm_problems(spec: SiteSpec) -> list[tuple[tuple[int | str, ...], str]]:
+    if spec.slurm is None:
+        return []
+    problems: list[tuple[tuple[int | str, ...], str]] = []
+    hosts = {host.hostname for rack in spec.racks for host in rack.hosts}
+    if spec.slurm.controller not in hosts:
+        problems.append((("slurm", "controller"), f"{spec.slurm.controller!r} is not a host of the site"))
+    for p, partition in enumerate(spec.slurm.partitions):
+        for c, name in enumerate(partition.classes):
+            if name not in spec.host_classes:
+                known = ", ".join(sorted(spec.host_classes)) or "none declared"
+                problems.append((("slurm", "partitions", p, "classes", c),
+                                 f"unknown host class {name!r} (known: {known})"))
+    return problems
 
 
 def _file_checks(spec: SiteSpec, directory: Path) -> list[tuple[tuple[int | str, ...], str]]:

@@ -25,6 +25,7 @@ from provision.site.endpoints import split_host_port
 from provision.site.paths import SitePaths
 from provision.site.port_policy import PortPolicy
 from provision.site.rollout import Rollout
+from provision.site.slurm import Slurm
 from provision.site.switches import ManagementSwitch
 from provision.site.versions import Versions
 
@@ -339,6 +340,7 @@ class SiteSpec(_Model):
     policy: Policy = Policy()
     ntp: Ntp = Ntp()
     rollout: Rollout = Rollout()  # how site.yml reaches the fleet (provision/site/rollout.py)
+    slurm: Slurm | None = None  # the scheduler kept in step with the golden set (provision/site/slurm.py)
     credentials: dict[str, Credential] = Field(default_factory=dict)
     host_classes: dict[str, HostClass] = Field(default_factory=dict)
     # management / PXE switches by name (provision/site/switches.py); ethernet.yml holds the per-host cabling
