@@ -33,6 +33,11 @@ import pytest
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
+SIOCSIFADDR = 0x8916
+# A second loopback address: glibc's getaddrinfo(AI_ADDRCONFIG) counts no IPv4 address but 127.0.0.1 as none
+# configured and then resolves no IPv4 name at all; Slurm's daemons and commands ask with that flag
+# (sim/slurm/lab.py), so a namespace with only 127.0.0.1 would leave them unable to reach each other.
+LOOPBACK_ALIAS = ("lo:bringup", "127.0.2.250")
 IFF_UP = 0x1
 IFREQ = "16sH22x"  # struct ifreq: the name, then ifr_flags (the rest of the union unused)
 CONTROL_PATH_ENV = "ANSIBLE_SSH_CONTROL_PATH_DIR"
@@ -57,6 +62,9 @@ def _bring_loopback_up() -> None:
         got = fcntl.ioctl(sock, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0))
         flags = struct.unpack(IFREQ, got)[1]
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
+        name, address = LOOPBACK_ALIAS
+        sockaddr = struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(address))
+        fcntl.ioctl(sock, SIOCSIFADDR, struct.pack("16s16s8x", name.encode(), sockaddr))
 
 
 def network_namespace() -> str:

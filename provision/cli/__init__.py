@@ -32,6 +32,7 @@ COMMAND_MODULES = {
     "ethernet": "ethernet_cmds",
     "ship": "job_cmds",
     "anomalies": "job_cmds",
+    "slurm": "slurm_cmds",
 }
 
 

@@ -1,0 +1,1 @@
+"""A real Slurm for the lab (lab.py)."""
