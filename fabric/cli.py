@@ -28,6 +28,7 @@ from fabric.options import (
     SiteFile,
 )
 from fabric.ports.cli import ports_app
+from fabric.topology_cmd import topology_command
 from provision.cli.runner import ErrorExit, run_app
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -40,6 +41,7 @@ design_app = typer.Typer(no_args_is_help=True, help="Cabling design files: gener
 app.add_typer(design_app, name="design")
 app.add_typer(ports_app, name="ports")
 app.add_typer(burnin_app, name="burnin")
+app.command("topology")(topology_command)
 
 
 def _exit_with_findings(found: bool) -> typer.Exit:

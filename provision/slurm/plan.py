@@ -90,7 +90,7 @@ def standing(node: SlurmNode | None) -> Standing:
         if node.drained or "FAIL" in node.flags or owner is Owner.foreign:
             return Standing.admin_drained
         return Standing.not_responding  # down with no reason: Slurm lost it
-    if node.not_responding:
+    if node.not_responding or node.state == "unknown":  # UNKNOWN: its slurmd has not registered yet
         return Standing.not_responding
     return Standing.available
 

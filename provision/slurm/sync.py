@@ -19,7 +19,7 @@ from typing import Any
 
 from provision.site.model import Site
 from provision.slurm.client import SlurmClient
-from provision.slurm.errors import SlurmError
+from provision.slurm.errors import SlurmError, SlurmRefused
 from provision.slurm.nodes import SlurmNode
 from provision.slurm.plan import Action, Decision, HostView, Standing, SyncPlan, plan_sync, standing
 from provision.slurm.reasons import parse_reason
@@ -80,7 +80,11 @@ async def _apply(client: SlurmClient, decisions: Sequence[Decision]) -> tuple[in
     groups: dict[tuple[str, str | None], list[str]] = {}
     for d in decisions:
         if d.action is Action.resume:
-            groups.setdefault(("RESUME", None), []).append(d.host)
+            # UNDRAIN clears the drain and keeps the base state (a node Slurm has down for not responding stays
+            # down); a node bringup set DOWN (on_leave: down) needs RESUME, which Slurm refuses for a node in
+            # UNKNOWN (never registered): "Invalid node state specified" (scontrol(1), seen on 22.05.8).
+            state = "RESUME" if (d.node_state or "").startswith("DOWN") else "UNDRAIN"
+            groups.setdefault((state, None), []).append(d.host)
         elif d.action in (Action.drain, Action.down):
             groups.setdefault((d.action.value.upper(), d.reason), []).append(d.host)
     gate = asyncio.Semaphore(CONCURRENCY)
@@ -93,6 +97,12 @@ async def _apply(client: SlurmClient, decisions: Sequence[Decision]) -> tuple[in
                 return  # slurmctld failed a call: stop sending, the next run finishes
             try:
                 await client.update(hosts, state, reason)
+            except SlurmRefused as exc:
+                # 22.05.8 clears the drain of a node that never registered (state UNKNOWN) and still answers
+                # this, going on with the other names: the read-back decides what happened.
+                if state != "UNDRAIN" or "Invalid node state specified" not in str(exc):
+                    errors.append(str(exc))
+                    return
             except SlurmError as exc:
                 errors.append(str(exc))
                 return
@@ -115,7 +125,8 @@ def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | N
     for d in plan.decisions:
         node = after.get(d.host)
         now_standing = standing(node)
-        if d.action is Action.resume and now_standing is Standing.not_responding:
+        if d.action is Action.resume and now_standing is Standing.not_responding and \
+                "NOT_RESPONDING" not in (d.node_state or "") and not (d.node_state or "").startswith("UNKNOWN"):
             now_standing = Standing.resuming
         if before.get(d.host) != now_standing.value:
             changed.append((d.host, now_standing, node))
@@ -134,6 +145,18 @@ def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | N
                     "reason = excluded.reason, updated_at = excluded.updated_at",
                     (host, where.value, node.display() if node else None, node.reason if node else None, now))
     return [h for h, _, _ in changed], [c.host for c in failures]
+
+
+def _unfinished(sends: Sequence[Decision], after: Mapping[str, SlurmNode | None]) -> list[str]:
+    """Hosts whose change the read-back does not show."""
+    out = []
+    for d in sends:
+        where = standing(after.get(d.host))
+        if d.action is Action.resume and where in (Standing.drained, Standing.missing):
+            out.append(d.host)
+        elif d.action in (Action.drain, Action.down) and where is not Standing.drained:
+            out.append(d.host)
+    return out
 
 
 async def sync(site: Site, store: StateStore, client: SlurmClient, *, dry_run: bool = False) -> SyncResult:
@@ -163,6 +186,10 @@ async def sync(site: Site, store: StateStore, client: SlurmClient, *, dry_run: b
     if by_name:
         after: dict[str, SlurmNode | None] = {d.host: by_name.get(d.host) for d in plan.decisions}
         recorded, failed = _record(store, plan, after, before)
+        unfinished = _unfinished(sends, after)
+        if unfinished and error is None:
+            error = f"Slurm did not apply the change to {', '.join(unfinished[:10])}" + \
+                    (f" and {len(unfinished) - 10} more" if len(unfinished) > 10 else "")
     else:
         recorded, failed = [], []
     return SyncResult(plan, False, {d.host: standing(by_name.get(d.host)) for d in plan.decisions} if by_name else {},
