@@ -152,9 +152,9 @@ def _unfinished(sends: Sequence[Decision], after: Mapping[str, SlurmNode | None]
     out = []
     for d in sends:
         where = standing(after.get(d.host))
-        if d.action is Action.resume and where in (Standing.drained, Standing.missing):
-            out.append(d.host)
-        elif d.action in (Action.drain, Action.down) and where is not Standing.drained:
+        resumed = d.action is Action.resume and where not in (Standing.drained, Standing.missing)
+        drained = d.action in (Action.drain, Action.down) and where is Standing.drained
+        if not (resumed or drained):
             out.append(d.host)
     return out
 
