@@ -33,6 +33,7 @@ from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.topology import NodeType
+from provision.slurm.after_step import sync_after_step
 
 burnin_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 SITE = typer.Option(None, "--site", help="Site file: its GPU hosts take part.")
@@ -135,10 +136,16 @@ def judge_command(
         run_id, j = judge_run(opened, run)
         opened.history.record_links(run_id, None, link_rows(run_id, None, j, time.time()))
         moved = record_verdicts(opened.site, opened.store, j.hosts, run_id) if record else None
+        slurm_line = sync_after_step(opened.site, opened.store) if record else None
     except FabricError as exc:
         raise _fail(exc) from None
-    sys.stdout.write(json.dumps(judgement_json(run_id, j, moved), indent=1) + "\n" if as_json
-                     else judgement_text(run_id, j, moved))
+    if as_json:
+        out = judgement_json(run_id, j, moved)
+        if slurm_line is not None:
+            out["slurm_sync"] = slurm_line
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+    else:
+        sys.stdout.write(judgement_text(run_id, j, moved) + (f"{slurm_line}\n" if slurm_line else ""))
     if j.failing():
         raise typer.Exit(1)
 

@@ -25,6 +25,7 @@ from fabric.ports.render import plan_text, plan_to_dict
 from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
 from fabric.ports.ticket import entry_ticket
 from provision.errors import BringupError
+from provision.slurm.after_step import sync_after_step
 from provision.state.secret_values import mask
 from provision.steps.runner import HostResult
 
@@ -63,7 +64,11 @@ def hosts_text(results: list[HostResult]) -> str:
 
 
 def _follow(ps: PortsSite) -> list[HostResult]:
-    return asyncio.run(hosts_follow(ps.site, ps.store, list(ps.ledger.current().values())))
+    moved = asyncio.run(hosts_follow(ps.site, ps.store, list(ps.ledger.current().values())))
+    line = sync_after_step(ps.site, ps.store)
+    if line is not None:
+        sys.stderr.write(line + "\n")
+    return moved
 
 
 def apply_command(

@@ -18,6 +18,7 @@ from provision.health.run import run_health
 from provision.health.summary import summarize
 from provision.health.verdict import Verdict
 from provision.site.select import select_hosts
+from provision.slurm.after_step import sync_after_step
 from provision.ssh import SshSettings
 from provision.state.redact import redact
 from provision.steps.runner import HostResult
@@ -103,10 +104,15 @@ def health(
             progress=progress,
         )
     payload = summarize(report)
+    slurm_line = sync_after_step(ctx.site, ctx.store) if record else None
+    if slurm_line is not None:
+        payload["slurm_sync"] = slurm_line
     if common.json_out:
         emit_json(payload)
     else:
         _render_health(payload)
+        if slurm_line is not None:
+            console.print(esc(slurm_line))
     if any(r.verdict is not Verdict.healthy for r in report.results):
         raise typer.Exit(1)
 
