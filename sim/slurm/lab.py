@@ -51,7 +51,9 @@ class SlurmLabSpec:
     partitions: tuple[Partition, ...]
     cpus: int = 1
     real_memory_mb: int = 1000
-    gpus: int = 0  # Gres=gpu:N in the node lines (no gres.conf files: the lab has no /dev/nvidia*)
+    # Gres=gpu:N in the node lines. Leave 0 for nodes whose slurmd runs here: with no /dev/nvidia* the gpu plugin
+    # reports 0 GPUs and slurmctld drains the node ("gres/gpu count reported lower than configured (0 < N)").
+    gpus: int = 0
     slurmd_timeout_s: int = 10
     health_check_program: str | None = None
     health_check_interval_s: int = 0
