@@ -11,6 +11,7 @@ from typing import Any
 from provision.report import gather_files
 from provision.report.gather_fabric import burnin_section, disabled_links, fabric_map
 from provision.report.gather_hosts import all_events, failed_hosts, funnel, health_matrix
+from provision.report.gather_slurm import slurm_section
 from provision.report.model import Report
 from provision.state import StateStore
 
@@ -33,7 +34,7 @@ def gather(site_name: str, store: StateStore, run_dir: Path, design: Path | None
     return Report(site_name, time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime()), str(store.path), str(run_dir),
                   len(records), funnel(records), failed_hosts(records, events), fabric,
                   gather_files.ethernet(run_dir), health_matrix(records, events), burnin,
-                  gather_files.training(run_dir, training_log))
+                  gather_files.training(run_dir, training_log), slurm_section(store, run_dir))
 
 
 def as_json(report: Report) -> dict[str, Any]:

@@ -196,6 +196,16 @@ class Training:
 
 
 @dataclass(frozen=True)
+class Slurm:
+    ran: bool  # a `provision slurm sync` recorded something in this store
+    nodes: Table | None
+    standings: tuple[tuple[str, int], ...]  # standing, hosts
+    events: int  # `slurm sync` events in the hosts' histories
+    job: tuple[tuple[str, str], ...]  # the training job under Slurm (slurm-job.json), key and value
+    job_source: str
+
+
+@dataclass(frozen=True)
 class Report:
     site: str
     generated: str
@@ -209,3 +219,4 @@ class Report:
     health: HealthMatrix
     burnin: Burnin
     training: Training
+    slurm: Slurm

@@ -25,6 +25,7 @@ SECTIONS = (
     ("health", "Health heat map"),
     ("burnin", "Burn-in per link"),
     ("training", "Training run"),
+    ("slurm", "Slurm"),
 )
 
 
