@@ -32,6 +32,7 @@ def _payload(result: SyncResult) -> dict[str, Any]:
         "missing_golden": result.plan.missing_golden(),
         "unmanaged_nodes": list(result.plan.unmanaged),
         "scontrol_calls": result.calls,
+        "reconciled": list(result.reconciled),
         "error": result.error,
         "wall_s": round(result.wall_s, 3),
     }
@@ -52,6 +53,9 @@ def _render(result: SyncResult) -> None:
     verb = "would change" if result.dry_run else "changed"
     console.print(f"slurm sync: {len(result.plan.decisions)} hosts, {verb} {acting}, "
                   f"{len(result.recorded)} recorded in history, {result.calls} scontrol calls, {result.wall_s:.2f} s")
+    if result.reconciled:
+        console.print(f"a sync died after asking Slurm to change {esc(', '.join(result.reconciled))}: "
+                      "recorded from what Slurm says now")
     if result.plan.unmanaged:
         console.print(f"{len(result.plan.unmanaged)} Slurm nodes are no host of this site (left alone)")
 

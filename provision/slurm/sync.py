@@ -29,8 +29,12 @@ from provision.state.store import StateStore
 
 COMMAND = "slurm sync"
 CONCURRENCY = 8
+# One row per host: its standing as last recorded, and the change a sync asked Slurm for and has not recorded yet
+# (`intent`, written before the call, cleared with the record): a row that still has one was left by a sync that
+# died between the two, and the next sync says it reconciled it from Slurm's state.
 _TABLE = """CREATE TABLE IF NOT EXISTS slurm_nodes (
-    host TEXT PRIMARY KEY, standing TEXT NOT NULL, node_state TEXT, reason TEXT, updated_at REAL NOT NULL)"""
+    host TEXT PRIMARY KEY, standing TEXT NOT NULL, node_state TEXT, reason TEXT, updated_at REAL NOT NULL,
+    intent TEXT, intent_at REAL)"""
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class SyncResult:
     wall_s: float = 0.0
     calls: int = 0  # scontrol update calls made
     applied: tuple[str, ...] = field(default_factory=tuple)
+    reconciled: tuple[str, ...] = field(default_factory=tuple)  # a sync died after asking Slurm; recorded now
 
 
 def managed_hosts(site: Site) -> list[str]:
@@ -60,12 +65,24 @@ def host_views(store: StateStore, names: Sequence[str]) -> list[HostView]:
     return [HostView(n, records[n].state, records[n].reason, records[n].updated_at) for n in names if n in records]
 
 
-def recorded_standings(store: StateStore) -> dict[str, str]:
+def recorded_standings(store: StateStore) -> tuple[dict[str, str], list[str]]:
+    """Each host's standing as last recorded, and the hosts a sync asked Slurm to change without recording it."""
     db = store.reader()
     if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'slurm_nodes'").fetchone() is None:
-        return {}
-    rows = db.execute("SELECT host, standing FROM slurm_nodes").fetchall()
-    return {row[0]: row[1] for row in rows}
+        return {}, []
+    rows = db.execute("SELECT host, standing, intent FROM slurm_nodes").fetchall()
+    return {row[0]: row[1] for row in rows}, sorted(row[0] for row in rows if row[2])
+
+
+def _intend(store: StateStore, sends: Sequence[Decision]) -> None:
+    """Before any call: what this sync is about to ask Slurm for, per host."""
+    now = time.time()
+    with store.transaction() as db:
+        db.execute(_TABLE)
+        db.executemany(
+            "INSERT INTO slurm_nodes (host, standing, updated_at, intent, intent_at) VALUES (?, 'unknown', ?, ?, ?) "
+            "ON CONFLICT(host) DO UPDATE SET intent = excluded.intent, intent_at = excluded.intent_at",
+            [(d.host, now, f"{d.action.value}: {d.reason or ''}".rstrip(": "), now) for d in sends])
 
 
 def _evidence(node: SlurmNode | None, where: Standing | None = None) -> dict[str, Any]:
@@ -113,7 +130,7 @@ async def _apply(client: SlurmClient, decisions: Sequence[Decision]) -> tuple[in
 
 
 def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | None],
-            before: Mapping[str, str]) -> tuple[list[str], list[str]]:
+            before: Mapping[str, str], interrupted: Sequence[str]) -> tuple[list[str], list[str]]:
     now = time.time()
     failures = [Change(d.host, State.failed, COMMAND, reason=d.reason,
                        evidence={**_evidence(after.get(d.host)),
@@ -130,9 +147,13 @@ def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | N
             now_standing = Standing.resuming
         if before.get(d.host) != now_standing.value:
             changed.append((d.host, now_standing, node))
-    if changed:
+    intended = [d.host for d in plan.decisions if d.action in (Action.drain, Action.down, Action.resume)] + \
+        list(interrupted)
+    if changed or intended:
         with store.transaction() as db:
             db.execute(_TABLE)
+            db.executemany("UPDATE slurm_nodes SET intent = NULL, intent_at = NULL WHERE host = ?",
+                           [(h,) for h in intended])
             for host, where, node in changed:
                 blob = dumps(_evidence(node, where))
                 db.execute(
@@ -166,17 +187,18 @@ async def sync(site: Site, store: StateStore, client: SlurmClient, *, dry_run: b
     start = time.monotonic()
     names = managed_hosts(site)
     nodes = await client.nodes()
-    before = recorded_standings(store)
+    before, interrupted = recorded_standings(store)
     views = host_views(store, names)
     plan = plan_sync(views, nodes, on_leave=slurm.on_leave)
     by_name = {n.name: n for n in nodes}
     if dry_run:
         return SyncResult(plan, True, {d.host: standing(by_name.get(d.host)) for d in plan.decisions}, (), (),
-                          wall_s=time.monotonic() - start)
+                          wall_s=time.monotonic() - start, reconciled=tuple(interrupted))
     calls, error = 0, None
     applied: list[str] = []
     sends = [d for d in plan.acting() if d.action is not Action.record_failed]
     if sends:
+        _intend(store, sends)
         calls, applied, error = await _apply(client, sends)
         try:
             by_name = {n.name: n for n in await client.nodes()}
@@ -185,7 +207,7 @@ async def sync(site: Site, store: StateStore, client: SlurmClient, *, dry_run: b
             by_name = {}
     if by_name:
         after: dict[str, SlurmNode | None] = {d.host: by_name.get(d.host) for d in plan.decisions}
-        recorded, failed = _record(store, plan, after, before)
+        recorded, failed = _record(store, plan, after, before, interrupted)
         unfinished = _unfinished(sends, after)
         if unfinished and error is None:
             error = f"Slurm did not apply the change to {', '.join(unfinished[:10])}" + \
@@ -193,4 +215,5 @@ async def sync(site: Site, store: StateStore, client: SlurmClient, *, dry_run: b
     else:
         recorded, failed = [], []
     return SyncResult(plan, False, {d.host: standing(by_name.get(d.host)) for d in plan.decisions} if by_name else {},
-                      tuple(recorded), tuple(failed), error, time.monotonic() - start, calls, tuple(applied))
+                      tuple(recorded), tuple(failed), error, time.monotonic() - start, calls, tuple(applied),
+                      tuple(interrupted) if by_name else ())

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -169,6 +172,33 @@ def test_a_sync_killed_after_its_change_is_recorded_by_the_next_run_without_send
     rc, out = rig.sync(capsys=capsys)
     assert rc == 0 and out["scontrol_calls"] == 0 and out["recorded"] == ["gpu-r1-06"]
     assert rig.slurm_events("gpu-r1-06")[-1] == "slurm_drained"
+
+
+def test_a_sync_killed_between_its_scontrol_call_and_its_record_is_reconciled_by_the_next(
+        rig: SlurmRig, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rig.set_all("golden")
+    rig.sync(capsys=capsys)
+    rig.store.mark("gpu-r2-06", "failed", reason="ecc_uncorrected")
+    # An scontrol that makes the change, then kills the sync that ran it (kill -9: no handler, no record).
+    tools = tmp_path / "killing-tools"
+    tools.mkdir()
+    (tools / "sinfo").symlink_to(shutil.which("sinfo") or "/usr/bin/sinfo")
+    (tools / "scontrol").write_text(f'#!/bin/sh\n{shutil.which("scontrol")} "$@"\nkill -9 $PPID\n')
+    (tools / "scontrol").chmod(0o755)
+    site_file = rig.site.path
+    original = site_file.read_text()
+    site_file.write_text(original.replace("  timeout_s: 4\n", f"  timeout_s: 4\n  commands_dir: {tools}\n"))
+    killed = subprocess.run([sys.executable, "-m", "provision", "slurm", "sync", "--site", str(site_file)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    site_file.write_text(original)
+    assert killed.returncode == -signal.SIGKILL
+    assert rig.node("gpu-r2-06")["state_flags"] == ["DRAIN"]  # the change was made
+    assert rig.slurm_events("gpu-r2-06") == ["slurm_available"]  # and not recorded
+    rc, out = rig.sync(capsys=capsys)
+    assert rc == 0 and out["reconciled"] == ["gpu-r2-06"] and out["scontrol_calls"] == 0
+    assert rig.slurm_events("gpu-r2-06") == ["slurm_available", "slurm_drained"]
+    rc, out = rig.sync(capsys=capsys)
+    assert out["reconciled"] == [] and out["recorded"] == []
 
 
 def test_hostile_reason_text_is_stored_and_shown_escaped(rig: SlurmRig, capsys: pytest.CaptureFixture[str]) -> None:
