@@ -1,9 +1,11 @@
 """Build the Ansible inventory (the `ansible-inventory --list` JSON shape) from a site and its state store.
 
-Groups: `rack_<rack>`, `role_<role>`, `class_<host class>`, `state_<state>` for every lifecycle state, and
+Groups: `rack_<rack>`, `role_<role>`, `class_<host class>`, `state_<state>` for every lifecycle state,
 `configurable`: the hosts `site.yml` may configure (deployed or later, or failed after having been
-deployed). Host variables: how to reach the host (from the site's `ssh` settings), where it sits, its
-BMC (address only, never a credential), the hardware and versions its class expects, its state.
+deployed), and, from the site's `slurm` section (empty without one), `slurm_controller` (the host that runs
+slurmctld) and `slurm_nodes` (the GPU hosts of the partitions' host classes). Host variables: how to reach
+the host (from the site's `ssh` settings), where it sits, its BMC (address only, never a credential), the
+hardware and versions its class expects, its state.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from typing import Any
 from provision.health.expectations import load_overlay
 from provision.site import Site, load_site
 from provision.site.endpoints import split_host_port
-from provision.site.model import Host, HostClass
+from provision.site.model import Host, HostClass, Role
+from provision.site.slurm import gres_type
 from provision.state import HostRecord, State, StateStore
 from provision.state.lifecycle import FLOW
 
 CONFIGURABLE_GROUP = "configurable"
+SLURM_CONTROLLER_GROUP = "slurm_controller"
+SLURM_NODES_GROUP = "slurm_nodes"
 FIRST_CONFIGURABLE = State.deployed
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
@@ -69,11 +74,38 @@ def _hardware(cls: HostClass) -> dict[str, Any]:
     }
 
 
+def _address(site: Site, hostname: str) -> tuple[str, int]:
+    """Where the host is reached (the site's `ssh.address_overrides`, else its name) and on which SSH port."""
+    ssh = site.spec.ssh
+    return split_host_port(ssh.address_overrides.get(hostname, hostname), ssh.port)
+
+
+def _slurm_nodes(site: Site) -> dict[str, dict[str, Any]]:
+    """The Slurm nodes, by name: every GPU host of a host class that a partition names, with its address
+    (NodeAddr), class and GPUs (`Gres=gpu:<type>:<count>`; roles/slurm_conf, roles/slurm_node)."""
+    slurm = site.spec.slurm
+    if slurm is None:
+        return {}
+    classes = {name for partition in slurm.partitions for name in partition.classes}
+    nodes: dict[str, dict[str, Any]] = {}
+    for host in sorted(site.hosts(), key=lambda h: h.hostname):
+        if host.role is not Role.gpu or host.host_class not in classes:
+            continue
+        gpu = site.host_class(host).gpu
+        nodes[host.hostname] = {
+            "address": _address(site, host.hostname)[0],
+            "class": host.host_class,
+            "gpus": gpu.count if gpu else 0,
+            "gpu_type": gres_type(gpu.model) if gpu else "",
+        }
+    return nodes
+
+
 def _host_vars(site: Site, host: Host, record: HostRecord | None,
                health_overlay: Mapping[str, Any]) -> dict[str, Any]:
     ssh = site.spec.ssh
     cls = site.host_class(host)
-    address, port = split_host_port(ssh.address_overrides.get(host.hostname, host.hostname), ssh.port)
+    address, port = _address(site, host.hostname)
     out: dict[str, Any] = {
         "ansible_host": address,
         "ansible_user": ssh.user,
@@ -113,6 +145,12 @@ def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: 
     hostvars: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[str]] = {group_name("state", s.value): [] for s in State}
     groups[CONFIGURABLE_GROUP] = []
+    slurm_nodes = _slurm_nodes(site)
+    groups[SLURM_NODES_GROUP] = list(slurm_nodes)
+    # The controller is configured like any host: once bringup has it deployed (or an operator records it so);
+    # a head node the lifecycle never reached (the sim site's ctl-01) gets no play.
+    controller = site.spec.slurm.controller if site.spec.slurm is not None else None
+    groups[SLURM_CONTROLLER_GROUP] = [controller] if controller and _configurable(records.get(controller)) else []
     for host in site.hosts():
         record = records.get(host.hostname)
         hostvars[host.hostname] = _host_vars(site, host, record, overlays.get(host.host_class, {}))
@@ -133,6 +171,9 @@ def build_inventory(site: Site, records: Mapping[str, HostRecord], *, state_db: 
                                 "bringup_rollout": site.spec.rollout.as_vars()}
     if site.spec.slurm is not None:  # the scheduler's settings (provision/site/slurm.py; roles/slurm_*)
         all_vars["bringup_slurm"] = site.spec.slurm.as_vars()
+        # what slurm.conf says of the nodes and where slurmctld listens (SlurmctldHost=name(address))
+        all_vars["bringup_slurm_nodes"] = slurm_nodes
+        all_vars["bringup_slurm_controller_address"] = _address(site, site.spec.slurm.controller)[0]
     if state_db is not None:
         all_vars["bringup_state_db"] = str(state_db.resolve())
     return Inventory(

@@ -12,7 +12,9 @@
       health_check_interval_s: 300    # slurmd runs the health agent's fast level this often (0: never)
       sync_after_steps: true          # steps that move hosts in or out of golden end with a sync
 
-The Ansible side reads it through the inventory (`bringup_slurm`, roles/slurm_*); `provision slurm sync`
+The Ansible side reads it through the inventory (`bringup_slurm`, with `bringup_slurm_nodes`, the
+nodes slurm.conf lists, and the groups `slurm_controller`/`slurm_nodes`: provision/ansible_inventory/build.py;
+roles/munge, roles/slurm_conf, roles/slurm_controller, roles/slurm_node); `provision slurm sync`
 (provision/slurm/) keeps Slurm's node states in step with the lifecycle.
 """
 
@@ -24,12 +26,21 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+_VENDOR = re.compile(r"^\s*nvidia\s+", re.IGNORECASE)
+_NOT_GRES = re.compile(r"[^a-z0-9_]+")
 
 
 def _slurm_name(value: str) -> str:
     if not _SLURM_NAME.match(value):
         raise ValueError(f"{value!r} is not a Slurm name (letters, digits, '_', '.', '-'; at most 64)")
     return value
+
+
+def gres_type(gpu_model: str) -> str:
+    """The GRES type of a GPU model for slurm.conf and gres.conf (`Gres=gpu:<type>:<count>`): the model without
+    its vendor, lower case, anything but letters, digits and '_' made one '_' ("NVIDIA H200" -> "h200",
+    "NVIDIA H100 80GB HBM3" -> "h100_80gb_hbm3"); "" when nothing is left (the line then names no type)."""
+    return _NOT_GRES.sub("_", _VENDOR.sub("", gpu_model).lower()).strip("_")[:64]
 
 
 class SlurmPartition(BaseModel):

@@ -29,6 +29,8 @@ PACKAGES = (
     "prometheus-node-exporter",
     # The controller's monitoring (roles/prometheus_server, roles/alertmanager), with promtool and amtool.
     "prometheus", "prometheus-alertmanager",
+    # Slurm and MUNGE (roles/munge, roles/slurm_controller, roles/slurm_node; Debian 12's 22.05.8).
+    "munge", "slurmctld", "slurmd", "slurm-client",
 )
 _FORMAT = "2"
 
