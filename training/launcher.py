@@ -2,7 +2,8 @@
 running. One torchrun per host (c10d rendezvous on the first host, over SSH; hosts named
 localhost/127.x run without SSH), NCCL settings from the site, the flight recorder on, and every
 variable of the launcher's own run that shapes it (`forwarded_env`, `--env`). The supervisor
-(`training/supervisor.py`) keeps it running on golden hosts."""
+(`training/supervisor.py`) keeps it running on golden hosts. `--scheduler slurm` submits the same job
+as a Slurm batch job instead (`training/slurm_launch.py`), which Slurm keeps on golden nodes."""
 
 from __future__ import annotations
 
@@ -219,7 +220,9 @@ def _env_pairs(items: Sequence[str]) -> dict[str, str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m training launch",
                                 epilog="arguments after -- go to every rank's `python -m training train`")
-    p.add_argument("--hostfile", type=Path, required=True, help="the job's golden hosts")
+    p.add_argument("--scheduler", choices=("ssh", "slurm"), default="ssh",
+                   help="ssh: torchrun on every host of --hostfile, supervised here; slurm: an sbatch job")
+    p.add_argument("--hostfile", type=Path, help="the job's golden hosts (--scheduler ssh)")
     p.add_argument("--spares", type=Path, help="hostfile of spare golden hosts a restart may take")
     p.add_argument("--shrink-to", default="", help="host counts a restart may shrink to, e.g. 2,4 (default: none)")
     p.add_argument("--config", required=True)
@@ -233,7 +236,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--min-hosts", type=int, default=1)
     p.add_argument("--rdzv-port", type=int, default=29500)
     p.add_argument("--rdzv-host", default="", help="address every node reaches the rendezvous store at "
-                   "(default: the first host's name)")
+                   "(default: the first host's name; under Slurm the first node's NodeAddr)")
     p.add_argument("--health-cmd", help="run after a failure; prints JSON {hosts: [{host, verdict}], "
                    "promoted_to_golden} (default: provision health [--site SITE] --hosts {hosts} --level fast --json)")
     p.add_argument("--health-timeout-s", type=float, default=1800.0,
@@ -247,7 +250,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env-dir", default="/opt/bringup/env-ship/env", help="where provision ship unpacked it")
     p.add_argument("--python", default=sys.executable, help="Python on the hosts")
     p.add_argument("--workdir", type=Path, default=Path.cwd(), help="project checkout on the hosts")
-    p.add_argument("--dry-run", action="store_true", help="print each host's command and exit")
+    p.add_argument("--dry-run", action="store_true", help="print each host's command (slurm: the batch script) "
+                   "and exit")
+    from training.slurm_launch import add_slurm_args
+
+    add_slurm_args(p)
     return p
 
 
@@ -260,7 +267,20 @@ def main(argv: list[str] | None = None) -> int:
         i = raw.index("--")
         raw, extra = raw[:i], raw[i + 1:]
     a = _parser().parse_args(raw)
+    if a.scheduler == "slurm":
+        from training.slurm_launch import main as slurm_main
+
+        try:
+            env = _env_pairs(a.env)
+        except LaunchError as e:
+            print(f"launch: {e}", file=sys.stderr)
+            return 2
+        return slurm_main(a, extra, env)
     try:
+        if a.hostfile is None:
+            raise LaunchError("--scheduler ssh needs --hostfile")
+        if a.nodes is not None or a.node_check:
+            raise LaunchError("--nodes and --node-check are for --scheduler slurm")
         hosts = parse_hostfile(a.hostfile.read_text(), a.gpus_per_host)
         spares = parse_hostfile(a.spares.read_text(), a.gpus_per_host) if a.spares else []
         run_dir = (a.run_dir or Path("runs") / f"{a.config}-{a.engine}").resolve()

@@ -59,6 +59,9 @@ class SlurmLabSpec:
     health_check_interval_s: int = 0
     topology: str | None = None  # topology.conf text: TopologyPlugin=topology/tree when given
     extra: tuple[str, ...] = field(default_factory=tuple)  # more slurm.conf lines
+    # AuthInfo cred_expire: how long a requeued job waits before it may start again (Slurm: 120 s by default,
+    # at least 5; a smaller value is logged as invalid and the default used)
+    cred_expire_s: int | None = None
 
 
 def addrconfig_ok() -> bool:
@@ -95,7 +98,8 @@ class SlurmLab:
             f"SlurmctldPort={CONTROLLER_PORT}",
             "SlurmUser=root",
             "AuthType=auth/munge",
-            f"AuthInfo=socket={d / 'run' / 'munge.socket'}",
+            f"AuthInfo=socket={d / 'run' / 'munge.socket'}"
+            + (f",cred_expire={s.cred_expire_s}" if s.cred_expire_s is not None else ""),
             "CredType=cred/munge",
             f"StateSaveLocation={d / 'state'}",
             f"SlurmdSpoolDir={d / 'spool' / '%n'}",
