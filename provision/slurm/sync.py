@@ -29,6 +29,9 @@ from provision.state.store import StateStore
 
 COMMAND = "slurm sync"
 CONCURRENCY = 8
+# slurmctld pings a resumed node within about SlurmdTimeout/3 and a live slurmd answers the first ping: a sync
+# that follows the one that resumed it sooner than this does not record the node lost.
+RESUME_GRACE_S = 60.0
 # One row per host: its standing as last recorded, and the change a sync asked Slurm for and has not recorded yet
 # (`intent`, written before the call, cleared with the record): a row that still has one was left by a sync that
 # died between the two, and the next sync says it reconciled it from Slurm's state.
@@ -65,13 +68,23 @@ def host_views(store: StateStore, names: Sequence[str]) -> list[HostView]:
     return [HostView(n, records[n].state, records[n].reason, records[n].updated_at) for n in names if n in records]
 
 
-def recorded_standings(store: StateStore) -> tuple[dict[str, str], list[str]]:
-    """Each host's standing as last recorded, and the hosts a sync asked Slurm to change without recording it."""
+def recorded_standings(store: StateStore) -> tuple[dict[str, tuple[str, float]], list[str]]:
+    """Each host's standing as last recorded (and when), and the hosts a sync asked Slurm to change without
+    recording it."""
     db = store.reader()
     if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'slurm_nodes'").fetchone() is None:
         return {}, []
-    rows = db.execute("SELECT host, standing, intent FROM slurm_nodes").fetchall()
-    return {row[0]: row[1] for row in rows}, sorted(row[0] for row in rows if row[2])
+    rows = db.execute("SELECT host, standing, updated_at, intent FROM slurm_nodes").fetchall()
+    return {row[0]: (row[1], row[2]) for row in rows}, sorted(row[0] for row in rows if row[3])
+
+
+def _settled(node_standing: Standing, before: tuple[str, float] | None, now: float) -> Standing:
+    """A node resumed by an earlier sync stays `resuming` while its slurmd has had no time to register again: a
+    sync right after the one that resumed it (the steps' syncs come back to back) records no not_responding."""
+    if before is not None and before[0] == Standing.resuming.value and node_standing is Standing.not_responding \
+            and now - before[1] < RESUME_GRACE_S:
+        return Standing.resuming
+    return node_standing
 
 
 def _intend(store: StateStore, sends: Sequence[Decision]) -> None:
@@ -130,7 +143,7 @@ async def _apply(client: SlurmClient, decisions: Sequence[Decision]) -> tuple[in
 
 
 def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | None],
-            before: Mapping[str, str], interrupted: Sequence[str]) -> tuple[list[str], list[str]]:
+            before: Mapping[str, tuple[str, float]], interrupted: Sequence[str]) -> tuple[list[str], list[str]]:
     now = time.time()
     failures = [Change(d.host, State.failed, COMMAND, reason=d.reason,
                        evidence={**_evidence(after.get(d.host)),
@@ -145,7 +158,8 @@ def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | N
         if d.action is Action.resume and now_standing is Standing.not_responding and \
                 "NOT_RESPONDING" not in (d.node_state or "") and not (d.node_state or "").startswith("UNKNOWN"):
             now_standing = Standing.resuming
-        if before.get(d.host) != now_standing.value:
+        now_standing = _settled(now_standing, before.get(d.host), now)
+        if (before.get(d.host) or ("", 0.0))[0] != now_standing.value:
             changed.append((d.host, now_standing, node))
     intended = [d.host for d in plan.decisions if d.action in (Action.drain, Action.down, Action.resume)] + \
         list(interrupted)
