@@ -22,6 +22,7 @@ from provision.cli.context import default_site_path
 from provision.cli.output import console, get_console
 from sim.__main__ import open_lab
 from sim.demo_progress import Progress
+from sim.demo_slurm import run_slurm_stage
 from sim.demo_training import prepare as prepare_training
 from sim.demo_training import run_training_stage
 
@@ -42,6 +43,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("Lifecycle status", "provision", ["status"]),
     ("Golden hostfile", "provision", ["golden", "--format", "deepspeed"]),
     ("Train the tiny model on the golden hosts, supervised", "training", []),
+    ("Slurm: drained hosts and their reasons, a job on the golden set", "slurm", []),
 ]
 
 
@@ -173,6 +175,9 @@ def _stage(title: str, program: str, argv: list[str], run: _Run) -> int:
     if program == "training":  # sim/demo_training.py: the real launcher and supervisor, faults injected
         console.rule(f"[bold]{title}[/]  [dim]python -m training launch --hostfile GOLDEN")
         return run_training_stage(site_file, run_dir, run.corpus)
+    if program == "slurm":  # sim/demo_slurm.py: the sync, sinfo, and a job Slurm places on the golden set
+        console.rule(f"[bold]{title}[/]  [dim]provision slurm sync; sinfo -R; training launch --scheduler slurm")
+        return run_slurm_stage(site_file, run_dir, run.corpus)
     if program == "burnin":
         console.rule(f"[bold]{title}[/]  [dim]fabric burnin plan | run --duration 1 | judge --record")
         return _burnin(site_file, run_dir)
