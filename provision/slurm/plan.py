@@ -6,7 +6,7 @@
 | golden | drained by the sync (`bringup: ...`) | resume | available |
 | golden | drained by the health check (`bringup-check: ...`) | recorded failed(<its reason>) | health_check_drained |
 | golden | drained or down for another reason (an admin, Slurm) | - (said) | admin_drained |
-| golden | not responding | - (said: unknown, not golden in Slurm) | not_responding |
+| golden | not responding (down or not, undrained) | - (said: unknown, not available to jobs) | not_responding |
 | not golden | in service, or down without a drain | drain (or down: `slurm.on_leave`) | drained |
 | not golden | drained by the sync, other reason text | drain again with the new reason | drained |
 | not golden | drained by the check, an admin, or the sync | - | as it is |
@@ -82,16 +82,16 @@ def standing(node: SlurmNode | None) -> Standing:
     if node is None:
         return Standing.missing
     owner = parse_reason(node.reason).owner
-    if node.out_of_service:
-        if owner is Owner.sync:
-            return Standing.drained
-        if owner is Owner.check:
-            return Standing.health_check_drained
-        if node.drained or "FAIL" in node.flags or owner is Owner.foreign:
-            return Standing.admin_drained
-        return Standing.not_responding  # down with no reason: Slurm lost it
-    if node.not_responding or node.state == "unknown":  # UNKNOWN: its slurmd has not registered yet
+    if node.out_of_service and owner is Owner.sync:
+        return Standing.drained
+    if node.out_of_service and owner is Owner.check:
+        return Standing.health_check_drained
+    # Slurm lost its slurmd (DOWN with Slurm's own "Not responding", or UNKNOWN: never registered): nobody took
+    # it out of service, Slurm cannot tell what it is. Unknown, not an admin's drain.
+    if (node.not_responding or node.state == "unknown") and not node.drained and "FAIL" not in node.flags:
         return Standing.not_responding
+    if node.out_of_service:
+        return Standing.admin_drained
     return Standing.available
 
 

@@ -9,22 +9,8 @@ import threading
 from pathlib import Path
 
 from provision.site import load_site
-from provision.site.model import Site
-from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec
-from sim.slurm.service import READY
-
-
-def spec_for(site: Site) -> SlurmLabSpec:
-    slurm = site.spec.slurm
-    if slurm is None:
-        raise SystemExit(f"site {site.name} has no slurm section")
-    hosts = site.hosts()
-    classes = {c for p in slurm.partitions for c in p.classes}
-    nodes = tuple(h.hostname for h in hosts if h.host_class in classes)
-    partitions = tuple(Partition(p.name, tuple(h.hostname for h in hosts if h.host_class in p.classes), p.default)
-                       for p in slurm.partitions)
-    # No Gres: this machine's slurmds find no GPU (SlurmLabSpec.gpus); the slurm roles write the hosts' gres.conf.
-    return SlurmLabSpec(slurm.cluster_name, nodes, partitions)
+from sim.slurm.lab import SlurmLab
+from sim.slurm.service import READY, spec_for
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -185,8 +185,13 @@ class SlurmLab:
         self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node])
 
     def kill_node(self, node: str) -> None:
-        """The node's slurmd dies (SIGKILL): to Slurm it stops responding, as a host that lost power does."""
-        self._stop(f"slurmd-{node}", signal.SIGKILL)
+        """The node's slurmd dies (SIGKILL): to Slurm it stops responding, as a host that lost power does. A lab
+        another process started (`python -m sim.slurm serve`) is reached through the daemon's pid file."""
+        if f"slurmd-{node}" in self._procs:
+            self._stop(f"slurmd-{node}", signal.SIGKILL)
+            return
+        with contextlib.suppress(OSError, ValueError, ProcessLookupError):
+            os.kill(int((self.dir / "run" / f"slurmd-{node}.pid").read_text().strip()), signal.SIGKILL)
 
     def stop_controller(self) -> None:
         self._stop("slurmctld", signal.SIGTERM)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 
+from provision.site.model import Site
 from sim.lab import LabContext, LabError, Service, python_module
+from sim.slurm.lab import Partition, SlurmLabSpec
 
 SUBDIR = "slurm"
 READY = "ready"
@@ -34,3 +36,19 @@ def services(ctx: LabContext) -> list[Service]:
         stop_timeout_s=30.0,
         exports={"SLURM_CONF": str(directory / "slurm.conf")},
     )]
+
+
+def spec_for(site: Site) -> SlurmLabSpec:
+    slurm = site.spec.slurm
+    if slurm is None:
+        raise SystemExit(f"site {site.name} has no slurm section")
+    hosts = site.hosts()
+    classes = {c for p in slurm.partitions for c in p.classes}
+    nodes = tuple(h.hostname for h in hosts if h.host_class in classes)
+    partitions = tuple(Partition(p.name, tuple(h.hostname for h in hosts if h.host_class in p.classes), p.default)
+                       for p in slurm.partitions)
+    # No Gres: this machine's slurmds find no GPU (SlurmLabSpec.gpus); the slurm roles write the hosts' gres.conf.
+    # A requeued job may start again after cred_expire (120 s by default; 5 is Slurm's least) and the scheduler
+    # looks every second: the demo's job, requeued after a lost node, goes on within seconds.
+    return SlurmLabSpec(slurm.cluster_name, nodes, partitions, cred_expire_s=5,
+                        extra=("SchedulerParameters=sched_interval=1,bf_interval=1",))

@@ -67,6 +67,8 @@ class SlurmLab:
         return Path(self.lab.host(name).root)
 
 
+TOPOLOGY = "SwitchName=leaf-A-r3-U40 Nodes=gpu-r1-[01-02]\nSwitchName=spine-A-r3-U18 Switches=leaf-A-r3-U40\n"
+
 def _free_port() -> int:
     """A port nobody listens on (Slurm's daemons listen on every address of the namespace)."""
     with socket.socket() as sock:
@@ -137,6 +139,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
                 "slurm_conf_proctrack_type": "proctrack/linuxproc",
                 "slurm_conf_task_plugin": "task/none",
                 "slurm_node_cgroup_plugin": "cgroup/v1",
+                # topology.conf as `fabric topology --format slurm` writes it (a leaf with its nodes, a spine above)
+                "slurm_conf_topology": TOPOLOGY,
             }, sort_keys=True))
             # The GPUs' device files gres.conf names (slurmd waits for them; nothing opens them).
             for name in HOSTS:
@@ -312,6 +316,16 @@ def _fields(text: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
+def test_slurmctld_reads_back_the_topology_the_roles_installed(running: SlurmLab) -> None:
+    shown = _ssh(running, CONTROLLER, "scontrol show topology")
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split()[0]: line for line in shown.stdout.splitlines() if line.startswith("SwitchName=")}
+    assert "Level=0" in lines["SwitchName=leaf-A-r3-U40"] and "Nodes=gpu-r1-[01-02]" in lines["SwitchName=leaf-A-r3-U40"]
+    assert "Level=1" in lines["SwitchName=spine-A-r3-U18"] and "Switches=leaf-A-r3-U40" in lines["SwitchName=spine-A-r3-U18"]
+    config = _ssh(running, CONTROLLER, "scontrol show config").stdout
+    assert "topology/tree" in config
+
+
 def test_sinfo_lists_both_nodes_idle_and_scontrol_shows_what_the_roles_meant(running: SlurmLab) -> None:
     config = _ssh(running, CONTROLLER, "scontrol show config")
     assert config.returncode == 0, config.stderr
