@@ -175,7 +175,7 @@ class SlurmLab:
             f"--pid-file={run / 'munged.pid'}", f"--seed-file={run / 'munge.seed'}",
             f"--log-file={self.dir / 'log' / 'munged.log'}", "--force"])
         self._await(lambda: (run / "munge.socket").exists(), "munged", 10.0)
-        self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
+        self._spawn("slurmctld", ["slurmctld", "-D", "-c"])  # -c: a fresh lab, nothing of a previous run
         self._await(self._controller_up, "slurmctld", wait_s)
         for node in nodes if nodes is not None else self.spec.nodes:
             self.start_node(node)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -61,10 +62,27 @@ def _assert_outcome(store: StateStore, out: DemoRun) -> None:
     assert "FAIL link leaf-A-r3-U40[21] (row A rack r3 U40) <-> spine-A-r3-U24[1] (row A rack r3 U24)" in out.stdout
     assert "handed to the port plan: 4 piece(s) of evidence, source burnin" in out.stdout
     _assert_site_yml(store, out.stdout)
+    _assert_slurm(store, out.stdout)
     assert "the bring-up, stage by stage" in out.stdout and "Configure the deployed hosts with site.yml" in out.stdout
     # the lab is down again: nothing listens on its BMC, MAAS, perftest or test hosts' SSH addresses
     assert not any(_listening(a, p) for a, p in (("127.0.16.1", 8443), ("127.0.2.1", 5240), ("127.0.2.31", 18515),
                                                  ("127.0.1.1", 22)))
+
+
+def _assert_slurm(store: StateStore, stdout: str) -> None:
+    """The Slurm stage (sim/demo_slurm.py): Slurm's own sinfo -R lists every failed host drained with bringup's
+    reason; the job lands on a golden node, loses it, is requeued onto the other and resumes; the closing sync
+    records the lost node unknown (golden in bringup, down in Slurm)."""
+    stage = stdout[stdout.index("Slurm: drained hosts and their reasons"):]
+    for host, reason in (("gpu-r1-03", "xid_79"), ("gpu-r1-02", "burnin_link_failed"), ("gpu-r1-04", "ssh_refused")):
+        assert re.search(rf"bringup: {reason} \(\d{{4}}-\d\d-\d\d \d\d:\d\d\) .* {host}", stage), (host, stage[:3000])
+    assert "drain gpu-r1-[02-08],gpu-r2-[01-03,05-08]" in stage
+    assert re.search(r"job \d+: COMPLETED on gpu-r\d-0\d in [0-9.]+ s, 1 requeue\(s\): gpu-r\d-0\d \(down\*: Not "
+                     r"responding\) lost; requeued by Slurm onto gpu-r\d-0\d, resumed from step_00000004 at step 4", stage)
+    lost = re.search(r"(gpu-r\d-0\d) lost after the checkpoint", stage)
+    assert lost is not None
+    events = [e.reason for e in store.history(lost.group(1)) if e.command == "slurm sync"]
+    assert events[-1] == "slurm_not_responding" and store.get(lost.group(1)).state is State.golden
 
 
 def _assert_site_yml(store: StateStore, stdout: str) -> None:
