@@ -42,8 +42,8 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("Burn in every InfiniBand link at full rate", "burnin", []),
     ("Lifecycle status", "provision", ["status"]),
     ("Golden hostfile", "provision", ["golden", "--format", "deepspeed"]),
-    ("Train the tiny model on the golden hosts, supervised", "training", []),
     ("Slurm: drained hosts and their reasons, a job on the golden set", "slurm", []),
+    ("Train the tiny model on the golden hosts, supervised", "training", []),
 ]
 
 

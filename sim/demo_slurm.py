@@ -5,7 +5,7 @@ node out of service with its reason, who set it and when) and `sinfo`; then the 
 batch job (`python -m training launch --scheduler slurm --nodes 1`): Slurm may only place it on a node that is
 not drained, that is a golden host. After its checkpoint of step 4 that node is lost (sim/slurm/faults.py: its
 slurmd and the job's processes killed, as a host that loses power); Slurm marks it down and requeues the job onto
-the other golden node, which resumes from the checkpoint; the closing sync records the lost node unknown. The
+another golden node, which resumes from the checkpoint; the closing sync records the lost node unknown. The
 lab's slurmds run on this machine (sim/slurm/), so the job's rank runs here with this interpreter. What the job
 did goes to `slurm-job.json` in the run directory, where `provision report` shows it beside the nodes' standings.
 """

@@ -70,13 +70,13 @@ def _assert_outcome(store: StateStore, out: DemoRun) -> None:
 
 
 def _assert_slurm(store: StateStore, stdout: str) -> None:
-    """The Slurm stage (sim/demo_slurm.py): Slurm's own sinfo -R lists every failed host drained with bringup's
-    reason; the job lands on a golden node, loses it, is requeued onto the other and resumes; the closing sync
-    records the lost node unknown (golden in bringup, down in Slurm)."""
+    """The Slurm stage (sim/demo_slurm.py, before the supervised run): Slurm's own sinfo -R lists every failed host
+    drained with bringup's reason; the job lands on a golden node, loses it, is requeued onto another and resumes;
+    the closing sync records the lost node unknown (golden in bringup, down in Slurm)."""
     stage = stdout[stdout.index("Slurm: drained hosts and their reasons"):]
-    for host, reason in (("gpu-r1-03", "xid_79"), ("gpu-r1-02", "burnin_link_failed"), ("gpu-r1-04", "ssh_refused")):
-        assert re.search(rf"bringup: {reason} \(\d{{4}}-\d\d-\d\d \d\d:\d\d\) .* {host}", stage), (host, stage[:3000])
-    assert "drain gpu-r1-[02-08],gpu-r2-[01-03,05-08]" in stage
+    for host, reason in (("gpu-r1-03", "xid_79"), ("gpu-r1-02", "burnin_link_failed"), ("gpu-r2-01", "site_refuse")):
+        assert re.search(rf"bringup: {reason}.* {host}", stage), (host, stage[:3000])
+    assert "drain gpu-r1-[02-03,05-08],gpu-r2-[01-03,05-08]" in stage  # every host but the 3 golden ones
     assert re.search(r"job \d+: COMPLETED on gpu-r\d-0\d in [0-9.]+ s, 1 requeue\(s\): gpu-r\d-0\d \(down\*: Not "
                      r"responding\) lost; requeued by Slurm onto gpu-r\d-0\d, resumed from step_00000004 at step 4", stage)
     lost = re.search(r"(gpu-r\d-0\d) lost after the checkpoint", stage)
