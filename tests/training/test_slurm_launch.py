@@ -193,8 +193,9 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
          *tiny_args(corpus, tokenizer_path, straight, STEPS, EVERY)], cwd=REPO, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     nodes = ("gpu-0001", "gpu-0002", "gpu-0003")
+    # SlurmdTimeout 15 s: a loaded 2-core CI machine must not see a live slurmd miss its pings (5 s did, once)
     lab = SlurmLab(tmp_path / "slurm", SlurmLabSpec(
-        "lab", nodes, (Partition("gpu", nodes, True),), slurmd_timeout_s=5, cred_expire_s=5,
+        "lab", nodes, (Partition("gpu", nodes, True),), slurmd_timeout_s=15, cred_expire_s=5,
         extra=("SchedulerParameters=sched_interval=1,bf_interval=1",)))
     train = tiny_args(corpus, tokenizer_path, tmp_path / "unused", STEPS, EVERY)[6:]  # no --config/--engine/--run-dir
     with lab.running():
@@ -214,7 +215,17 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
             return subprocess.run(["scontrol", *args], env=env, capture_output=True, text=True, timeout=30,
                                   check=False).stdout
 
-        _wait("the first checkpoint", lambda: (run / "checkpoints" / f"step_{EVERY:08d}" / "COMPLETE").exists(), 150)
+        def said() -> str:  # what to look at when a wait runs out
+            logs = sorted((run / "logs").glob("*.log")) if (run / "logs").is_dir() else []
+            outs = sorted((tmp_path / "runs").glob("*.out"))
+            return (scontrol("show", "job", job) + "".join(f"\n--- {p.name}\n" + p.read_text()[-1500:]
+                                                          for p in [*outs, *logs]))
+
+        try:
+            _wait("the first checkpoint", lambda: (run / "checkpoints" / f"step_{EVERY:08d}" / "COMPLETE").exists(),
+                  150)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{said()}") from None
         allocated = scontrol("show", "hostnames", scontrol("show", "job", job).split(" NodeList=")[1].split()[0])
         lost = allocated.split()[1]
         assert lose_node(lab, lost)
