@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provision.aio import gather_or_cancel
-from provision.bmc.inventory import Nic, nic_from_function, nic_from_port
+from provision.bmc.inventory import (
+    Nic,
+    is_ethernet_function,
+    nic_from_function,
+    nic_from_port,
+    parse_network_device_function,
+)
 from provision.redfish import NOT_SERVED, RedfishClient, Resource, odata_id
 
 # Bounds on what a hostile or huge service can make one harvest read.
@@ -79,8 +85,14 @@ async def _adapter(client: RedfishClient, adapter: Resource, out: ChassisNics) -
     ports = await _each(client, adapter, "Ports", MAX_PER_ADAPTER, out)
     seen = {n.mac for n in out.nics if n.mac}
     added = 0
+    other = 0  # FCoE, InfiniBand...: a MAC or none, but no NIC the host boots or asks DHCP from
     for kind, resources in (("function", functions), ("port", ports)):
         for r in resources:
+            if kind == "function":
+                fn = parse_network_device_function(r.data)
+                if fn.mac is not None and not is_ethernet_function(fn):
+                    other += 1
+                    continue
             nic = nic_from_function(name, r.data) if kind == "function" else nic_from_port(name, r.data)
             if nic.mac is not None:
                 if nic.mac in seen:
@@ -89,7 +101,8 @@ async def _adapter(client: RedfishClient, adapter: Resource, out: ChassisNics) -
                 added += 1
             out.nics.append(nic)
             out.raw.append({k: r.data.get(k) for k in ("@odata.id", "Id", "LinkStatus", "Ethernet") if k in r.data})
-    out.looked.append(f"{adapter.path}: {len(ports)} port(s), {len(functions)} NetworkDeviceFunction(s), "
+    skipped = f" ({other} not Ethernet)" if other else ""
+    out.looked.append(f"{adapter.path}: {len(ports)} port(s), {len(functions)} NetworkDeviceFunction(s){skipped}, "
                       f"{added} MAC address(es)")
 
 

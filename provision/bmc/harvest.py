@@ -1,5 +1,9 @@
 """Harvest one host: system facts, NICs (with the chassis tree as cross-check), the PXE NIC, GPUs.
 
+The NICs are the system's EthernetInterfaces plus the Ethernet NetworkDeviceFunctions of its chassis'
+adapters that are none of them (a Cisco VIC's virtual NICs exist only there); each NIC says which of the two
+its MAC came from. Adapters and functions are read up to the bounds `chassis_nics` keeps.
+
 Discovery follows `@odata.id` links from the service root. On a Dell service root the ComputerSystem
 is first asked for at its well-known iDRAC path, and the network adapters at the iDRAC's path under the
 system's chassis (a round trip saved each); a 404 at either falls back to following links. Collections
@@ -13,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from provision.aio import gather_or_cancel, task_group
-from provision.bmc.chassis_nics import ChassisNics, chassis_nics
+from provision.bmc.chassis_nics import MAX_ADAPTERS, MAX_PER_ADAPTER, ChassisNics, chassis_nics
 from provision.bmc.inventory import (
+    ETHERNET_INTERFACE,
     NetworkFunction,
     Nic,
     PxeChoice,
@@ -22,6 +27,8 @@ from provision.bmc.inventory import (
     SystemInfo,
     choose_pxe_nic,
     count_gpus,
+    is_ethernet_function,
+    nic_from_function,
     parse_bios_pxe,
     parse_ethernet_interface,
     parse_network_device_function,
@@ -36,12 +43,14 @@ from provision.redfish import (
     Resource,
     odata_id,
 )
+from provision.redfish.resource import is_expanded
 from provision.site.model import HostClass
 
 IDRAC_SYSTEM = "/redfish/v1/Systems/System.Embedded.1"
 IDRAC_CHASSIS_PREFIX = "/redfish/v1/Chassis/System.Embedded."
 _LOOKED_SHOWN = 12  # places named in a "no MAC anywhere" detail; the evidence keeps them all
 T = TypeVar("T")
+Function = tuple[str, Resource]  # a NetworkDeviceFunction and the Id of the adapter it belongs to
 # What the NIC parser reads, as the BMC sent it: the evidence behind each harvested MAC and link state.
 _NIC_EVIDENCE = ("@odata.id", "Id", "Description", "MACAddress", "PermanentMACAddress", "LinkStatus", "SpeedMbps",
                  "InterfaceEnabled", "Status")
@@ -115,43 +124,114 @@ class HostInventory:
             "pxe_mac": self.pxe.nic.mac if self.pxe.nic else None,
             "pxe_source": self.pxe.source,
             "macs": {n.id: n.mac for n in self.nics},
+            "mac_sources": {n.id: n.source for n in self.nics},
             "links": {n.id: n.link for n in self.nics},
             "gpus": self.gpus,
             "ib_functions": self.ib_functions,
         }
 
 
-async def _adapters(client: RedfishClient, chassis_path: str) -> list[Resource] | None:
-    """The chassis' NetworkAdapters with their functions (expanded three levels deep when offered)."""
+async def _bounded(client: RedfishClient, listing: Resource, limit: int, notes: list[str]) -> list[Resource]:
+    """The first `limit` members of a collection, inline when the BMC expanded them, else each read on its own
+    (one it does not serve is a note); members past the limit, or on further pages, are a note, never read."""
+    raw = listing.data.get("Members")
+    if not isinstance(raw, list):
+        raise RedfishProtocolError(f"{listing.path} is not a collection (no Members list)", endpoint=client.endpoint,
+                                   path=listing.path)
+    if len(raw) > limit or listing.data.get("Members@odata.nextLink"):
+        notes.append(f"{listing.path}: read the first {min(len(raw), limit)} members, not the rest")
+    inline = [Resource(odata_id(m) or listing.path, m) if is_expanded(m) else None for m in raw[:limit]]
+    if all(r is not None for r in inline):
+        return [r for r in inline if r is not None]  # nothing to fetch, so no tasks to spread it over
+
+    async def one(member: Any, got: Resource | None) -> Resource | None:
+        if got is not None:
+            return got
+        try:
+            return await client.resolve(member, listing.path)
+        except NOT_SERVED as exc:
+            notes.append(f"{odata_id(member) or listing.path}: {exc.detail}")
+            return None
+
+    found = await gather_or_cancel(*(one(m, r) for m, r in zip(raw[:limit], inline, strict=True)))
+    return [r for r in found if r is not None]
+
+
+async def _adapters(client: RedfishClient, chassis_path: str, notes: list[str]) -> list[Resource] | None:
+    """The chassis' NetworkAdapters with their functions (expanded three levels deep when offered), at most
+    MAX_ADAPTERS of them."""
     if is_idrac(await client.root()) and chassis_path.startswith(IDRAC_CHASSIS_PREFIX):
         try:
-            return await client.members(f"{chassis_path}/NetworkAdapters", levels=3)
+            listing = await client.get_expanded(f"{chassis_path}/NetworkAdapters", 3)
         except RedfishNotFound:
             pass  # not where iDRACs keep them: ask the chassis
+        else:
+            return await _bounded(client, listing, MAX_ADAPTERS, notes)
     chassis = await client.get(chassis_path)
     adapters_path = chassis.link("NetworkAdapters")
-    return None if adapters_path is None else await client.members(adapters_path, levels=3)
+    if adapters_path is None:
+        return None
+    return await _bounded(client, await client.get_expanded(adapters_path, 3), MAX_ADAPTERS, notes)
 
 
-async def _network_functions(client: RedfishClient, system: Resource) -> list[Resource] | None:
+async def _adapter_functions(client: RedfishClient, adapter: Resource, notes: list[str]) -> list[Function]:
+    """An adapter's NetworkDeviceFunctions (at most MAX_PER_ADAPTER); an adapter whose collection the BMC does
+    not serve is a note, and the other adapters still count."""
+    name = str(adapter.data.get("Id") or adapter.path.rsplit("/", 1)[-1])
+    value = adapter.data.get("NetworkDeviceFunctions")
+    try:
+        if isinstance(value, Mapping) and isinstance(value.get("Members"), list):
+            listing = Resource(odata_id(value) or adapter.path, value)  # expanded inline
+        else:
+            listing = await client.resolve(value, f"{adapter.path} NetworkDeviceFunctions")
+        return [(name, f) for f in await _bounded(client, listing, MAX_PER_ADAPTER, notes)]
+    except NOT_SERVED as exc:
+        notes.append(f"{adapter.path} NetworkDeviceFunctions: {exc.detail}")
+        return []
+
+
+async def _network_functions(client: RedfishClient, system: Resource, notes: list[str]) -> list[Function] | None:
     chassis_path = first_link(system, "Links", "Chassis")
     if chassis_path is None:
         return None
-    found = await _adapters(client, chassis_path)
+    found = await _adapters(client, chassis_path, notes)
     if found is None:
         return None
     adapters = [a for a in found if a.data.get("NetworkDeviceFunctions") is not None]
     if all(isinstance(f := a.data["NetworkDeviceFunctions"], Mapping) and "Members" in f for a in adapters):
         # expanded inline: nothing to fetch, so no tasks to spread it over
-        per_adapter = [await client.child_members(a, "NetworkDeviceFunctions") for a in adapters]
+        per_adapter = [await _adapter_functions(client, a, notes) for a in adapters]
     else:
-        per_adapter = await gather_or_cancel(*(client.child_members(a, "NetworkDeviceFunctions") for a in adapters))
+        per_adapter = await gather_or_cancel(*(_adapter_functions(client, a, notes) for a in adapters))
     return [f for funcs in per_adapter for f in funcs]
 
 
+def _function_nics(nics: tuple[Nic, ...], funcs: list[Function]) -> tuple[Nic, ...]:
+    """The Ethernet NetworkDeviceFunctions that are no EthernetInterface of the system, as NICs: the virtual
+    NICs of a Cisco VIC (and their kind), whose MACs the OS boots and asks DHCP from but which the system's
+    EthernetInterfaces do not list. A function with an interface's Id or MAC is that interface (the cross
+    check compares them); an FCoE or InfiniBand function is no NIC to boot from."""
+    ids = {n.id for n in nics}
+    seen = {n.mac for n in nics if n.mac}
+    out = []
+    for adapter, r in funcs:
+        fn = parse_network_device_function(r.data)
+        if not is_ethernet_function(fn) or fn.id in ids or fn.mac in seen:
+            continue
+        nic = nic_from_function(adapter, r.data)
+        if nic.id in ids:
+            continue
+        ids.add(nic.id)
+        seen.add(nic.mac or "")
+        out.append(nic)
+    return tuple(out)
+
+
 def _cross_check(nics: tuple[Nic, ...], functions: tuple[NetworkFunction, ...] | None) -> dict[str, Any]:
+    """The system's EthernetInterfaces against the chassis' NetworkDeviceFunctions of the same Id."""
     if functions is None:
         return {"checked": False}
+    nics = tuple(n for n in nics if n.source == ETHERNET_INTERFACE)
     by_id = {f.id: f for f in functions}
     mismatches = [
         {"nic": n.id, "ethernet_interface": n.mac, "network_device_function": by_id[n.id].mac}
@@ -169,7 +249,7 @@ class _Read:
     bios: Resource | None
     manager: Resource | None
     procs: list[Resource] | None
-    funcs: list[Resource] | None
+    funcs: list[Function] | None
 
 
 async def _read(client: RedfishClient, system: Resource, host_class: HostClass, notes: list[str]) -> _Read:
@@ -192,7 +272,7 @@ async def _read(client: RedfishClient, system: Resource, host_class: HostClass, 
             _optional(client.get(manager_path), notes, "manager") if manager_path else nothing())
         procs_task = group.create_task(_optional(client.members(proc_path), notes, "processors")
                                        if proc_path and host_class.gpu else nothing())
-        funcs_task = group.create_task(_optional(_network_functions(client, system), notes, "network adapters")
+        funcs_task = group.create_task(_optional(_network_functions(client, system, notes), notes, "network adapters")
                                        if eth_path else nothing())
     return _Read(eth_task.result(), chassis_task.result(), bios_task.result(), manager_task.result(),
                  procs_task.result(), funcs_task.result())
@@ -210,7 +290,7 @@ def _raw(system: Resource, got: _Read, attributes: Any) -> dict[str, Any]:
         "bios_pxe": {k: v for k, v in (attributes or {}).items() if k.startswith("PxeDev") or k == "BootMode"},
         "manager": {k: manager.data.get(k) for k in ("@odata.id", "FirmwareVersion", "Model")} if manager else None,
         "network_device_functions": [
-            {k: r.data.get(k) for k in ("@odata.id", "Id", "NetDevFuncType", "Ethernet")} for r in funcs
+            {k: r.data.get(k) for k in ("@odata.id", "Id", "NetDevFuncType", "BootMode", "Ethernet")} for _, r in funcs
         ] if funcs is not None else None,
         "gpus": [{k: p.data.get(k) for k in ("Id", "Model", "ProcessorType")} for p in procs
                  if str(p.data.get("ProcessorType", "")).upper() == "GPU"] if procs is not None else None,
@@ -240,8 +320,13 @@ async def harvest(client: RedfishClient, host_class: HostClass, system: Resource
         nics = tuple(got.chassis.nics)
         notes.append(f"NICs read from the chassis' NetworkAdapters: {system.path} has no EthernetInterfaces")
     else:
-        nics = tuple(parse_ethernet_interface(r.data) for r in got.eth)
-    functions = tuple(parse_network_device_function(r.data) for r in got.funcs) if got.funcs is not None else None
+        interfaces = tuple(parse_ethernet_interface(r.data) for r in got.eth)
+        virtual = _function_nics(interfaces, got.funcs or [])
+        nics = interfaces + virtual
+        if virtual:
+            notes.append(f"{len(virtual)} MAC address(es) only in the chassis' NetworkDeviceFunctions, not in "
+                         f"{system.path}/EthernetInterfaces: {', '.join(n.id for n in virtual)}")
+    functions = tuple(parse_network_device_function(r.data) for _, r in got.funcs) if got.funcs is not None else None
     attributes = got.bios.data.get("Attributes") if got.bios is not None else None
     pxe_devices = parse_bios_pxe(attributes) if isinstance(attributes, Mapping) else ()
     if got.chassis is not None and not any(n.mac for n in nics):

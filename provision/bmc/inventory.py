@@ -14,6 +14,12 @@ from typing import Any
 _MAC = re.compile(r"^[0-9a-f]{12}$")
 _PXE_ATTR = re.compile(r"^PxeDev(\d+)(EnDis|Interface)$")
 _ONBOARD = ("NIC.Embedded.", "NIC.Integrated.")
+ETHERNET_INTERFACE = "EthernetInterface"
+DEVICE_FUNCTION = "NetworkDeviceFunction"
+PORT = "Port"
+# NetDevFuncType values whose Ethernet.MACAddress is a MAC the host sends DHCP from; an FCoE function (a Cisco
+# VIC's fc0) carries an Ethernet MAC too, but nothing boots or asks DHCP from it.
+_ETHERNET_FUNCTIONS = frozenset({"ethernet", "iscsi"})
 
 
 def normalize_mac(value: Any) -> str | None:
@@ -46,6 +52,13 @@ class Nic:
     speed_mbps: int | None
     enabled: bool | None
     description: str | None
+    # Where the MAC was read: the system's EthernetInterface, or a chassis adapter's NetworkDeviceFunction or Port.
+    source: str = ETHERNET_INTERFACE
+
+    @property
+    def function_id(self) -> str | None:
+        """The NetworkDeviceFunction's own Id (`eth0`, `NIC.Integrated.1-1-1`) of a NIC read from one."""
+        return self.id.rsplit("/", 1)[-1] if self.source == DEVICE_FUNCTION else None
 
     @property
     def link_up(self) -> bool | None:
@@ -91,6 +104,12 @@ def parse_network_device_function(data: Mapping[str, Any]) -> NetworkFunction:
     )
 
 
+def is_ethernet_function(function: NetworkFunction) -> bool:
+    """Whether a NetworkDeviceFunction is a NIC the host can PXE-boot or DHCP from: of an Ethernet or iSCSI type
+    (or of no stated type) and with a MAC."""
+    return function.mac is not None and (function.kind is None or function.kind.lower() in _ETHERNET_FUNCTIONS)
+
+
 def _member_id(data: Mapping[str, Any]) -> str:
     return _str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1]
 
@@ -102,7 +121,7 @@ def nic_from_function(adapter: str, data: Mapping[str, Any]) -> Nic:
     eth = data.get("Ethernet")
     permanent = normalize_mac(eth.get("PermanentMACAddress")) if isinstance(eth, Mapping) else None
     return Nic(id=f"{adapter}/{fn.id}", mac=fn.mac, permanent_mac=permanent, link=None, speed_mbps=None,
-               enabled=None, description=fn.kind)
+               enabled=None, description=fn.kind, source=DEVICE_FUNCTION)
 
 
 def nic_from_port(adapter: str, data: Mapping[str, Any]) -> Nic:
@@ -117,7 +136,7 @@ def nic_from_port(adapter: str, data: Mapping[str, Any]) -> Nic:
         mbps = int(speed * 1000)
     return Nic(id=f"{adapter}/{_member_id(data)}", mac=found[0] if found else None, permanent_mac=None,
                link=_str(data, "LinkStatus"), speed_mbps=mbps, enabled=None,
-               description=_str(data, "LinkNetworkTechnology") or _str(data, "PortProtocol"))
+               description=_str(data, "LinkNetworkTechnology") or _str(data, "PortProtocol"), source=PORT)
 
 
 @dataclass(frozen=True)
@@ -187,24 +206,41 @@ class PxeChoice:
     detail: str
 
 
+def find_nic(nics: Sequence[Nic], name: str) -> Nic | None:
+    """The NIC a BIOS or site names: by its id, else a NetworkDeviceFunction by its own Id when one alone has it
+    (a virtual NIC that exists only as `<adapter>/<function>`: a Cisco VIC's `eth0`, or an iDRAC FQDD that the
+    system's EthernetInterfaces leave out)."""
+    exact = [n for n in nics if n.id == name]
+    if exact:
+        return exact[0]
+    by_function = [n for n in nics if n.function_id == name]
+    return by_function[0] if len(by_function) == 1 else None
+
+
 def choose_pxe_nic(nics: Sequence[Nic], pxe_devices: Sequence[PxeDevice], site_fqdd: str | None) -> PxeChoice:
     """Which NIC will PXE-boot: the BIOS's first enabled PXE device when it names one, else the site's
-    rule (the host class's FQDD, or the first onboard NIC with link up)."""
+    rule (the host class's FQDD, or the first onboard NIC with link up). Either may name a NIC that exists
+    only as a chassis NetworkDeviceFunction (`find_nic`)."""
     by_id = {n.id: n for n in nics}
     enabled = [d for d in pxe_devices if d.enabled and d.interface]
     if enabled:
         dev = enabled[0]
         source = f"bios:PxeDev{dev.index}"
-        nic = by_id.get(dev.interface or "")
+        nic = find_nic(nics, dev.interface or "")
         if nic is None:
             return PxeChoice(None, source, "no_pxe_nic",
                              f"BIOS PxeDev{dev.index} boots from {dev.interface}, which the BMC does not list")
         return _check_link(nic, source)
     if site_fqdd:
         source = f"site:{site_fqdd}"
-        nic = by_id.get(site_fqdd)
+        nic = find_nic(nics, site_fqdd)
         if nic is None:
             why = "; the BIOS enables no PXE device" if pxe_devices else ""
+            several = sorted(n.id for n in nics if n.function_id == site_fqdd)
+            if several:
+                return PxeChoice(None, source, "no_pxe_nic",
+                                 f"the site's PXE NIC {site_fqdd} names {len(several)} NetworkDeviceFunctions "
+                                 f"({', '.join(several)}): name one as <adapter>/<function>{why}")
             listed = ", ".join(sorted(by_id)) or "none"
             return PxeChoice(None, source, "no_pxe_nic",
                              f"the site's PXE NIC {site_fqdd} is not among the host's NICs ({listed}){why}")

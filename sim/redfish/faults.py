@@ -24,6 +24,9 @@ class Fault(StrEnum):
     unreachable = "unreachable"  # nothing listens on the BMC's address (connection refused)
     no_pxe_nic = "no_pxe_nic"  # the PXE NIC is absent and the BIOS enables no PXE device
     pxe_link_down = "pxe_link_down"  # the PXE NIC reports LinkDown
+    # the PXE NIC is a virtual NIC (as a Cisco VIC's vNICs): only its adapter's NetworkDeviceFunction carries its
+    # MAC, the system's EthernetInterfaces leave it out
+    pxe_nic_virtual = "pxe_nic_virtual"
     missing_gpu = "missing_gpu"  # one GPU less in the inventory than the host class expects
     power_fault = "power_fault"  # resets are accepted but the server never powers on
 

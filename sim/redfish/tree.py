@@ -114,9 +114,10 @@ def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Js
     link = {n.fqdd: n.link_up and not (Fault.pxe_link_down in faults and n.fqdd == ident.pxe_fqdd) for n in nics}
     _add_service_collections(out)
     eth = f"{SYSTEM}/EthernetInterfaces"
+    listed = [n for n in nics if not (Fault.pxe_nic_virtual in faults and n.fqdd == ident.pxe_fqdd)]
     out[eth] = collection(eth, "EthernetInterface", "System Ethernet Interface Collection",
-                          [f"{eth}/{n.fqdd}" for n in nics])
-    for n in nics:
+                          [f"{eth}/{n.fqdd}" for n in listed])
+    for n in listed:
         out[f"{eth}/{n.fqdd}"] = _nic_resource(ident, n.fqdd, n.mac, n.speed_mbps, link[n.fqdd], n.description)
     out[f"{SYSTEM}/Bios"] = _bios_resource(ident, pxe_enabled=Fault.no_pxe_nic not in faults)
     _add_processors(out, ident, faults)

@@ -10,7 +10,7 @@ from tools.health import gpu
 from tools.health.errors import ParseError
 from tools.health.outcome import CRITICAL, OK, UNKNOWN, WARN
 
-from .conftest import expectations, realdata, replay_text
+from .conftest import as_older_driver_prints_it, expectations, realdata, replay_text
 
 H200Q = "h200x2-captured-2026-11-29/nvidia-smi-q.txt"
 
@@ -113,3 +113,26 @@ def test_a_gpu_without_ecc_counters_is_unknown_not_healthy() -> None:
     tail = re.sub(r"SRAM Uncorrectable (Parity|SEC-DED)(\s+): 0", r"SRAM Uncorrectable \1\2: N/A", tail)
     outcome = gpu.parse_ecc(head + sep + tail, 0, expectations())
     assert (outcome.status, outcome.reason) == (UNKNOWN, "ecc_unreadable")
+
+
+@pytest.mark.realdata
+def test_healthy_a100_on_an_older_driver_is_healthy_and_the_right_model() -> None:
+    # Before: gpu_ecc critical ecc_disabled (no "ECC Mode" key) and gpu_inventory warn unexpected_gpu.
+    older = as_older_driver_prints_it(realdata("nvidia-smi-q__thamada-gls__A100SXMx4.txt"))
+    exp = expectations(gpu={"count": 4, "model": "NVIDIA A100-SXM4-80GB"})
+    ecc = gpu.parse_ecc(older, 0, exp)
+    assert ecc.status == OK, ecc
+    inventory = gpu.parse_inventory(older, 0, exp)
+    assert inventory.status == OK, inventory
+    assert inventory.summary == "4 x NVIDIA A100-SXM4-80GB (the driver names it A100-SXM4-80GB)"
+    assert gpu.parse_inventory(older, 0, expectations(gpu={"count": 4, "model": "A100-SXM4-40GB"})).reason == (
+        "unexpected_gpu")
+
+
+@pytest.mark.realdata
+def test_a_report_without_any_ecc_mode_is_unknown_not_disabled() -> None:
+    text = re.sub(r"\n    ECC Mode\n\s+Current\s+: Enabled\n\s+Pending\s+: Enabled", "", realdata(H200Q))
+    assert "ECC Mode" not in text
+    outcome = gpu.parse_ecc(text, 0, expectations())
+    assert (outcome.status, outcome.reason) == (UNKNOWN, "ecc_mode_unreadable")
+    assert outcome.evidence == ("00000000:00:06.0", "00000000:00:07.0") and outcome.remediation

@@ -4,7 +4,6 @@ import re
 
 import pytest
 
-from tools.health.errors import ParseError
 from tools.health.nvlink import parse_link_errors, parse_link_states, parse_nvlink_errors, parse_nvlink_state
 from tools.health.outcome import CRITICAL, OK, UNKNOWN, WARN
 
@@ -50,8 +49,29 @@ def test_growing_crc_errors_are_unhealthy() -> None:
 def test_report_for_fewer_gpus_than_expected_is_not_trusted() -> None:
     text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt")
     first_gpu_only = text.split("GPU 1:")[0]
-    with pytest.raises(ParseError, match="covers 1 GPUs"):
-        parse_nvlink_state(first_gpu_only, 0, expectations())
+    outcome = parse_nvlink_state(first_gpu_only, 0, expectations())
+    assert (outcome.status, outcome.reason) == (UNKNOWN, "nvlink_report_incomplete")
+    assert outcome.evidence == ("report covers 1 of 2 GPUs; not seen: GPU 1",) and outcome.remediation
+
+
+def test_inactive_links_in_a_report_short_of_gpus_are_still_reported() -> None:
+    # Before: ParseError "covers 1 GPUs" (unknown), and the inactive link it had parsed was dropped.
+    text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt").replace(
+        "Link 5: 26.562 GB/s", "Link 5: <inactive>", 1)
+    first_gpu_only = text.split("GPU 1:")[0]
+    outcome = parse_nvlink_state(first_gpu_only, 0, expectations())
+    assert (outcome.status, outcome.reason) == (CRITICAL, "nvlink_inactive")
+    assert outcome.evidence == ("GPU 0: 17 of 18 links up (link 5: <inactive>)",
+                                "report covers 1 of 2 GPUs; not seen: GPU 1")
+    assert "not seen: GPU 1" in outcome.summary
+
+
+def test_a_gpu_cut_short_without_a_link_shown_down_is_not_condemned() -> None:
+    text = realdata("h200x2-captured-2026-11-29/nvidia-smi-nvlink-s.txt")
+    cut = "".join(text.split("GPU 1:")[0].splitlines(keepends=True)[:7])  # GPU 0 header and 6 links
+    outcome = parse_nvlink_state(cut, 0, expectations())
+    assert (outcome.status, outcome.reason) == (UNKNOWN, "nvlink_report_incomplete")
+    assert outcome.evidence == ("report covers 1 of 2 GPUs; not seen: GPU 1", "GPU 0: 6 of 18 links up")
 
 
 ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inActive\n"

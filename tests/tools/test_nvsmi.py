@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tools.health.errors import ParseError
-from tools.health.nvsmi import parse_smi_text, parse_smi_xml
+from tools.health.nvsmi import parse_smi_text, parse_smi_xml, same_model
 
-from .conftest import realdata
+from .conftest import as_older_driver_prints_it, realdata
 
 pytestmark = pytest.mark.realdata
 
@@ -80,3 +80,30 @@ def test_truncated_text_report_is_refused(cut: float) -> None:
 def test_default_table_is_not_mistaken_for_the_query_report() -> None:
     with pytest.raises(ParseError, match="Attached GPUs"):
         parse_smi_text(realdata("h200x2-captured-2026-11-29/nvidia-smi.txt"))
+
+
+def test_older_driver_spelling_of_the_ecc_mode_is_read() -> None:
+    older = as_older_driver_prints_it(realdata("nvidia-smi-q__thamada-gls__A100SXMx4.txt"))
+    assert "Ecc Mode" in older and "ECC Mode" not in older
+    report = parse_smi_text(older)
+    assert [g.ecc_current for g in report.gpus] == ["Enabled"] * 4
+    assert [g.ecc_pending for g in report.gpus] == ["Enabled"] * 4
+    assert {g.product_name for g in report.gpus} == {"A100-SXM4-80GB"}
+    assert all(g.clock_events_known for g in report.gpus)
+
+
+@pytest.mark.parametrize(("site", "driver", "same"), [
+    ("NVIDIA H100 80GB HBM3", "H100 80GB HBM3", True),
+    ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB", True),
+    ("A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", True),
+    ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB", True),
+    ("NVIDIA Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB", True),
+    ("nvidia  H200", "NVIDIA H200", True),
+    ("NVIDIA A100-SXM4-40GB", "A100-SXM4-80GB", False),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 NVL", False),
+    ("NVIDIA H200", "NVIDIA H200 NVL", False),
+    ("NVIDIA V100-SXM2-16GB", "Tesla V100-SXM2-16GB", False),
+    ("NVIDIA H200", None, False),
+])
+def test_models_compare_without_the_brand_prefix_only(site: str, driver: str | None, same: bool) -> None:
+    assert same_model(site, driver) is same

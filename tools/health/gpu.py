@@ -6,7 +6,7 @@ from __future__ import annotations
 from .check import FAST, Check, single
 from .config import Expectations
 from .errors import ParseError
-from .nvsmi import SmiReport, parse_smi_text
+from .nvsmi import SmiReport, parse_smi_text, same_model
 from .outcome import CRITICAL, OK, WARN, Outcome, unknown
 
 PROBE = "nvidia-smi-q"
@@ -37,7 +37,7 @@ def parse_inventory(output: str, rc: int, exp: Expectations) -> Outcome:
     report = _report(output, rc)
     models = sorted({g.product_name or "?" for g in report.gpus})
     evidence = tuple(f"{g.bus_id} {g.product_name} {g.uuid}" for g in report.gpus)
-    wrong_model = [g for g in report.gpus if g.product_name != exp.gpu.model]
+    wrong_model = [g for g in report.gpus if not same_model(exp.gpu.model, g.product_name)]
     if len(report.gpus) < exp.gpu.count:
         return Outcome(name, CRITICAL, f"{len(report.gpus)} of {exp.gpu.count} GPUs visible",
                        reason="missing_gpu", evidence=evidence,
@@ -47,7 +47,8 @@ def parse_inventory(output: str, rc: int, exp: Expectations) -> Outcome:
         return Outcome(name, WARN, f"{len(report.gpus)} GPU(s) of model {', '.join(models)}; site expects "
                        f"{exp.gpu.count} x {exp.gpu.model}", reason="unexpected_gpu", evidence=evidence,
                        remediation="The host differs from the site file: fix the inventory or the hardware.")
-    return Outcome(name, OK, f"{len(report.gpus)} x {exp.gpu.model}", evidence=evidence,
+    named = "" if models == [exp.gpu.model] else f" (the driver names it {', '.join(models)})"
+    return Outcome(name, OK, f"{len(report.gpus)} x {exp.gpu.model}{named}", evidence=evidence,
                    metrics=(("gpu_count", float(len(report.gpus))),))
 
 
@@ -62,11 +63,18 @@ def parse_ecc(output: str, rc: int, exp: Expectations) -> Outcome:
                        metrics=tuple((f"uncorrected_{g.bus_id}", float(g.volatile_uncorrected or 0)) for g in bad),
                        remediation="Drain the host and reset the GPU (reboot) so rows are remapped; if the errors "
                        "come back, RMA the GPU.")
-    off = [g for g in report.gpus if (g.ecc_current or "").lower() != "enabled"]
+    # A mode the report does not state is not a mode that is off: that is ecc_mode_unreadable below.
+    off = [g for g in report.gpus if g.ecc_current is not None and g.ecc_current.lower() != "enabled"]
     if exp.gpu.ecc_required and off:
         return Outcome(name, CRITICAL, f"ECC not enabled on {len(off)} GPU(s)", reason="ecc_disabled",
                        evidence=tuple(f"{g.bus_id}: current={g.ecc_current} pending={g.ecc_pending}" for g in off),
                        remediation="Enable ECC (`nvidia-smi -e 1`) and reboot the host.")
+    no_mode = [g for g in report.gpus if g.ecc_current is None]
+    if exp.gpu.ecc_required and no_mode:
+        return unknown(name, f"ECC mode not reported for {len(no_mode)} GPU(s)", reason="ecc_mode_unreadable",
+                       evidence=[g.bus_id for g in no_mode],
+                       remediation="Run `nvidia-smi -q -d ECC` on the host: if it shows an ECC mode for every GPU, "
+                       "the agent misreads this driver's output (report it with the --record output).")
     unread = [g for g in report.gpus if g.volatile_uncorrected is None]
     if unread:
         return unknown(name, f"volatile ECC counters not reported for {len(unread)} GPU(s)", reason="ecc_unreadable",

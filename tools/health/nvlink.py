@@ -86,29 +86,49 @@ def parse_link_errors(text: str) -> list[LinkErrors]:
     return counters
 
 
+def _inactive(gpu: int, up: int, want: int, down: list[str]) -> str:
+    return f"GPU {gpu}: {up} of {want} links up" + (f" ({'; '.join(down[:4])})" if down else "")
+
+
 def parse_nvlink_state(output: str, rc: int, exp: Expectations) -> Outcome:
     name = "nvlink_state"
     if rc != 0:
         raise ParseError(f"nvidia-smi nvlink -s exited {rc}")
     states = parse_link_states(output)
     gpus = sorted({s.gpu for s in states} | {g for g, _ in _split_gpus(output)})
-    if len(gpus) != exp.gpu.count:
-        raise ParseError(f"link report covers {len(gpus)} GPUs, site expects {exp.gpu.count} (truncated?)")
     want = exp.gpu.nvlinks_per_gpu
     none_active = set(gpus_without_active_links(output))
-    short = []
+    complete = len(gpus) == exp.gpu.count
+    short = []  # GPUs with fewer links up than the site wants
+    seen_down = []  # of those, the GPUs the report itself shows links down on (its own evidence)
     for gpu in gpus:
         up = [s for s in states if s.gpu == gpu and s.gbps]
         if len(up) < want:
             down = [f"link {s.link}: {s.raw}" for s in states if s.gpu == gpu and not s.gbps]
             if gpu in none_active:
                 down.insert(0, "NVML: all links are inactive")
-            short.append(f"GPU {gpu}: {len(up)} of {want} links up" + (f" ({'; '.join(down[:4])})" if down else ""))
+            short.append(_inactive(gpu, len(up), want, down))
+            if down:
+                seen_down.append(short[-1])
+    remediation = ("Reset the GPUs (reboot); if links stay down, reseat the baseboard/NVLink bridges or RMA. "
+                   "Never allocate: collectives would fall back to PCIe.")
+    if not complete:
+        # A report that stops short cannot clear the GPUs it leaves out, nor a listed GPU whose link lines may
+        # have been cut; but a link it shows down is down, and that must not be lost with the rest.
+        missing = sorted(set(range(exp.gpu.count)) - set(gpus))
+        gap = (f"report covers {len(gpus)} of {exp.gpu.count} GPUs" + (
+            f"; not seen: GPU {', '.join(str(g) for g in missing)}" if missing else "")
+            + ("" if len(gpus) < exp.gpu.count else " (more GPUs than the site declares)"))
+        if seen_down:
+            return Outcome(name, CRITICAL, f"inactive NVLinks on {len(seen_down)} GPU(s); {gap}",
+                           reason="nvlink_inactive", evidence=(*seen_down, gap), remediation=remediation)
+        return unknown(name, f"NVLink state of every GPU not known: {gap}", reason="nvlink_report_incomplete",
+                       evidence=[gap, *short],
+                       remediation="Run `nvidia-smi nvlink -s` on the host: a GPU missing from it is often a GPU "
+                       "the driver lost (see gpu_inventory and the kernel log); if all are there, re-run the check.")
     if short:
         return Outcome(name, CRITICAL, f"inactive NVLinks on {len(short)} GPU(s)", reason="nvlink_inactive",
-                       evidence=tuple(short),
-                       remediation="Reset the GPUs (reboot); if links stay down, reseat the baseboard/NVLink "
-                       "bridges or RMA. Never allocate: collectives would fall back to PCIe.")
+                       evidence=tuple(short), remediation=remediation)
     speeds = sorted({s.gbps for s in states if s.gbps})
     return Outcome(name, OK, f"{len(gpus)} GPU(s) x {want} NVLinks up at {', '.join(f'{v:g}' for v in speeds)} GB/s",
                    metrics=(("nvlinks_up", float(sum(1 for s in states if s.gbps))),))

@@ -41,6 +41,23 @@ class SmiReport:
     gpus: tuple[GpuInfo, ...] = field(default=())
 
 
+# ---------------------------------------------------------------- models
+
+_BRAND = "nvidia "
+
+
+def _model_key(name: str) -> str:
+    words = " ".join(name.split()).casefold()
+    return words[len(_BRAND):] if words.startswith(_BRAND) else words
+
+
+def same_model(expected: str, reported: str | None) -> bool:
+    """Whether the driver's product name is the site's model. Older drivers print names without the brand
+    (`A100-SXM4-40GB`, `Tesla V100-SXM2-16GB`), newer ones with it (`NVIDIA A100-SXM4-40GB`): the `NVIDIA `
+    prefix, case and runs of blanks do not count; anything else does (`Tesla` is part of the name)."""
+    return reported is not None and _model_key(expected) == _model_key(reported)
+
+
 # ---------------------------------------------------------------- text
 
 _KV = re.compile(r"^(\S.*?)\s+:\s?(.*)$")
@@ -53,10 +70,13 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
 
     def find(self, *path: str) -> _Node | None:
+        """The node at `path`, keys compared without case: driver generations spell some differently (`Ecc Mode`
+        in the 410 and 418 drivers, `ECC Mode` in current ones; `Replays since reset` / `Replays Since Reset`)."""
         node: _Node | None = self
         for key in path:
             assert node is not None
-            node = next((c for c in node.children if c.key == key), None)
+            wanted = key.casefold()
+            node = next((c for c in node.children if c.key.casefold() == wanted), None)
             if node is None:
                 return None
         return node
