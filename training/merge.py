@@ -7,11 +7,21 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+
+from training.safe_load import (
+    CheckpointRefused,
+    SafeFileSystemReader,
+    check_torch_files,
+    dcp_load,
+    deepspeed_globals,
+    weights_only_loads,
+)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
@@ -20,12 +30,10 @@ def _dcp_model_state(ckpt: Path) -> dict[str, torch.Tensor]:
     """Only the model's tensors: the entries under `model` are found in the checkpoint's metadata
     and read into tensors of their saved shapes, so the optimizer state (two fp32 moments per
     parameter: two thirds of a ~850 GB checkpoint at 70B) is neither read nor written anywhere."""
-    from torch.distributed.checkpoint.filesystem import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-    from torch.distributed.checkpoint.state_dict_loader import load
 
     prefix = "model."  # DCP flattens {"model": {name: tensor}} to "model.<name>"
-    metadata = FileSystemReader(str(ckpt)).read_metadata()
+    metadata = SafeFileSystemReader(str(ckpt)).read_metadata()
     model: dict[str, torch.Tensor] = {
         key[len(prefix):]: torch.empty(meta.size, dtype=meta.properties.dtype)
         for key, meta in metadata.state_dict_metadata.items()
@@ -36,17 +44,22 @@ def _dcp_model_state(ckpt: Path) -> dict[str, torch.Tensor]:
     # no_dist: a single process reads every rank's shards, no process group needed.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*assuming the intent is to load in a single process")
-        load({"model": model}, checkpoint_id=str(ckpt), no_dist=True)
+        dcp_load({"model": model}, ckpt, no_dist=True)
     return model
 
 
 def _zero_model_state(ckpt: Path) -> dict[str, torch.Tensor]:
+    """DeepSpeed's `zero_to_fp32`, which reads with `torch.load(weights_only=False)`: every file of the
+    checkpoint is checked first (a refusal names it), and its loads are forced weights-only."""
     import os
 
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint  # type: ignore[import-untyped]
 
-    state: dict[str, torch.Tensor] = get_fp32_state_dict_from_zero_checkpoint(str(ckpt.parent), tag=ckpt.name)
+    allowed = deepspeed_globals()
+    check_torch_files(ckpt.rglob("*.pt"), allowed)
+    with weights_only_loads(ckpt, allowed):
+        state: dict[str, torch.Tensor] = get_fp32_state_dict_from_zero_checkpoint(str(ckpt.parent), tag=ckpt.name)
     return state
 
 
@@ -87,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path, help="OUT.safetensors, or a folder for a Hugging Face model (config.json too)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
     a = p.parse_args(argv)
-    shapes = merge(a.checkpoint, a.out, getattr(torch, a.dtype))
+    try:
+        shapes = merge(a.checkpoint, a.out, getattr(torch, a.dtype))
+    except CheckpointRefused as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     n = sum(int(torch.Size(s).numel()) for s in shapes.values())
     print(f"wrote {a.out}: {len(shapes)} tensors, {n:,} parameters ({a.dtype})")
     return 0

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -45,6 +46,7 @@ from training.monitor import (
 )
 from training.prepared import prepared_data_dir, reshard_prepared, zeros_data
 from training.profile import profiled_step
+from training.safe_load import CheckpointRefused
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
@@ -366,7 +368,11 @@ def _save(engine: Engine, root: Path, step: int, rank: int, world: int, loader: 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m training train")
     add_train_args(p)
-    return run(p.parse_args(argv))
+    try:
+        return run(p.parse_args(argv))
+    except CheckpointRefused as e:  # a checkpoint that would run code when read: one line, nothing run
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 def describe(args: argparse.Namespace) -> str:

@@ -202,3 +202,25 @@ def test_one_jsonl_per_job_has_every_ranks_steps_and_the_report_plots_it(
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
     assert f"steps 1-{STEPS} ({STEPS}), 2 rank(s)" in out
+
+
+def test_resume_refuses_a_checkpoint_whose_metadata_would_run_code(straight_run: Path, corpus: Path,
+                                                                   tokenizer_path: Path, tmp_path: Path) -> None:
+    """Issue 38: a checkpoint copied from elsewhere whose DCP metadata pickle calls os.system."""
+    import pickle
+
+    from tests.training.test_safe_load import Payload
+
+    run, marker = tmp_path / "hostile", tmp_path / "ran"
+    ckpt = run / "checkpoints" / "step_00000010"
+    shutil.copytree(straight_run / "checkpoints" / "step_00000010", ckpt)
+    (ckpt / ".metadata").write_bytes(pickle.dumps(Payload(marker)))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+           "-m", "training", "train", *tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert r.returncode != 0
+    refusals = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ") and "refused to load" in ln]
+    assert refusals and str(ckpt / ".metadata") in refusals[0] and "posix.system" in refusals[0], r.stderr[-3000:]
+    assert not marker.exists()
+    assert not (run / "checkpoints" / "step_00000020").exists()  # nothing trained from it

@@ -147,11 +147,15 @@ class DeepSpeedEngine:
     def load(self, path: Path) -> None:
         self.wait_saved()
         from training.engines.zero3_checkpoint import load_universal, saved_ranks
+        from training.safe_load import deepspeed_globals, weights_only_loads
 
         if saved_ranks(path) not in (0, dist.get_world_size()):
             load_universal(self.engine, path)
             return
-        load_path, _ = self.engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
-                                                   load_lr_scheduler_states=False)
+        # Every file is read by the writer's `load` (restricted, `zero3_checkpoint.py`); the forced
+        # weights-only loads guard any read DeepSpeed makes around it.
+        with weights_only_loads(path, deepspeed_globals()):
+            load_path, _ = self.engine.load_checkpoint(str(path.parent), tag=path.name, load_optimizer_states=True,
+                                                       load_lr_scheduler_states=False)
         if load_path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint at {path}")

@@ -29,6 +29,8 @@ from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import (  # typ
     TorchCheckpointEngine,
 )
 
+from training.safe_load import check_torch_files, deepspeed_globals, torch_load, weights_only_loads
+
 
 def host_copy(item: Any) -> Any:
     """The state with every tensor copied to host memory. Unlike DeepSpeed's
@@ -64,6 +66,11 @@ class BackgroundCheckpointEngine(TorchCheckpointEngine):  # type: ignore[misc]
         host = host_copy(state_dict)
         self._writes.append(self._writer.submit(torch.save, host, path,
                                                 _use_new_zipfile_serialization=self.zipfile_serialization))
+
+    def load(self, path: str, map_location: Any = None) -> Any:
+        """DeepSpeed reads every model and optimizer state of `load_checkpoint` through this (its own
+        engine uses `torch.load(weights_only=False)`): weights-only, DeepSpeed's two types allowed."""
+        return torch_load(path, map_location, allowed=deepspeed_globals())
 
     def commit(self, info: Any) -> bool:
         writes, self._writes = self._writes, []
@@ -140,8 +147,13 @@ def load_universal(engine: Any, path: Path) -> None:
     why = universal_support()
     if why is not None:
         raise RuntimeError(f"{path}: saved by {saved_ranks(path)} ranks, now {dist.get_world_size()}: {why}")
+    allowed = deepspeed_globals()
     if dist.get_rank() == 0:
-        to_universal(path, workers=max(1, min(8, (os.cpu_count() or 2) // 2)))
+        # DeepSpeed's conversion and its universal load call torch.load(weights_only=False) themselves:
+        # every file is checked first (the source and any conversion found there), every load forced weights-only.
+        check_torch_files(path.rglob("*.pt"), allowed)
+        with weights_only_loads(path, allowed):
+            to_universal(path, workers=max(1, min(8, (os.cpu_count() or 2) // 2)))
     dist.barrier()
     base = engine.optimizer.optimizer
     configured = [{k: v for k, v in g.items() if k != "params"} for g in base.param_groups]
@@ -149,8 +161,9 @@ def load_universal(engine: Any, path: Path) -> None:
     try:
         # Only for this load: with the flag set, a ZeRO-3 save writes rank 0's model states alone
         # (DeepSpeed issue 7546), so the checkpoints after this one would not convert.
-        load_path, _ = engine.load_checkpoint(str(path), tag=UNIVERSAL, load_optimizer_states=True,
-                                              load_lr_scheduler_states=False)
+        with weights_only_loads(path / UNIVERSAL, allowed):
+            load_path, _ = engine.load_checkpoint(str(path), tag=UNIVERSAL, load_optimizer_states=True,
+                                                  load_lr_scheduler_states=False)
     finally:
         engine._config.load_universal_checkpoint = False
     if load_path is None:
