@@ -40,6 +40,11 @@ class ActuatorError(FabricError):
     """A port could not be read or changed; names the port, the system and what it answered."""
 
 
+class ActionTimeout(FabricError):
+    """A change was accepted but had not finished at the deadline (a UFM job still running): it may yet
+    happen, so the ledger says `job_timeout`, not failed, and the next run reads the port before acting."""
+
+
 @dataclass(frozen=True)
 class PortStatus:
     end: End
@@ -71,7 +76,10 @@ class Actuator(Protocol):
 
     async def status(self, end: End) -> PortStatus: ...
 
-    async def set_enabled(self, end: End, enabled: bool) -> None: ...
+    async def set_enabled(self, end: End, enabled: bool) -> str | None:
+        """Change the port and return once the change is done (a UFM job followed to its end); the note
+        it returns (the job, its status and how long it ran) goes to the ledger with the end."""
+        ...
 
 
 def parse_ibportstate(text: str, end: End) -> PortStatus:

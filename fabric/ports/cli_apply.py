@@ -2,9 +2,11 @@
 
 `apply` plans from the site's fabric now (live discovery, the site's UFM or `--events` files, live counter
 sweeps with `--sweep`), prints the plan and what it did: a dry run unless `--apply`; a plan over the site's
-caps applies nothing without `--force`. After an apply or a re-enable the hosts follow their ports (the
-`ports` lifecycle step, fabric/ports/hosts.py). Errors are one readable line on stderr and exit 1; a
-refused plan, an apply that stopped or a re-enable that found the link still bad also exit 1.
+caps applies nothing without `--force`. Through UFM each port change is a job followed to its end within
+`--job-timeout`; a job that fails or outlives it is in the output and the ledger. After an apply or a
+re-enable the hosts follow their ports (the `ports` lifecycle step, fabric/ports/hosts.py). Errors are one
+readable line on stderr and exit 1; a refused plan, an apply that stopped or a re-enable that found the
+link still bad also exit 1.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from provision.steps.runner import HostResult
 SiteOption = Annotated[Path, typer.Option("--site", help="Site file (its fabric, UFM, policy and state store).")]
 DbOption = Annotated[Path | None, typer.Option("--db", help="State database (default: $BRINGUP_STATE_DB, else "
                                                "the site's).")]
+JobTimeoutOption = Annotated[str | None, typer.Option(
+    "--job-timeout", help="How long a UFM job (a port's disable or enable) may run before the ledger says "
+    "job_timeout (default 120s).")]
 
 
 def _fail(err: BaseException) -> typer.Exit:
@@ -85,6 +90,7 @@ def apply_command(
         "--burnin", help="`fabric burnin judge --json` output: its failing links as evidence (repeatable).")] = None,
     db: DbOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    job_timeout: JobTimeoutOption = None,
 ) -> None:
     """Disable (both ends of) every link the plan condemns, each step in the port ledger; dry run unless --apply."""
     try:
@@ -95,7 +101,8 @@ def apply_command(
             inputs = ApplyInputs(parse_duration(since) if since else None, parse_now(now) if now else None,
                                  tuple(_events(events, tz)) if events else None,
                                  parse_duration(sweep).total_seconds() if sweep else None, apply, force,
-                                 tuple(burnin_evidence(burnin or [])))
+                                 tuple(burnin_evidence(burnin or [])),
+                                 parse_duration(job_timeout).total_seconds() if job_timeout else None)
             run = asyncio.run(plan_and_apply(ps, inputs))
             write_port_metrics(run.plan, ps.store.path)
             moved = _follow(ps) if run.report.applied else []
@@ -127,6 +134,7 @@ def reenable_command(
     window: Annotated[str, typer.Option("--window", help="Error-counter window after it trains.")] = "30s",
     train: Annotated[str, typer.Option("--train", help="How long the link may take to train.")] = "15s",
     db: DbOption = None,
+    job_timeout: JobTimeoutOption = None,
 ) -> None:
     """Re-enable both ends of a repaired link if it trains at its design rate with no errors; else it stays out."""
     try:
@@ -134,9 +142,10 @@ def reenable_command(
             raise BringupError("say --repaired once the cable or transceiver was replaced (a link is re-enabled "
                                "only after a repair)")
         window_s, train_s = parse_duration(window).total_seconds(), parse_duration(train).total_seconds()
+        job_timeout_s = parse_duration(job_timeout).total_seconds() if job_timeout else None
         ps = open_ports_site(site, db)
         try:
-            result = asyncio.run(reenable_link(ps, link, window_s, train_s))
+            result = asyncio.run(reenable_link(ps, link, window_s, train_s, job_timeout_s))
             moved = _follow(ps)
         finally:
             ps.close()

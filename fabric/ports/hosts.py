@@ -18,7 +18,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fabric.identify import ca_name_from_description
-from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, REENABLE_REFUSED, LedgerEnd, LedgerEntry
+from fabric.ports.ledger import (
+    APPLY_FAILED,
+    DISABLED,
+    JOB_TIMEOUT,
+    PLANNED,
+    REENABLE_REFUSED,
+    LedgerEnd,
+    LedgerEntry,
+)
 from provision.site.model import Host, Site
 from provision.state import HostRecord, State, StateStore
 from provision.state.facts import HostFacts
@@ -32,10 +40,11 @@ COMMAND = "fabric ports"
 
 def link_is_down(entry: LedgerEntry) -> bool:
     """The link carries no traffic: disabled (or refused on re-enable), or an apply that disabled an end of it
-    before it stopped. An apply that failed before touching anything leaves the link as it was."""
+    before it stopped (or before a UFM job timed out). An apply that failed before touching anything leaves
+    the link as it was."""
     if entry.state in (DISABLED, REENABLE_REFUSED):
         return True
-    if entry.state in (APPLY_FAILED, PLANNED):
+    if entry.state in (APPLY_FAILED, JOB_TIMEOUT, PLANNED):
         return any((e.done or "").startswith(("disabled", "already disabled")) for e in entry.ends)
     return False
 

@@ -1,8 +1,10 @@
 """The port ledger: every action on a fabric link and its outcome, in the site's state store.
 
 One append-only table (`port_ledger`) beside the lifecycle, written through `StateStore.transaction()`:
-a row per step of the story of a link (planned, disabled, apply_failed, reenabled, reenable_refused), with
-who, when, why, the evidence, the ticket text and what was done to each end. A link's current state is its
+a row per step of the story of a link (planned, disabled, apply_failed, job_timeout, reenabled,
+reenable_refused), with who, when, why, the evidence, the ticket text and what was done to each end (and the
+UFM job that did it). `job_timeout`: a UFM job accepted the change but was still running at the deadline, so
+whether the port changed is not known; the next apply reads it and converges. A link's current state is its
 latest row. An apply writes `planned` before touching anything, so a run cut short (a UFM that stops
 answering, an `ibportstate` that fails, a kill) always leaves a row saying how far it got; a rerun reads
 it and converges. Secrets never reach this table: rows hold GUIDs, names, tool output and event text.
@@ -19,10 +21,11 @@ from typing import Any
 from fabric.errors import FabricError
 from provision.state import StateStore
 
-PLANNED, DISABLED, APPLY_FAILED = "planned", "disabled", "apply_failed"
+PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT = "planned", "disabled", "apply_failed", "job_timeout"
 REENABLED, REENABLE_REFUSED = "reenabled", "reenable_refused"
-STATES = (PLANNED, DISABLED, APPLY_FAILED, REENABLED, REENABLE_REFUSED)
-OUT_OF_SERVICE = frozenset({PLANNED, DISABLED, APPLY_FAILED, REENABLE_REFUSED})  # not known to carry traffic
+STATES = (PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT, REENABLED, REENABLE_REFUSED)
+# not known to carry traffic
+OUT_OF_SERVICE = frozenset({PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT, REENABLE_REFUSED})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS port_ledger (
@@ -56,6 +59,7 @@ class LedgerEnd:
     location: str | None = None  # "row A / rack r3 / U40" from the design
     label: str | None = None  # UFM's port label ("1/17/1")
     done: str | None = None  # what this row's action did to the end: disabled, enabled, skipped (why), failed
+    job: str | None = None  # the UFM job that did it: "UFM job 12 Completed (seen after 3.1 s)"
 
     def key(self) -> str:
         return f"0x{self.guid}[{self.port}]"
@@ -64,14 +68,18 @@ class LedgerEnd:
         where = f" ({self.location})" if self.location else ""
         return f"{self.name}[{self.port}]{where}"
 
+    def outcome(self) -> str:
+        """`describe()` and what was done to it, with the job that did it."""
+        return f"{self.describe()}: {self.done}" + (f" ({self.job})" if self.job else "")
+
     def to_dict(self) -> dict[str, Any]:
         return {"guid": self.guid, "port": self.port, "name": self.name, "is_switch": self.is_switch,
-                "location": self.location, "label": self.label, "done": self.done}
+                "location": self.location, "label": self.label, "done": self.done, "job": self.job}
 
     @classmethod
     def of(cls, d: Mapping[str, Any]) -> LedgerEnd:
         return cls(str(d["guid"]), int(d["port"]), str(d["name"]), bool(d["is_switch"]), d.get("location"),
-                   d.get("label"), d.get("done"))
+                   d.get("label"), d.get("done"), d.get("job"))
 
 
 def link_id(ends: Sequence[LedgerEnd]) -> str:

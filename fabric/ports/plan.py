@@ -97,10 +97,13 @@ UnderRepair = tuple[tuple[LinkEnd, ...], str]
 
 class _Planner:
     def __init__(self, topology: Topology, policy: PortPolicy, design: Design | None,
-                 ufm_ports: Mapping[End, UfmPort] | None, under_repair: Mapping[End, UnderRepair]) -> None:
+                 ufm_ports: Mapping[End, UfmPort] | None, under_repair: Mapping[End, UnderRepair],
+                 unfinished: Mapping[End, UnderRepair]) -> None:
         self.r = Resolver(topology, design, ufm_ports)
-        self.under_repair = under_repair
+        self.under_repair = {**unfinished, **under_repair}  # links of the ledger: evidence filed under them
+        self.repairing = under_repair
         self.repair_keys: dict[tuple[End, ...], UnderRepair] = {}
+        self.unfinished_keys: dict[tuple[End, ...], UnderRepair] = {}
         self.policy = policy
         self.acc: dict[tuple[End, ...], _Acc] = {}
         self.apart: list[Rejected] = []
@@ -112,7 +115,7 @@ class _Planner:
         if repair is None:
             return None
         key = tuple(End(e.guid, e.port) for e in repair[0])
-        self.repair_keys[key] = repair
+        (self.repair_keys if end in self.repairing else self.unfinished_keys)[key] = repair
         return key
 
     def add(self, end: End, ev: Evidence, cable: str | None = None) -> bool:
@@ -199,13 +202,17 @@ def _rates(sweeps: Sequence[CounterSweep], topology: Topology, apart: list[Rejec
 def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counters: Sequence[CounterSweep],
                findings: Iterable[Finding], policy: PortPolicy, now: datetime, design: Design | None = None,
                *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None,
-               evidence: Iterable[Evidence] = (), under_repair: Mapping[End, UnderRepair] | None = None) -> PortPlan:
+               evidence: Iterable[Evidence] = (), under_repair: Mapping[End, UnderRepair] | None = None,
+               unfinished: Mapping[End, UnderRepair] | None = None) -> PortPlan:
     """Every source merged into the links to act on. `evidence` is what other tools established about a
     port (the burn-in judge's failing links, source `burnin`), taken as it is. `under_repair` maps each end
     of a link the port ledger has out of service to that link: its evidence is filed under it, and it is
-    shown apart (already disabled, under repair), never planned again."""
+    shown apart (already disabled, under repair), never planned again. `unfinished` maps each end of a link
+    an apply left part way (`apply_failed`, `job_timeout`) to that link: its evidence is filed under it too
+    (a disabled port vanishes from discovery), and it is planned as any other link, even with one of its
+    ports disabled, so that the rerun finishes it (the disabled end is read and not sent again)."""
     window = since or policy.window
-    p = _Planner(topology, policy, design, ufm_ports, under_repair or {})
+    p = _Planner(topology, policy, design, ufm_ports, under_repair or {}, unfinished or {})
     scan = scan_events(events, policy, now, window)
     p.apart.extend(scan.set_apart)
     for ev in scan.counted:
@@ -238,7 +245,8 @@ def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ..
                                                         "already_disabled", f"under repair: {repair[1]}", evidence,
                                                         acc.cable))
             continue
-        if any(e in p.disabled_ends for e in key):
+        unfinished = p.unfinished_keys.get(key)
+        if any(e in p.disabled_ends for e in key) and unfinished is None:
             action, reason = "already_disabled", "a port of this link is already disabled"
         elif events >= p.policy.condemn_events or other:
             action = DISABLE
@@ -246,7 +254,9 @@ def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ..
                                + sorted({_WHY[e.kind] for e in other}))
         else:
             action, reason = WATCH, "evidence below the policy's thresholds"
-        ends = [p.r.link_end(e) for e in key]
+        ends = list(unfinished[0]) if unfinished is not None else [p.r.link_end(e) for e in key]
+        if unfinished is not None:
+            reason += f" (finishing what {unfinished[1]} left undone)"
         out[action].append(PlannedLink(ends[0], ends[1] if len(ends) > 1 else None, action, reason, evidence,
                                        acc.cable))
     for items in out.values():

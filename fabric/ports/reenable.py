@@ -20,6 +20,7 @@ from fabric.ports.apply import disable_ends
 from fabric.ports.ledger import (
     APPLY_FAILED,
     DISABLED,
+    JOB_TIMEOUT,
     PLANNED,
     REENABLE_REFUSED,
     REENABLED,
@@ -79,18 +80,19 @@ async def _error_findings(counters: Counters, ends: list[LedgerEnd], window_s: f
 
 async def reenable(entry: LedgerEntry, actuator: Actuator, ledger: Ledger, counters: Counters, *, actor: str,
                    window_s: float = 30.0, train_s: float = 15.0) -> ReenableResult:
-    if entry.state not in {DISABLED, APPLY_FAILED, PLANNED, REENABLE_REFUSED}:
+    if entry.state not in {DISABLED, APPLY_FAILED, JOB_TIMEOUT, PLANNED, REENABLE_REFUSED}:
         raise LedgerError(f"{entry.link} is {entry.state}: nothing to re-enable")
     reach = [e for e in sorted(entry.ends, key=lambda e: not e.is_switch)
              if actuator.reaches(End(e.guid, e.port), e.is_switch)]
     if not reach:
         raise LedgerError(f"{entry.link}: {actuator.via} reaches neither end of this link")
     findings: list[str] = []
+    jobs: dict[End, str | None] = {}
     try:
-        for e in reach:
+        for e in reach:  # each enable done (its UFM job completed) before the next end and the checks
             at = End(e.guid, e.port)
             if (await actuator.status(at)).disabled:
-                await actuator.set_enabled(at, True)
+                jobs[at] = await actuator.set_enabled(at, True)
         seen = await _trained(actuator, reach, train_s)
         findings = _rate_findings(seen, entry.extra.get("expected"))
         if not findings:
@@ -98,7 +100,8 @@ async def reenable(entry: LedgerEntry, actuator: Actuator, ledger: Ledger, count
     except FabricError as e:
         findings.append(f"re-enable check failed: {e}")
     ok = not findings
-    done: tuple[LedgerEnd, ...] = tuple(replace(e, done="enabled") for e in entry.ends)
+    done: tuple[LedgerEnd, ...] = tuple(replace(e, done="enabled", job=jobs.get(End(e.guid, e.port)))
+                                        for e in entry.ends)
     if not ok:
         ends, error = await disable_ends(actuator, entry.ends)
         done = tuple(ends)

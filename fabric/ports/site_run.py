@@ -4,7 +4,9 @@ calls for, the port ledger in the site's state store, and the hosts behind the l
 The plan reads live discovery (`fabric.live`: ibnetdiscover from each attachment point, the lab's ibsim
 when the site has one), UFM's events, ports and links from the site's UFM (`fabric.ufm`; or `--events`
 files, which replace them), and, when asked, two live counter sweeps (`perfquery` of every switch port,
-`sweep_s` apart). Ports change through UFM when the site has `fabric.ufm`, else in-band (`ibportstate`).
+`sweep_s` apart). Ports change through UFM when the site has `fabric.ufm` (each change a UFM job followed to
+its end within `job_timeout_s`, up to `UFM_PARALLEL` links at once), else in-band (`ibportstate`, one link
+at a time).
 The UFM credential is resolved here (environment or vault, `provision.site.credentials`) and handed to
 the client only: it is never in argv, a log line, the ledger or the output.
 """
@@ -30,13 +32,13 @@ from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
 from fabric.ports.counters import CounterSweep, parse_perfquery
 from fabric.ports.evidence import Evidence
-from fabric.ports.ledger import DISABLED, REENABLE_REFUSED, Ledger, LedgerEntry
+from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, REENABLE_REFUSED, Ledger, LedgerEntry
 from fabric.ports.plan import PlannedLink, PortPlan, UnderRepair, plan_ports
 from fabric.ports.reenable import ReenableResult, reenable
 from fabric.ports.resolve import LinkEnd
 from fabric.ports.ticket import ticket_text
 from fabric.topology import End, NodeType, Topology
-from fabric.ufm.client import UfmActuator, UfmClient
+from fabric.ufm.client import JOB_TIMEOUT_S, UfmActuator, UfmClient
 from fabric.ufm.events import Rejected, UfmEvent, parse_rest_events
 from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
 from provision.site import load_site
@@ -45,6 +47,7 @@ from provision.site.model import Site
 from provision.state import StateStore
 
 DISCOVERY_TIMEOUT_S = 120.0
+UFM_PARALLEL = 8  # links whose UFM jobs are in flight at once
 
 
 @dataclass
@@ -93,7 +96,7 @@ def discover_texts(ps: PortsSite) -> list[tuple[str, str]]:
     return list(live.discover(DISCOVERY_TIMEOUT_S, ps.sim_state).captures)
 
 
-def ufm_client(ps: PortsSite) -> UfmClient | None:
+def ufm_client(ps: PortsSite, job_timeout_s: float | None = None) -> UfmClient | None:
     """The site's UFM client (credential resolved now, from the environment or the vault); None without UFM."""
     fabric = ps.site.spec.fabric
     ufm = fabric.ufm if fabric is not None else None
@@ -101,7 +104,7 @@ def ufm_client(ps: PortsSite) -> UfmClient | None:
         return None
     ca = ps.site.directory / ufm.ca_bundle if ufm.ca_bundle else None
     return UfmClient(str(ufm.url), login(ps.site, ufm.credential), verify=ufm.verify_tls, ca_bundle=ca,
-                     timeout_s=ufm.timeout_s)
+                     timeout_s=ufm.timeout_s, job_timeout_s=job_timeout_s or JOB_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,7 @@ class ApplyInputs:
     apply: bool = False
     force: bool = False
     evidence: tuple[Evidence, ...] = ()  # other tools' findings (the burn-in judge's failing links)
+    job_timeout_s: float | None = None  # how long a UFM job may run (default JOB_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
@@ -192,9 +196,13 @@ class ApplyRun:
 def under_repair(ledger: Ledger) -> dict[End, UnderRepair]:
     """Each end of a link the port ledger has disabled (and not re-enabled) -> that link's ends and why. A
     link only planned, or whose apply failed, is not under repair: the next apply tries it again."""
+    return _ledger_links(ledger, (DISABLED, REENABLE_REFUSED))
+
+
+def _ledger_links(ledger: Ledger, states: tuple[str, ...]) -> dict[End, UnderRepair]:
     out: dict[End, UnderRepair] = {}
     for entry in ledger.current().values():
-        if entry.state not in (DISABLED, REENABLE_REFUSED):
+        if entry.state not in states:
             continue
         ends = tuple(LinkEnd(e.guid.removeprefix("0x"), e.name, e.port, e.is_switch, None, e.label)
                      for e in entry.ends)
@@ -202,6 +210,12 @@ def under_repair(ledger: Ledger) -> dict[End, UnderRepair]:
         for end in ends:
             out[End(end.guid, end.port)] = (ends, why)
     return out
+
+
+def unfinished(ledger: Ledger) -> dict[End, UnderRepair]:
+    """Each end of a link whose latest apply stopped part way (`apply_failed`, `job_timeout`) -> that link's
+    ends and its ledger row: the next apply finishes it, even where one of its ports is already disabled."""
+    return _ledger_links(ledger, (APPLY_FAILED, JOB_TIMEOUT))
 
 
 async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
@@ -212,7 +226,7 @@ async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
     texts = await asyncio.to_thread(discover_texts, ps)
     top = topology_from_texts(texts)
     async with AsyncExitStack() as stack:
-        client = ufm_client(ps)
+        client = ufm_client(ps, inputs.job_timeout_s)
         if client is not None:
             await stack.enter_async_context(client)
         view = await read_ufm(client, policy.ufm_timezone) if client is not None else UfmView()
@@ -220,10 +234,11 @@ async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
         sweeps = await live_sweeps(ps, switch_lids(texts, top), inputs.sweep_s) if inputs.sweep_s else []
         plan = plan_ports(top, events, sweeps, (), policy, inputs.now or datetime.now(UTC), ps.design,
                           since=inputs.since, ufm_ports=view.ports, evidence=inputs.evidence,
-                          under_repair=under_repair(ps.ledger))
+                          under_repair=under_repair(ps.ledger), unfinished=unfinished(ps.ledger))
         actuator = actuator_for(ps, client, texts)
         report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
-                                  actor=actor(), ticket=ticket_for(ps.design))
+                                  actor=actor(), ticket=ticket_for(ps.design),
+                                  parallel=UFM_PARALLEL if client is not None else 1)
     return ApplyRun(plan, report)
 
 
@@ -238,12 +253,13 @@ def actuator_for(ps: PortsSite, client: UfmClient | None, texts: Sequence[tuple[
     return IbPortState(discover, env=ps.env, wrapper=ps.wrapper)
 
 
-async def reenable_link(ps: PortsSite, spec: str, window_s: float, train_s: float) -> ReenableResult:
+async def reenable_link(ps: PortsSite, spec: str, window_s: float, train_s: float,
+                        job_timeout_s: float | None = None) -> ReenableResult:
     """Re-enable the ledger's link `spec` after the repair, if it trains clean; else it stays disabled."""
     entry: LedgerEntry = ps.ledger.find(spec)
     texts = await asyncio.to_thread(discover_texts, ps)
     async with AsyncExitStack() as stack:
-        client = ufm_client(ps)
+        client = ufm_client(ps, job_timeout_s)
         if client is not None:
             await stack.enter_async_context(client)
         actuator = actuator_for(ps, client, texts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fabric.errors import FabricError
+from fabric.ports.actuate import ActionTimeout
 
 
 class UfmError(FabricError):
@@ -27,6 +28,14 @@ class UfmRejected(UfmError):
 
 class UfmProtocolError(UfmError):
     """An answer that is not what UFM sends: not JSON, over the size bound, the wrong shape."""
+
+
+class UfmJobFailed(UfmError):
+    """A UFM job ended other than `Completed` (`Completed With Errors`, ...): names the job, its status and summary."""
+
+
+class UfmJobTimeout(UfmError, ActionTimeout):
+    """A UFM job was still `Running` at the deadline: UFM may yet finish it (the next run reads the port)."""
 
 
 def error_for_status(status: int, what: str, body: str) -> UfmError | None:

@@ -1,12 +1,15 @@
 """`python -m sim.ufm.server`: the simulated UFM Enterprise REST API over HTTPS on one loopback address.
 
-Endpoints (NVIDIA UFM Enterprise REST API Guide; shapes pinned in tests/sim/test_ufm_sim.py):
-`GET /ufmRest/app/events` (Events REST API, 6.24 schema), `GET /ufmRest/resources/ports` and
-`/ports/<guid>_<port>` (Ports REST API), `GET /ufmRest/resources/links` (Links REST API, as the
-sw-ufm-ndr03 capture), `POST /ufmRest/actions` with action disable|enable (Actions REST API), all behind
-HTTP Basic ("REST API Complementary Information"): 401 without it. The fabric is the lab's ibsim,
-found through its state file; faults of `--faults` (flapping cables, a port whose symbol errors keep
-rising) are played into it at start and on every poll.
+Endpoints (NVIDIA UFM Enterprise REST API Guide and REFERENCE-wave3 C; shapes pinned in
+tests/sim/test_ufm_sim.py and tests/sim/test_ufm_jobs.py): `GET /ufmRest/app/events` (Events REST API, 6.24
+schema), `GET /ufmRest/resources/ports` (`?system=<guid>`, `?active=true`) and `/ports/<guid>_<port>` (Ports
+REST API, with `systemID`, `peer`, `description`, `external_number`), `GET /ufmRest/resources/links` (Links
+REST API, as the sw-ufm-ndr03 capture), `POST /ufmRest/actions` with action disable|enable (Actions REST API:
+202 and a job, sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), all behind HTTP Basic ("REST API
+Complementary Information"): 401 without it. Answers are `application/json`. The fabric is the lab's
+ibsim, found through its state file; faults of `--faults` (flapping cables, a port whose symbol errors keep
+rising, jobs that take their time, fail or never end) are played into it at start, on every poll and on
+every action.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import base64
 import contextlib
 import hmac
+import json
 import os
 import re
 import signal
@@ -24,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from fabric.topology import End
 from sim.addresses import check_loopback
@@ -31,79 +36,112 @@ from sim.redfish.http import Request, Response, serve
 from sim.redfish.tlscert import make_certificates
 from sim.ufm.fabricview import FabricView
 from sim.ufm.faults import Faults, load_faults
+from sim.ufm.jobs import SimJobs
 
 PASSWORD_ENV = "BRINGUP_SIM_UFM_PASSWORD"
 _PORT_NAME = re.compile(r"^/ufmRest/resources/ports/([0-9a-fA-F]{16})_(\d+)$")
+_JOB_IDS = re.compile(r"^/ufmRest/jobs/([0-9,]{1,200})$")
+_REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
+
+
+class UfmResponse(Response):
+    """UFM answers plain `application/json` (not the Redfish server's OData type and header)."""
+
+    @classmethod
+    def json(cls, status: int, payload: Any = None, headers: dict[str, str] | None = None) -> UfmResponse:
+        body = b"" if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+        return cls(status, body, {**({"Content-Type": "application/json"} if body else {}), **(headers or {})})
+
+    def encode(self, keep_alive: bool) -> bytes:
+        lines = [f"HTTP/1.1 {self.status} {_REASONS.get(self.status, 'Status')}",
+                 *(f"{k}: {v}" for k, v in self.headers.items()), f"Content-Length: {len(self.body)}"]
+        if not keep_alive:
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
 
 
 class UfmSim:
     def __init__(self, view: FabricView, user: str, password: str, faults: Faults) -> None:
         self.view = view
+        self.user = user
         self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.faults = faults
-        self.jobs = 0
+        self.jobs = SimJobs(faults.jobs, view.set_enabled)
 
     def authorised(self, request: Request) -> bool:
         return hmac.compare_digest(request.headers.get("authorization", ""), self.expected)
 
     async def handle(self, request: Request) -> Response:
         if not self.authorised(request):
-            return Response(401, b"Unauthorized", {"WWW-Authenticate": 'Basic realm="UFM"',
-                                                   "Content-Type": "text/plain"})
-        path = request.path
+            return UfmResponse(401, b"Unauthorized", {"WWW-Authenticate": 'Basic realm="UFM"',
+                                                      "Content-Type": "text/plain"})
+        path, query = request.path, parse_qs(request.query)
+        ok = UfmResponse.json
         if request.method == "GET" and path == "/ufmRest/app/events":
-            return Response.of(200, [e.to_rest() for e in list(self.view.events)])
+            return ok(200, [e.to_rest() for e in list(self.view.events)])
         if request.method == "GET" and path == "/ufmRest/resources/ports":
-            return Response.of(200, self.ports())
+            return ok(200, self.ports(query))
         if request.method == "GET" and (m := _PORT_NAME.match(path)):
             end = End(m.group(1).lower(), int(m.group(2)))
-            found = [p for p in self.ports() if p["name"] == f"{end.guid}_{end.port}"]
-            return Response.of(200, found) if found else Response.of(404, {"error": "no such port"})
+            found = [p for p in self.ports({}) if p["name"] == f"{end.guid}_{end.port}"]
+            return ok(200, found) if found else ok(404, {"error": "no such port"})
         if request.method == "GET" and path == "/ufmRest/resources/links":
-            return Response.of(200, self.links())
+            return ok(200, self.links())
+        if request.method == "GET" and path == "/ufmRest/jobs":
+            return ok(200, self.jobs.listing(query))
+        if request.method == "GET" and (m := _JOB_IDS.match(path)):
+            return ok(200, self.jobs.get(m.group(1)))
         if request.method == "POST" and path == "/ufmRest/actions":
-            return await self.action(request)
-        return Response.of(404, {"error": f"{request.method} {path}: not simulated"})
+            return self.action(request)
+        return ok(404, {"error": f"{request.method} {path}: not simulated"})
 
-    async def action(self, request: Request) -> Response:
+    def action(self, request: Request) -> Response:
+        """A port action is checked now and runs as a job after the 202 (sim/ufm/jobs.py)."""
         try:
             body = request.json()
             action = body["action"]
             guid, port = str(body["params"]["port_id"]).split("_")
-        except (ValueError, KeyError, TypeError):
-            return Response.of(400, {"error": "expected {action, params: {port_id: <guid>_<port>}, object_ids}"})
+            description = str(body.get("description") or "")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return UfmResponse.json(400, {"error": "expected {action, params: {port_id: <guid>_<port>}, object_ids}"})
         if action not in ("disable", "enable"):
-            return Response.of(400, {"error": f"action {action!r}: this simulator does disable and enable"})
+            return UfmResponse.json(400, {"error": f"action {action!r}: this simulator does disable and enable"})
         end = End(guid.lower(), int(port))
         if end.guid not in self.view.nodes:
-            return Response.of(400, {"error": f"port {guid}_{port} is not in the fabric"})
-        try:
-            await asyncio.to_thread(self.view.set_enabled, end, action == "enable")
-        except Exception as e:  # the job failed in the fabric: UFM answers 500 with what went wrong
-            return Response.of(500, {"error": f"{action} {guid}_{port}: {type(e).__name__}: {e}"})
-        self.jobs += 1
-        return Response(202, b"", {"Location": f"/ufmRest/jobs/{self.jobs}"})
+            return UfmResponse.json(400, {"error": f"port {guid}_{port} is not in the fabric"})
+        job = self.jobs.start(end, action, description, self.user)
+        return UfmResponse.json(202, None, {"Location": f"/ufmRest/jobs/{job.id}"})
 
-    def ports(self) -> list[dict[str, Any]]:
+    def ports(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """Every port UFM knows; `?system=<guid>` those of one system, `?active=true` the Active ones."""
         view = self.view
         out: list[dict[str, Any]] = []
         seen: set[End] = set()
         for link in view.topology.links:
-            for end in (link.a, link.b):
+            for end, peer in ((link.a, link.b), (link.b, link.a)):
                 seen.add(end)
-                out.append(self._port(end, "LinkUp", "Active", link.width, link.speed))
+                out.append(self._port(end, peer, "LinkUp", "Active", link.width, link.speed))
+        peers = {e: far for a, b in view.cabling for e, far in ((a, b), (b, a))}
         for end in sorted(view.actuator.down - seen):
             seen.add(end)
-            out.append(self._port(end, "Disabled", "Down", None, None))
+            out.append(self._port(end, peers.get(end), "Disabled", "Down", None, None))
         cabled = {e for key in view.cabling for e in key if e.guid in view.nodes}
         for end in sorted(cabled - seen):  # a cabled port whose peer is disabled or unplugged: no light
-            out.append(self._port(end, "Polling", "Down", None, None))
+            out.append(self._port(end, peers.get(end), "Polling", "Down", None, None))
+        if "system" in query:
+            out = [p for p in out if p["systemID"] == query["system"][0].lower().removeprefix("0x")]
+        if query.get("active", [""])[0].lower() == "true":
+            out = [p for p in out if p["logical_state"] == "Active"]
         return out
 
-    def _port(self, end: End, phys: str, logical: str, width: str | None, speed: str | None) -> dict[str, Any]:
+    def _port(self, end: End, peer: End | None, phys: str, logical: str, width: str | None,
+              speed: str | None) -> dict[str, Any]:
         name = self.view.name(end.guid)
-        return {"guid": end.guid, "number": end.port, "name": f"{end.guid}_{end.port}", "dname": str(end.port),
+        kind = "Switch" if self.view.is_switch(end.guid) else "Computer"
+        return {"guid": end.guid, "number": end.port, "external_number": end.port, "name": f"{end.guid}_{end.port}",
+                "dname": str(end.port), "description": f"{kind} IB Port", "systemID": end.guid,
                 "system_guid": end.guid, "node_description": f"{name}:{end.port}", "system_name": name,
+                "peer": f"{peer.guid}_{peer.port}" if peer is not None else "N/A",
                 "logical_state": logical, "physical_state": phys, "severity": "Info",
                 "active_width": (width or "").lower() or None, "active_speed": speed,
                 "capabilities": ["enable", "disable"]}

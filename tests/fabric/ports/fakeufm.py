@@ -4,6 +4,12 @@
 503, or "hang" (sleeps past the client's deadline, then drops the answer); with no `fail_after`, every
 request does. `heal()` ends the fault. Every
 request is counted, so a test can prove a rerun sends nothing twice.
+
+Actions run as UFM documents them (REFERENCE-wave3 C, the Actions and Jobs REST APIs): 202 with
+`Location: /ufmRest/jobs/<id>`, the port changed `job_s` later when the job ends `Completed`; `GET
+/ufmRest/jobs/<id>` answers the job (`ID`, `Status`, `Progress`, `Summary`, ...), an unknown id `[]`, and
+`GET /ufmRest/jobs?parent_id=<id>` its one sub-job. `job_fate[<guid>_<port>]` = "fail" ends that port's
+next job `Completed With Errors` (summary `fail_summary`, the port unchanged), "hang" leaves it `Running`.
 """
 
 from __future__ import annotations
@@ -30,7 +36,38 @@ class UfmState:
     fail_after: int | None = None
     hang_s: float = 1.5
     delay_s: float = 0.0  # every answer this late (a test sampling the client's processes meanwhile)
+    job_s: float = 0.0  # how long each action's job runs before the port changes
+    job_fate: dict[str, str] = field(default_factory=dict)  # "<guid>_<port>" -> fail | hang (its next job)
+    fail_summary: str = "Failed to disable port: switch did not answer (fake)"
+    jobs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    job_polls: int = 0
+    peak: int = 0  # most jobs Running at once
+    location: bool = True  # False: a 202 without Location (an action UFM runs as no job)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start_job(self, action: str, name: str) -> int:
+        with self.lock:
+            job_id = len(self.jobs) + 1
+            fate = self.job_fate.pop(name, None)
+            self.jobs[job_id] = {"ID": str(job_id), "Status": "Running", "Progress": 0, "Summary": "",
+                                 "Description": f"{action} {name}", "RelatedObjects": [name.split("_")[0]],
+                                 "Operation": action, "Created": "2026-12-01 12:00:00", "CreatedBy": self.user,
+                                 "LastUpdated": "2026-12-01 12:00:00", "Foreground": True}
+            self.peak = max(self.peak, sum(j["Status"] == "Running" for j in self.jobs.values()))
+        if fate != "hang":
+            timer = threading.Timer(self.job_s, self._end_job, (job_id, action, name, fate))
+            timer.daemon = True
+            timer.start()
+        return job_id
+
+    def _end_job(self, job_id: int, action: str, name: str, fate: str | None) -> None:
+        with self.lock:
+            job = self.jobs[job_id]
+            if fate == "fail":
+                job.update(Status="Completed With Errors", Progress=100, Summary=self.fail_summary)
+                return
+            (self.disabled.add if action == "disable" else self.disabled.discard)(name)
+            job.update(Status="Completed", Progress=100)
 
     def heal(self) -> None:
         with self.lock:
@@ -77,6 +114,8 @@ def _handler(state: UfmState) -> type[BaseHTTPRequestHandler]:
             if not self._gate():
                 return
             path = self.path
+            if path.startswith("/ufmRest/jobs"):
+                return self._jobs(path)
             if path == "/ufmRest/app/events":
                 return self._send(200, state.events)
             if path in ("/ufmRest/resources/ports", "/ufmRest/resources/links"):
@@ -97,10 +136,21 @@ def _handler(state: UfmState) -> type[BaseHTTPRequestHandler]:
             name, action = body["params"]["port_id"], body["action"]
             with state.lock:
                 state.actions.append((action, name))
-                (state.disabled.add if action == "disable" else state.disabled.discard)(name)
+            job_id = state.start_job(action, name)
             self.send_response(202)
+            if state.location:
+                self.send_header("Location", f"/ufmRest/jobs/{job_id}")
             self.send_header("Content-Length", "0")
             self.end_headers()
+
+        def _jobs(self, path: str) -> None:
+            with state.lock:
+                state.job_polls += 1
+                if path.startswith("/ufmRest/jobs?parent_id="):
+                    job = state.jobs.get(int(path.rsplit("=", 1)[1]))
+                    return self._send(200, [{**job, "ID": f"{job['ID']}01"}] if job else [])
+                job = state.jobs.get(int(path.rsplit("/", 1)[1]))
+                return self._send(200, dict(job) if job else [])
 
     return Handler
 

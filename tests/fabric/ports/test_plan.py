@@ -113,13 +113,23 @@ def test_a_disabled_port_puts_its_link_apart() -> None:
                        "Down/ Disabled", "re-enable once repaired")
     plan = plan_ports(top, parse_event_log(line).events, [], [disabled], PortPolicy(), NOW)
     assert plan.disable == () and [pl.a.port for pl in plan.already_disabled] == [5]
+    # unless the ledger says an apply of ours stopped part way (apply_failed / job_timeout): finish it
+    from fabric.ports.resolve import LinkEnd
+
+    far = link.other(End(LEAF, 5))
+    ends = (LinkEnd(LEAF, "leaf", 5, True), LinkEnd(far.guid, "far", far.port, True))
+    why = "port ledger row 3: job_timeout (1 counted event(s) in the window)"
+    again = plan_ports(top, parse_event_log(line).events, [], [disabled], PortPolicy(), NOW,
+                       unfinished={End(e.guid, e.port): (ends, why) for e in ends})
+    assert [(pl.a.name, pl.a.port) for pl in again.disable] == [("leaf", 5)] and again.already_disabled == ()
+    assert again.disable[0].reason.endswith(f"(finishing what {why} left undone)")
 
 
 def test_a_link_under_repair_is_shown_apart_with_its_new_events_not_planned_again() -> None:
     from fabric.ports.resolve import LinkEnd
 
     plain = _fixture_plan()
-    [first] = [pl for pl in plain.disable if pl.a.guid == LEAF and pl.a.port == 25]  # type: ignore[attr-defined]
+    [first] = [pl for pl in plain.disable if pl.a.guid == LEAF and pl.a.port == 25]
     ends = (LinkEnd(first.a.guid, first.a.name, first.a.port, True),
             LinkEnd(first.b.guid, first.b.name, first.b.port, True))  # type: ignore[union-attr]
     why = "port ledger row 7: disabled (2 counted event(s) in the window)"
