@@ -1,5 +1,8 @@
 """What each `fabric` command prints and the files it writes: one renderer per command, `--json` or text.
 
+Text from the fabric (node descriptions in findings, unplaced devices) goes through
+`provision.state.peer_text.shown` and, printed by rich, as `Text`: its escapes and `[...]` are shown, not run.
+
 rich is imported only by the validation report's text form.
 """
 
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fabric.errors import FabricError
+from provision.state.peer_text import shown
 
 if TYPE_CHECKING:
     from fabric.design import Design
@@ -60,19 +64,20 @@ def validation(result: Result, as_json: bool, worklist: Path | None, node_name_m
 def _print_report(result: Result) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
     report = result.report
     s: dict[str, Any] = dict(report.summary)
-    for f in report.findings:
-        console.print(f"[bold]{f.kind}[/bold] {f.line().split(': ', 1)[1]}", markup=True)
-    table = Table(title=f"fabric {s['design']} vs {s['discovered_from']}")
+    for f in report.findings:  # node descriptions are peer text: printed as Text, never parsed as markup
+        console.print(Text.assemble((f.kind, "bold"), " ", shown(f.line().split(": ", 1)[1])))
+    table = Table(title=Text(shown(f"fabric {s['design']} vs {s['discovered_from']}")))
     table.add_column("tier")
     table.add_column("designed links", justify="right")
     table.add_column("findings")
     for tier, row in s["tiers"].items():
         found = ", ".join(f"{k} {n}" for k, n in row["findings"].items()) or "-"
-        table.add_row(tier, str(row["designed_links"]), found)
+        table.add_row(Text(shown(tier)), str(row["designed_links"]), Text(shown(found)))
     console.print(table)
     sw, ca = s["switches"], s["cas"]
     console.print(f"switches: {sw['placed']}/{sw['designed']} placed ({sw['discovered']} discovered); "
@@ -80,7 +85,7 @@ def _print_report(result: Result) -> None:
                   f"{s['warning_count']} parser warning(s)")
     unplaced = result.identification.unplaced
     for u in unplaced[:UNPLACED_SHOWN]:
-        console.print(f"could not place {u.type} 0x{u.guid} \"{u.description}\": {u.reason}", markup=False)
+        console.print(Text(shown(f"could not place {u.type} 0x{u.guid} \"{u.description}\": {u.reason}")))
     if len(unplaced) > UNPLACED_SHOWN:
         console.print(f"... and {len(unplaced) - UNPLACED_SHOWN} more unplaced (see --json or `fabric identify`)")
     verdict = "clean: cabled as designed" if s["clean"] else f"{s['total_findings']} finding(s)"
@@ -102,7 +107,7 @@ def identification(design: Design, ident: Identification, as_json: bool, node_na
     if node_name_map is None:
         sys.stdout.write(text)
     for u in ident.unplaced:
-        sys.stdout.write(f"unplaced {u.type} 0x{u.guid} \"{u.description}\": {u.reason}\n")
+        sys.stdout.write(shown(f"unplaced {u.type} 0x{u.guid} \"{u.description}\": {u.reason}") + "\n")
 
 
 def capture(top: Topology, as_json: bool) -> None:
@@ -121,7 +126,7 @@ def capture(top: Topology, as_json: bool) -> None:
     for k, v in payload.items():
         if isinstance(v, list):
             for item in v:
-                sys.stdout.write(f"{k}: {item}\n")
+                sys.stdout.write(f"{k}: {shown(str(item))}\n")
         else:
             sys.stdout.write(f"{k}: {v}\n")
 

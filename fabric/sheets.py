@@ -10,7 +10,9 @@ skips blank rows, and numbers every row by its real sheet row (or CSV line) so a
 
 Workbooks are read with openpyxl (not pandas: pandas' read_excel leaves merged cells empty, and it would
 add ~70 MB of install for nothing the reader needs). Inputs are bounded: the file's size, the workbook's
-uncompressed XML (a zip bomb is refused before it is parsed), rows and columns per sheet.
+uncompressed XML (a zip bomb is refused before it is parsed), rows and columns per sheet, merged ranges. A
+workbook is streamed (openpyxl's read-only mode): a sheet's declared dimension and merged ranges are checked
+before any row is read or any merged cell filled, and rows are counted as they stream.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ MAX_SHEET_FILE_BYTES = 32 * MiB
 MAX_XLSX_EXPANDED_BYTES = 256 * MiB
 MAX_ROWS = 200_000
 MAX_COLUMNS = 256
+MAX_MERGED_RANGES = 50_000
 HEADER_SEARCH_ROWS = 50
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
 
@@ -168,6 +171,9 @@ def csv_grid(data: bytes, source: str) -> Grid:
 
 
 def _xlsx_grids(data: bytes, source: str, only: str | None) -> list[tuple[str | None, Grid]]:
+    """Every sheet's grid, read without expanding anything first: the workbook is opened read-only (rows are
+    streamed), each sheet's declared dimension and merged ranges are checked against the limits before a row
+    is read, and its rows are counted as they stream (a sheet may declare no dimension, or a false one)."""
     import openpyxl
 
     try:
@@ -179,16 +185,23 @@ def _xlsx_grids(data: bytes, source: str, only: str | None) -> list[tuple[str | 
         raise DesignError(source, [f"workbook expands to {expanded // MiB} MiB (limit "
                                    f"{MAX_XLSX_EXPANDED_BYTES // MiB} MiB)"])
     try:
-        wb = openpyxl.load_workbook(io.BytesIO(data), data_only=True)
+        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as e:  # openpyxl raises many kinds for a damaged workbook
         raise DesignError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
-    names = wb.sheetnames
-    if only is not None and only not in names:
-        raise DesignError(source, [f"no sheet {only!r}: the workbook has {', '.join(map(repr, names))}"])
-    grids: list[tuple[str | None, Grid]] = []
-    for name in ([only] if only is not None else names):
-        grids.append((name, _sheet_grid(wb[name], source)))
-    return grids
+    try:
+        names = wb.sheetnames
+        if only is not None and only not in names:
+            raise DesignError(source, [f"no sheet {only!r}: the workbook has {', '.join(map(repr, names))}"])
+        grids: list[tuple[str | None, Grid]] = []
+        for name in ([only] if only is not None else names):
+            grids.append((name, _sheet_grid(wb[name], source)))
+        return grids
+    except DesignError:
+        raise
+    except Exception as e:  # a damaged sheet part shows only when it is streamed
+        raise DesignError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
+    finally:
+        wb.close()
 
 
 def _cell_text(value: object) -> str:
@@ -199,24 +212,78 @@ def _cell_text(value: object) -> str:
     return str(value).strip()
 
 
-def _sheet_grid(ws: object, source: str) -> Grid:
-    from openpyxl.worksheet.worksheet import Worksheet
+Merge = tuple[int, int, int, int]  # min_row, min_col, max_row, max_col
 
-    assert isinstance(ws, Worksheet)
-    if ws.max_row > MAX_ROWS or ws.max_column > MAX_COLUMNS:
-        raise DesignError(source, [f"sheet {ws.title!r} is {ws.max_row} rows x {ws.max_column} columns (limit "
-                                   f"{MAX_ROWS} x {MAX_COLUMNS})"])
-    fill: dict[tuple[int, int], str] = {}
-    for merged in ws.merged_cells.ranges:
-        top = _cell_text(ws.cell(merged.min_row, merged.min_col).value)
-        for r in range(merged.min_row, merged.max_row + 1):
-            for c in range(merged.min_col, merged.max_col + 1):
-                fill[(r, c)] = top
+
+def _too_big(title: str, rows: object, columns: object) -> str:
+    return f"sheet {title!r} is {rows} rows x {columns} columns (limit {MAX_ROWS} x {MAX_COLUMNS})"
+
+
+def _merged_ranges(ws: object, source: str) -> list[Merge]:
+    """The sheet's merged ranges, read by streaming its XML (read-only worksheets do not load them); a range
+    past the row or column limit, or more ranges than MAX_MERGED_RANGES, is refused before anything is filled."""
+    from openpyxl.utils.cell import range_boundaries
+    from openpyxl.worksheet._read_only import ReadOnlyWorksheet
+    from openpyxl.xml.functions import iterparse
+
+    assert isinstance(ws, ReadOnlyWorksheet)
+    out: list[Merge] = []
+    rows = 0
+    with ws._get_source() as src:
+        for _, element in iterparse(src):
+            tag = element.tag.rsplit("}", 1)[-1]
+            if tag == "row":
+                rows += 1
+                if rows > MAX_ROWS:
+                    raise DesignError(source, [f"sheet {ws.title!r} has more than {MAX_ROWS} rows"])
+            elif tag == "mergeCell":
+                ref = element.get("ref") or ""
+                try:
+                    min_col, min_row, max_col, max_row = range_boundaries(ref)
+                except (TypeError, ValueError):
+                    raise DesignError(source, [f"sheet {ws.title!r}: bad merged range {ref[:40]!r}"]) from None
+                if max_row is None or max_col is None or max_row > MAX_ROWS or max_col > MAX_COLUMNS:
+                    raise DesignError(source, [f"sheet {ws.title!r}: merged range {ref[:40]} is past the limit "
+                                               f"of {MAX_ROWS} rows x {MAX_COLUMNS} columns"])
+                out.append((min_row or 1, min_col or 1, max_row, max_col))
+                if len(out) > MAX_MERGED_RANGES:
+                    raise DesignError(source, [f"sheet {ws.title!r} has more than {MAX_MERGED_RANGES} merged ranges"])
+            if tag != "mergeCells":
+                element.clear()  # constant memory however long the sheet
+    return sorted(out)
+
+
+def _sheet_grid(ws: object, source: str) -> Grid:
+    from openpyxl.worksheet._read_only import ReadOnlyWorksheet
+
+    assert isinstance(ws, ReadOnlyWorksheet)
+    declared_rows, declared_columns = ws.max_row, ws.max_column  # the sheet's <dimension>, when it has one
+    if (declared_rows or 0) > MAX_ROWS or (declared_columns or 0) > MAX_COLUMNS:
+        raise DesignError(source, [_too_big(ws.title, declared_rows, declared_columns)])
+    merges = _merged_ranges(ws, source)
+    ws.reset_dimensions()  # stream every row there is, not only those the dimension declares
+    pending, active = iter(merges), []  # ranges not reached yet (by top row), ranges running through this row
+    upcoming = next(pending, None)
+    tops: dict[Merge, str] = {}
     grid: Grid = []
     for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
+        if r > MAX_ROWS or len(row) > MAX_COLUMNS:
+            raise DesignError(source, [_too_big(ws.title, f"more than {MAX_ROWS}" if r > MAX_ROWS else r, len(row))])
         own = [_cell_text(v) for v in row]
-        # a row blank but for a merged cell running through it (a rack name merged down) stays blank
-        grid.append((r, [fill.get((r, c), t) for c, t in enumerate(own, start=1)] if any(own) else []))
+        while upcoming is not None and upcoming[0] <= r:
+            active.append(upcoming)
+            upcoming = next(pending, None)
+        active = [m for m in active if m[2] >= r]
+        for m in active:
+            if m[0] == r:
+                tops[m] = own[m[1] - 1] if m[1] <= len(own) else ""
+        if not any(own):  # a row blank but for a merged cell running through it (a rack name merged down) stays blank
+            grid.append((r, []))
+            continue
+        for m in active:
+            for c in range(m[1], min(m[3], len(own)) + 1):
+                own[c - 1] = tops.get(m, "")
+        grid.append((r, own))
     return grid
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable
 
 from fabric.findings import FEnd, Finding
+from provision.state.peer_text import csv_text
 
 COLUMNS = ["row", "rack", "u", "device", "port", "kind", "action", "peer", "peer_port", "peer_location", "cable",
            "expected", "seen"]
@@ -50,8 +49,4 @@ def worklist_rows(findings: Iterable[Finding]) -> list[dict[str, object]]:
 
 
 def worklist_csv(findings: Iterable[Finding]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    w.writeheader()
-    w.writerows(worklist_rows(findings))
-    return buf.getvalue()
+    return csv_text(COLUMNS, worklist_rows(findings))

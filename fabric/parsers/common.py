@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from fabric.errors import ParseError
+from provision.state.peer_text import shown
 
 if TYPE_CHECKING:
     from fabric.topology import TopologyBuilder
@@ -38,8 +39,8 @@ def norm_guid(token: str) -> tuple[str, bool]:
 
 
 def printable(line: str, limit: int = 70) -> str:
-    shown = line if len(line) <= limit else line[:limit] + "..."
-    return shown.encode("ascii", "backslashreplace").decode("ascii")
+    """`line` as printable ASCII (control and non-ASCII characters escaped), cut after `limit` characters."""
+    return shown(line, limit + 3, ascii_only=True, ellipsis="...")
 
 
 class UnreadLines:

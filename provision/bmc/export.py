@@ -6,14 +6,15 @@ The reservations name hosts but fix no addresses: leases come from the PXE pool 
 `pxe_network.dhcp_range` describes), and a pool with `deny unknown-clients;` (dhcpd) or
 `dhcp-ignore=tag:!known` (dnsmasq) then serves only the harvested hosts. Text that came from a BMC
 (serials, NIC ids) only ever goes into comments, stripped to one printable line.
+A PXE MAC that two hosts claim (two harvested hosts, or a host whose harvest failed `duplicate_pxe_mac`:
+`contested`) is reserved for neither: the exports say so in a comment line instead, since DHCP would
+hand one server the other's name.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import yaml
 
 from provision.site import Site
 from provision.site.endpoints import join_host_port
+from provision.state.peer_text import csv_text
 
 CSV_COLUMNS = ("hostname", "rack", "serial", "service_tag", "model", "pxe_nic", "pxe_mac", "all_macs",
                "bmc_address", "bmc_port", "system_id")
@@ -44,11 +46,7 @@ def rows(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> list[dict[
 
 
 def to_csv(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows(site, inventories))
-    return buf.getvalue()
+    return csv_text(CSV_COLUMNS, rows(site, inventories))
 
 
 def to_yaml(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
@@ -77,21 +75,34 @@ def _comment(text: str) -> str:
     return _UNPRINTABLE.sub(" ", text).strip()
 
 
-def _reservations(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> list[tuple[dict[str, Any], str]]:
-    """(row, comment) for every harvested host with a PXE MAC, in site order."""
-    out = []
+def _reservations(site: Site, inventories: Mapping[str, Mapping[str, Any]],
+                  contested: Mapping[str, Sequence[str]]) -> tuple[list[tuple[dict[str, Any], str]], list[str]]:
+    """(row, comment) for every harvested host with a PXE MAC no other host claims, in site order; and a
+    line for each MAC refused because several hosts claim it."""
+    claims: dict[str, list[str]] = {mac: list(hosts) for mac, hosts in contested.items()}
     for row in rows(site, inventories):
         if row["pxe_mac"]:
+            claims.setdefault(row["pxe_mac"], []).append(row["hostname"])
+    out, refused = [], []
+    for row in rows(site, inventories):
+        holders = sorted(set(claims.get(row["pxe_mac"]) or []))
+        if len(holders) > 1:
+            refused.append(_comment(f"REFUSED {row['pxe_mac']}: claimed by {', '.join(holders)} (duplicate_pxe_mac); "
+                                    "no reservation for any of them until their BMCs are checked and re-harvested"))
+        elif row["pxe_mac"]:
             note = f"rack {row['rack']}, serial {row['serial'] or '?'}, {row['pxe_nic'] or 'PXE NIC'}"
             out.append((row, _comment(note)))
-    return out
+    return out, sorted(set(refused))
 
 
-def to_dhcpd(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
+def to_dhcpd(site: Site, inventories: Mapping[str, Mapping[str, Any]],
+             contested: Mapping[str, Sequence[str]] | None = None) -> str:
     """ISC dhcpd host declarations (include them from dhcpd.conf)."""
+    reserved, refused = _reservations(site, inventories, contested or {})
     lines = [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
-             "# Include from dhcpd.conf; with `deny unknown-clients;` in the PXE pool only these hosts get leases.", ""]
-    for row, note in _reservations(site, inventories):
+             "# Include from dhcpd.conf; with `deny unknown-clients;` in the PXE pool only these hosts get leases.",
+             *[f"# {line}" for line in refused], ""]
+    for row, note in reserved:
         lines += [f"host {row['hostname']} {{  # {note}",
                   f"  hardware ethernet {row['pxe_mac']};",
                   f'  option host-name "{row["hostname"]}";',
@@ -99,16 +110,20 @@ def to_dhcpd(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_dnsmasq(site: Site, inventories: Mapping[str, Mapping[str, Any]]) -> str:
+def to_dnsmasq(site: Site, inventories: Mapping[str, Mapping[str, Any]],
+               contested: Mapping[str, Sequence[str]] | None = None) -> str:
     """dnsmasq `dhcp-host=MAC,NAME` lines (a conf-file= or conf-dir= file)."""
+    reserved, refused = _reservations(site, inventories, contested or {})
     lines = [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
-             "# Load with conf-file=; `dhcp-ignore=tag:!known` then serves only these hosts."]
-    for row, note in _reservations(site, inventories):
+             "# Load with conf-file=; `dhcp-ignore=tag:!known` then serves only these hosts.",
+             *[f"# {line}" for line in refused]]
+    for row, note in reserved:
         lines += [f"# {row['hostname']}: {note}", f"dhcp-host={row['pxe_mac']},{row['hostname']}"]
     return "\n".join(lines) + "\n"
 
 
 _RENDERERS = {"csv": to_csv, "yaml": to_yaml, "dhcpd": to_dhcpd, "dnsmasq": to_dnsmasq}
+_DHCP = {"dhcpd": to_dhcpd, "dnsmasq": to_dnsmasq}
 
 
 def default_paths(site: Site, state_dir: Path) -> dict[str, Path]:
@@ -118,8 +133,12 @@ def default_paths(site: Site, state_dir: Path) -> dict[str, Path]:
     return export_files(state_dir, site.name)
 
 
-def write_exports(site: Site, inventories: Mapping[str, Mapping[str, Any]], paths: Mapping[str, Path]) -> None:
-    """Write every export of `paths` (keys: csv, yaml, dhcpd, dnsmasq) from the harvested inventories."""
+def write_exports(site: Site, inventories: Mapping[str, Mapping[str, Any]], paths: Mapping[str, Path],
+                  contested: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Write every export of `paths` (keys: csv, yaml, dhcpd, dnsmasq) from the harvested inventories;
+    `contested`: PXE MACs that hosts not in `inventories` also claim (the DHCP exports reserve them for none)."""
     for name, path in paths.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_RENDERERS[name](site, inventories), encoding="utf-8")
+        dhcp = name in ("dhcpd", "dnsmasq")
+        text = _DHCP[name](site, inventories, contested) if dhcp else _RENDERERS[name](site, inventories)
+        path.write_text(text, encoding="utf-8")

@@ -10,13 +10,24 @@ from provision.bmc.export import default_paths, write_exports
 from provision.bmc.power import PowerAction
 from provision.bmc.steps import HarvestStep, PowerStep, PxeStep, RunOptions, inventory_view
 from provision.site import Host, Site
-from provision.state import StateStore
+from provision.state import State, StateStore
 from provision.steps.runner import HostResult, Progress
 
 
 def _site_order(site: Site, results: list[HostResult]) -> list[HostResult]:
     order = {h.hostname: i for i, h in enumerate(site.hosts())}
     return sorted(results, key=lambda r: order.get(r.host, 0))
+
+
+def contested_pxe_macs(store: StateStore) -> dict[str, list[str]]:
+    """PXE MACs claimed by hosts whose harvest failed `duplicate_pxe_mac` (this run's or an earlier one's,
+    until they are harvested again): the DHCP exports reserve these MACs for no host."""
+    out: dict[str, list[str]] = {}
+    for record in store.hosts():
+        evidence = record.evidence if isinstance(record.evidence, dict) else {}
+        if record.state is State.failed and record.reason == "duplicate_pxe_mac" and evidence.get("pxe_mac"):
+            out.setdefault(str(evidence["pxe_mac"]), []).append(record.hostname)
+    return out
 
 
 async def harvest_macs(site: Site, store: StateStore, hosts: Sequence[Host], options: RunOptions,
@@ -31,7 +42,7 @@ async def harvest_macs(site: Site, store: StateStore, hosts: Sequence[Host], opt
         if facts.pxe_mac or facts.macs}
     inventories.update({r.host: r.data for r in results if r.ok and r.data and not r.skipped})
     paths = {name: exports.get(name) or path for name, path in default_paths(site, store.path.parent).items()}
-    write_exports(site, inventories, paths)
+    write_exports(site, inventories, paths, contested_pxe_macs(store))
     return _site_order(site, results), paths
 
 

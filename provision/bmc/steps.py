@@ -3,6 +3,9 @@
 Each opens a Redfish session per host (bounded: `open_concurrency` handshakes at once, since 500
 simultaneous TLS handshakes finish together, late, and the first ones time out), does its work and
 records what it saw; the runner owns concurrency, deadlines, recording and progress.
+A harvested PXE MAC is a host's identity (DHCP reservations, MAAS adoption): one already recorded for
+another host, or claimed by another host earlier in the same run, is not recorded again; the later host
+fails `duplicate_pxe_mac` naming the holder (a BMC reporting another server's NICs).
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ from provision.bmc.power import (
     wait_power,
 )
 from provision.bmc.triage import HostProblem, triage
+from provision.errors import StateError
 from provision.ethernet.triage import SwitchTriage
 from provision.redfish import ClientOptions, RedfishClient, tls_context
 from provision.site import Host, Site
 from provision.site.credentials import Login, login
 from provision.site.endpoints import join_host_port
 from provision.state import HostRecord, State, StateStore
-from provision.state.facts import HostFacts, facts_from_inventory
+from provision.state.facts import HostFacts, facts_from_inventory, normalise_mac
 from provision.steps.pipeline import HARVEST, POWER, PXE
 from provision.steps.runner import HostFailure, HostResult, Progress, Recording, RunLimits, Step, run_step
 
@@ -122,8 +126,37 @@ class BmcStep(Step):
         return inventory_view(self.store.facts(host.hostname))
 
 
+DUPLICATE_REMEDIATION = (
+    "two BMCs report the same PXE MAC: one of them reports another server's NICs (miscabled or mis-addressed "
+    "BMC, a swapped motherboard, or a cloned BMC config); compare each BMC's serial and NICs with the servers, "
+    "fix it, then re-run `provision harvest-macs` for both hosts")
+
+
 class HarvestStep(BmcStep):
     spec = HARVEST
+
+    async def prepare(self, hosts: Sequence[Host]) -> None:
+        await super().prepare(hosts)
+        running = {h.hostname for h in hosts}
+        recorded = await asyncio.to_thread(self.store.facts_many, None)
+        # Who holds each PXE MAC: the recorded hosts this run does not harvest again, then this run's
+        # hosts as each is harvested (its earlier record is what the run replaces).
+        self._pxe_holder = {f.pxe_mac: name for name, f in recorded.items() if f.pxe_mac and name not in running}
+
+    def claim_pxe_mac(self, hostname: str, mac: str | None) -> None:
+        """Record that `hostname` holds `mac`, or fail it (`duplicate_pxe_mac`) if another host does.
+        Synchronous, so two hosts of one run cannot both claim a MAC between awaits."""
+        try:
+            mac = normalise_mac("pxe_mac", mac)
+        except StateError:  # none, or not a MAC: the facts' own check refuses it when it is written
+            return
+        holder = self._pxe_holder.setdefault(mac, hostname)
+        if holder != hostname:
+            raise HostFailure(
+                "duplicate_pxe_mac",
+                f"the BMC reports PXE MAC {mac}, which is {holder}'s: not recorded (one of the two BMCs reports "
+                "another server's NICs)",
+                {"pxe_mac": mac, "other_host": holder}, remediation=DUPLICATE_REMEDIATION)
 
     @functools.cached_property
     def _switches(self) -> SwitchTriage:
@@ -140,6 +173,7 @@ class HarvestStep(BmcStep):
         except HostProblem as problem:  # a link failure carries the switch's view, its reason made precise
             raise await self._switches.refine(host.hostname, inventory.summary().get("pxe_mac"), problem) from None
         summary = inventory.summary()
+        self.claim_pxe_mac(host.hostname, summary.get("pxe_mac"))
         evidence = {"bmc": base_url(host), "inventory": summary,
                     "pxe": {"source": inventory.pxe.source, "detail": inventory.pxe.detail},
                     "cross_check": inventory.cross_check, "notes": list(inventory.notes), "raw": inventory.raw}

@@ -5,7 +5,8 @@ rich is imported on first use: `--json` output never pays for it.
 rich reads `[...]` in a printed string (a table cell or title too) as markup. Our own styling uses
 that; text from anywhere else (BMC and MAAS messages, exception text, host names, endpoints such as
 `[fd00::1]:443`, paths, anything an operator typed) goes through `esc` before it is put in a string
-rich will parse, so it prints verbatim instead of vanishing or raising `MarkupError`. The consoles
+rich will parse, so it prints verbatim instead of vanishing or raising `MarkupError`, its control
+characters escaped (`provision.state.peer_text.shown`) so a peer cannot drive the terminal. The consoles
 also leave `:name:` alone (no emoji codes), which `esc` does not cover.
 
 Every secret the process holds (`provision.state.secret_values`: the credentials it resolved, in
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from provision.state.peer_text import shown
 from provision.state.secret_values import held_count, mask
 
 if TYPE_CHECKING:
@@ -76,20 +78,22 @@ def emit_json(payload: Any) -> None:
 
 
 def esc(value: object) -> str:
-    """`value` as text for a string rich parses as markup, shown verbatim: `[...]` in it is escaped."""
+    """`value` as text for a string rich parses as markup, shown verbatim: `[...]` in it is escaped, and
+    control characters (ANSI escape sequences, C0/C1, DEL) are shown escaped (`\\x1b`), never interpreted."""
     from rich.markup import escape
 
-    return escape(mask(str(value)))
+    return escape(shown(mask(str(value))))
 
 
 def error_line(message: str) -> None:
     """`error: <message>` on stderr, the message verbatim (never parsed as markup).
 
-    Held secrets are masked (an exception's text can quote what a peer echoed). Never raises: it
+    Held secrets are masked (an exception's text can quote what a peer echoed) and control characters
+    shown escaped, so a peer's ANSI sequences are never interpreted. Never raises: it
     reports errors. When rich cannot print (a closed or broken stderr, a character
     the stream cannot encode) it falls back to a plain write, and failing that prints nothing.
     """
-    message = mask(message)
+    message = "\n".join(shown(line) for line in mask(message).split("\n"))  # its own lines stay lines
     try:
         from rich.text import Text
 

@@ -6,6 +6,10 @@ Run by the step runner (bounded, a deadline per host); each stage is recorded as
 evidence. Re-running picks each host up where it is: a host already in MAAS is not enlisted again, and
 what happens to it next follows its MAAS status (`COMMISSION`, `COMMISSIONING_NOW`, `COMMISSIONED`;
 any other status is `maas_state_conflict`).
+A machine MAAS holds is the host's only by identity: one with the host's harvested PXE MAC among its
+interfaces is adopted (whatever its hostname, which the evidence then names); one that merely has the
+host's hostname but none of that MAC is another server, and the host fails `maas_identity_mismatch`
+with nothing asked of that machine.
 BMC credentials are resolved once each, before the fan-out; one that cannot be fails only the hosts
 that need it (`credential_unresolved`).
 """
@@ -45,6 +49,15 @@ COMMISSIONED = {  # on to allocation and deployment
     MaasStatus.DISK_ERASING,  # and erasing its disks where the region is set to)
 }
 RELEASING_NOW = {MaasStatus.RELEASING, MaasStatus.DISK_ERASING}
+IDENTITY_REMEDIATION = (
+    "the MAAS machine with the host's name has none of the host's harvested PXE MAC: if it is another server, "
+    "rename or delete it in MAAS; if it is this server with different NICs, re-run `provision harvest-macs` for "
+    "the host; then deploy again")
+
+
+def identity_macs(machine: MaasMachine) -> set[str]:
+    """The MACs MAAS holds for a machine: its interfaces' and its boot interface's."""
+    return set(machine.macs) | ({machine.boot_mac} if machine.boot_mac else set())
 
 @dataclass(frozen=True)
 class DeployOptions:
@@ -77,6 +90,7 @@ class MaasDeployStep(Step):
         self.options = options
         self._logins: dict[str, Login | CredentialError] = {}
         self._known: dict[str, MaasMachine] = {}
+        self._by_mac: dict[str, MaasMachine] = {}
         self._facts: dict[str, HostFacts] = {}
 
     def limits(self) -> RunLimits:
@@ -107,10 +121,38 @@ class MaasDeployStep(Step):
         return super().triage(exc, host_timeout_s)
 
     async def prepare(self, hosts: Sequence[Host]) -> None:
-        self._known = {m.hostname: m for m in await self.client.machines()}
+        machines = await self.client.machines()
+        self._known = {m.hostname: m for m in machines}
+        self._by_mac = {mac: m for m in machines for mac in identity_macs(m)}
         self._facts = await asyncio.to_thread(self.store.facts_many, [h.hostname for h in hosts])
         # ansible-vault runs in a thread: not on the event loop. Hosts MAAS already holds need no credential.
-        await asyncio.to_thread(self._resolve_logins, [h for h in hosts if h.hostname not in self._known])
+        fresh = [h for h in hosts if h.hostname not in self._known and self._pxe_mac(h) not in self._by_mac]
+        await asyncio.to_thread(self._resolve_logins, fresh)
+
+    def _pxe_mac(self, host: Host) -> str | None:
+        return (self._facts.get(host.hostname) or HostFacts()).pxe_mac
+
+    def _identified(self, host: Host, pxe: str) -> tuple[MaasMachine | None, dict[str, Any]]:
+        """The machine MAAS holds for the host, by its PXE MAC first and its hostname second (then only
+        with that MAC among its interfaces), and how it was found; None when MAAS holds none."""
+        by_mac = self._by_mac.get(pxe)
+        if by_mac is not None:
+            how: dict[str, Any] = {"adopted_by": "mac", "pxe_mac": pxe}
+            if by_mac.hostname != host.hostname:
+                how["maas_hostname"] = by_mac.hostname  # adopted under the name MAAS has it
+            return by_mac, how
+        named = self._known.get(host.hostname)
+        if named is None:
+            return None, {}
+        raise HostFailure(
+            "maas_identity_mismatch",
+            f"MAAS machine {named.system_id} is named {host.hostname} but has none of its harvested PXE MAC "
+            f"{pxe} (it has {', '.join(sorted(identity_macs(named))) or 'no MAC'}): another server's record",
+            {"pxe_mac": pxe, "maas_system_id": named.system_id, "maas_hostname": named.hostname,
+             "maas_macs": sorted(identity_macs(named)), "maas_boot_mac": named.boot_mac,
+             "maas_status": named.status_name},
+            remediation=IDENTITY_REMEDIATION,
+        )
 
     def _resolve_logins(self, hosts: Sequence[Host]) -> None:
         """Resolve each BMC credential these hosts name, once (a vault costs an ansible-vault run)."""
@@ -140,14 +182,16 @@ class MaasDeployStep(Step):
                 raise HostFailure("maas_timeout", f"still {machine.status_name} at the deadline", _evidence(machine))
             await asyncio.sleep(self.options.poll_s)
 
-    async def _enlist(self, host: Host) -> tuple[MaasMachine, bool]:
-        """The host's MAAS machine, and whether this run created it (with commissioning asked)."""
-        if host.hostname in self._known:
-            return self._known[host.hostname], False
+    async def _enlist(self, host: Host) -> tuple[MaasMachine, bool, dict[str, Any]]:
+        """The host's MAAS machine, whether this run created it (with commissioning asked), and how a
+        machine MAAS already held was identified as the host's."""
         facts = self._facts.get(host.hostname) or HostFacts()
         pxe, macs = facts.pxe_mac, list((facts.macs or {}).values())
-        if pxe is None:
+        if pxe is None:  # without it no machine MAAS holds can be told to be this host
             raise HostFailure("no_harvested_mac", "no PXE MAC recorded: run `provision harvest-macs` first")
+        held, how = self._identified(host, pxe)
+        if held is not None:
+            return held, False, how
         bmc_login = self._login(host)
         ordered = [pxe, *[m for m in macs if m != pxe]]
         try:
@@ -164,7 +208,7 @@ class MaasDeployStep(Step):
             )
         except MaasValidationError as exc:
             raise HostFailure("maas_enlist_rejected", str(exc), {"fields": exc.fields}) from None
-        return created, True
+        return created, True, {}
 
     async def _commissioned(self, machine: MaasMachine, created: bool, deadline: float) -> MaasMachine:
         """Take a machine that is not yet commissioned to READY: (re)commission it or wait for the
@@ -202,8 +246,9 @@ class MaasDeployStep(Step):
     async def _work(self, host: Host, rec: Recording) -> dict[str, Any]:
         deadline = time.monotonic() + self.options.host_timeout_s
         name = host.hostname
-        machine, created = await self._enlist(host)
-        await rec.move(name, State.enlisted, _evidence(machine), facts={"maas_system_id": machine.system_id})
+        machine, created, how = await self._enlist(host)
+        await rec.move(name, State.enlisted, {**_evidence(machine), **how},
+                       facts={"maas_system_id": machine.system_id})
         # MAAS is the truth about how far a machine got: commission only what has not been.
         if machine.status not in COMMISSIONED:
             machine = await self._commissioned(machine, created, deadline)
@@ -211,7 +256,7 @@ class MaasDeployStep(Step):
         machine = await self._deployed(machine, deadline)
         facts = {"os_address": machine.ip_addresses[0]} if machine.ip_addresses else None
         await rec.move(name, State.deployed, _evidence(machine), facts=facts)
-        return {"system_id": machine.system_id, **_evidence(machine)}
+        return {"system_id": machine.system_id, **_evidence(machine), **how}
 
     async def _deployed(self, machine: MaasMachine, deadline: float) -> MaasMachine:
         """A commissioned machine deployed: released first when an earlier deployment failed."""

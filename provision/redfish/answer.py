@@ -19,6 +19,7 @@ from provision.redfish.errors import (
     error_for_status,
     extended_info,
 )
+from provision.state.peer_text import shown
 
 
 @dataclass(frozen=True)
@@ -109,13 +110,13 @@ class AnswerReader:
             body = None
         messages, ids = extended_info(body)
         if 300 <= status < 400:
-            target = resp.headers.get("Location", "nowhere")
+            target = shown(resp.headers.get("Location", "nowhere"), 200)
             detail = f"redirected to {target}; point the site file at the final address (redirects are not followed)"
         elif cls is RedfishAuthError:
             detail = "authentication refused"
         elif cls is RedfishServerError:
             detail = f"BMC error after {self.attempts} attempts"
         else:
-            detail = resp.reason_phrase or "request failed"
+            detail = shown(resp.reason_phrase, 100) or "request failed"
         return cls(detail, endpoint=self.endpoint, method=method, path=path, status=status, messages=messages,
                    message_ids=ids)

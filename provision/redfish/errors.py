@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.errors import BringupError
+from provision.state.peer_text import shown
+
+MESSAGE_LIMIT = 500  # a BMC message is kept (shown, recorded) at most this long
 
 
 class RedfishError(BringupError):
@@ -116,7 +119,8 @@ class RedfishProtocolError(RedfishError):
 
 def extended_info(body: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The messages and MessageIds of a Redfish error body (`error.@Message.ExtendedInfo`) or of a
-    resource's own `@Message.ExtendedInfo`; empty when there are none."""
+    resource's own `@Message.ExtendedInfo`; empty when there are none. The BMC's text is kept with its
+    control characters escaped (`provision.state.peer_text.shown`): it is shown and recorded, never run."""
     if not isinstance(body, Mapping):
         return (), ()
     infos: list[Any] = []
@@ -124,7 +128,7 @@ def extended_info(body: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if isinstance(err, Mapping):
         infos.extend(err.get("@Message.ExtendedInfo") or [])
         if not infos and isinstance(err.get("message"), str):
-            return (err["message"],), (str(err.get("code", "")),) if err.get("code") else ()
+            return (shown(err["message"], MESSAGE_LIMIT),), (shown(str(err["code"]), 100),) if err.get("code") else ()
     infos.extend(body.get("@Message.ExtendedInfo") or [])
     messages: list[str] = []
     ids: list[str] = []
@@ -136,9 +140,9 @@ def extended_info(body: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if text and resolution and resolution.lower() not in {"none", "no response action is required."}:
             text = f"{text} Resolution: {resolution}"
         if text:
-            messages.append(text)
+            messages.append(shown(text, MESSAGE_LIMIT))
         if info.get("MessageId"):
-            ids.append(str(info["MessageId"]))
+            ids.append(shown(str(info["MessageId"]), 100))
     return tuple(messages), tuple(ids)
 
 

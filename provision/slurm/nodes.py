@@ -9,26 +9,20 @@ are Slurm's `reason`, `reason_set_by_user` and `reason_changed_at` (epoch; 0 whe
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from provision.slurm.errors import SlurmAnswerInvalid
+from provision.state.peer_text import shown
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 REASON_LIMIT = 512  # a reason a peer set is shown and stored at most this long
 
 
 def clean(text: str, limit: int = REASON_LIMIT) -> str:
     """Text from Slurm (a reason anybody with scontrol set) safe to store and show: control characters
-    escaped (`\\n`, `\\x1b`), never interpreted, and at most `limit` characters."""
-    def escape(match: re.Match[str]) -> str:
-        char = match.group()
-        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char, f"\\x{ord(char):02x}")
-
-    out = _CONTROL.sub(escape, text)
-    return out if len(out) <= limit else out[: limit - 1] + "…"
+    escaped (`\\n`, `\\x1b`), never interpreted, and at most `limit` characters (`provision.state.peer_text`)."""
+    return shown(text, limit)
 
 
 @dataclass(frozen=True)

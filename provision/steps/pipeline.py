@@ -44,6 +44,9 @@ HARVEST = StepSpec(
     reasons={
         **_BMC_REASONS,
         "no_pxe_nic": "enable a PXE device in the BIOS (PxeDev1) or fix the host class's pxe_nic",
+        "duplicate_pxe_mac": "another host already holds this PXE MAC (the evidence names it): one of the two BMCs "
+        "reports the other's NICs; check both BMCs' inventories, fix the wrong one, then harvest both again "
+        "(neither gets a DHCP reservation meanwhile)",
         "pxe_nic_link_down": "check the PXE NIC's cable and switch port",
         **_CABLE_REASONS,
         "unexpected_hardware": "reseat or replace the missing part, or fix the host class's expectations",
@@ -88,6 +91,8 @@ MAAS_DEPLOY = StepSpec(
     writes=("maas_system_id", "os_address"),
     reasons={
         "no_harvested_mac": "run `provision harvest-macs` for the host, then deploy again",
+        "maas_identity_mismatch": "MAAS has a machine of this host's name without its harvested PXE MAC (the "
+        "evidence names both): rename or delete that machine in MAAS, or harvest again if it really is this server",
         "credential_unresolved": "fix the BMC credential the site file names for the host (env variable or vault "
         "entry)",
         "maas_enlist_rejected": "read MAAS's field errors: a MAC or hostname already in MAAS under another machine "

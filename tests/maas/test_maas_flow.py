@@ -230,3 +230,41 @@ def test_a_release_that_erases_disks_is_waited_for_and_a_failed_erase_is_a_relea
     assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
     assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
     assert "Failed disk erasing" in str(by_host["gpu-r1-04"]["detail"])
+
+
+def test_a_maas_machine_with_the_hosts_name_but_a_foreign_mac_is_not_adopted_and_left_untouched(
+        site: Path, maas: RunningMaas, capsys: pytest.CaptureFixture[str]) -> None:
+    foreign = maas.sim.create({"hostname": ["gpu-r1-01"], "architecture": ["amd64/generic"],
+                               "mac_addresses": ["02:aa:bb:cc:dd:01"], "power_type": ["manual"],
+                               "commission": ["false"]})
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-01")
+    (row,) = rows
+    assert code == 1 and row["reason"] == "maas_identity_mismatch", row
+    assert "b8:ce:f6:00:01:00" in str(row["detail"]) and "02:aa:bb:cc:dd:01" in str(row["detail"])
+    assert "rename or delete it in MAAS" in str(row["remediation"])
+    assert foreign.status is NodeStatus.NEW and foreign.generation == 0, "MAAS was asked to act on it"
+    assert maas.power.calls == [] and len(maas.sim.machines) == 1
+    store = StateStore(site.parent / "state" / "sim.db")
+    record = store.get("gpu-r1-01")
+    assert record.state is State.failed and record.reason == "maas_identity_mismatch"
+    assert record.evidence["maas_macs"] == ["02:aa:bb:cc:dd:01"] and record.evidence["pxe_mac"] == "b8:ce:f6:00:01:00"
+    assert store.facts("gpu-r1-01").maas_system_id is None
+    store.close()
+
+
+def test_a_maas_machine_with_the_hosts_pxe_mac_under_another_hostname_is_adopted_by_mac(
+        site: Path, maas: RunningMaas, capsys: pytest.CaptureFixture[str]) -> None:
+    machine = maas.sim.create({"hostname": ["renamed-by-hand"], "architecture": ["amd64/generic"],
+                               "mac_addresses": ["b8:ce:f6:00:01:01"], "power_type": ["manual"],
+                               "commission": ["false"]})
+    machine.status = NodeStatus.READY
+    code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-02")
+    (row,) = rows
+    assert code == 0 and row["state"] == "deployed", row
+    assert row["system_id"] == machine.system_id and machine.status is NodeStatus.DEPLOYED
+    assert len(maas.sim.machines) == 1, "enlisted a second machine for the same server"
+    store = StateStore(site.parent / "state" / "sim.db")
+    enlisted = next(e for e in store.history("gpu-r1-02") if e.to_state is State.enlisted)
+    assert enlisted.evidence["adopted_by"] == "mac" and enlisted.evidence["maas_hostname"] == "renamed-by-hand"
+    assert store.facts("gpu-r1-02").maas_system_id == machine.system_id
+    store.close()
