@@ -227,6 +227,24 @@ class SlowStepDetector:
         self._thread.join(timeout=2)
 
 
+HELP = {
+    "training_step": "Last step this rank finished.",
+    "training_loss": "Training loss of the last step.",
+    "training_grad_norm": "Gradient norm of the last step (before clipping).",
+    "training_learning_rate": "Learning rate of the last step.",
+    "training_step_seconds": "Wall time of the last step.",
+    "training_tokens_per_second_per_gpu": "Tokens per second per GPU over the last step.",
+    "training_mfu_ratio": "Model FLOPs utilisation of the last step against the GPU's dense bf16 peak (NaN: unknown).",
+    "training_goodput_mfu_ratio": "MFU counting only steps that moved training forward (NaN: unknown).",
+    "training_data_wait_seconds": "Time the last step waited for its batch.",
+    "training_gpu_memory_reserved_bytes": "GPU memory the caching allocator holds.",
+    "training_allocator_retries": "Allocator retries (cudaMalloc failures the allocator recovered from) so far.",
+    "training_gpu_memory_allocated_bytes": "GPU memory allocated to tensors.",
+    "training_gpu_memory_peak_bytes": "Peak GPU memory allocated to tensors.",
+    "training_slow_steps_total": "Steps slower than the job's slow-step threshold.",
+}
+
+
 class MetricsWriter:
     """JSONL (every rank's own file) and a Prometheus textfile per rank, written atomically for the
     node exporter's textfile collector."""
@@ -244,7 +262,7 @@ class MetricsWriter:
     def step(self, rec: StepRecord, slow_total: int) -> None:
         self.jsonl.write(json.dumps({"event": "step", "time": time.time(), "rank": self.rank,
                                      **rec.__dict__}) + "\n")
-        labels = f'job="{self.job}",rank="{self.rank}"'
+        labels = f'job="{_label(self.job)}",rank="{self.rank}"'
         gauges = {
             "training_step": rec.step,
             "training_loss": rec.loss,
@@ -261,15 +279,22 @@ class MetricsWriter:
             "training_gpu_memory_peak_bytes": rec.mem_peak_gb * 2**30,
         }
         lines = []
-        for name, value in gauges.items():
-            lines += [f"# TYPE {name} gauge", f"{name}{{{labels}}} {_prom_float(float(value))}"]
-        lines += ["# TYPE training_slow_steps_total counter", f"training_slow_steps_total{{{labels}}} {slow_total}"]
+        for name, value in gauges.items():  # HELP and TYPE for each: `promtool check metrics` wants both
+            lines += [f"# HELP {name} {HELP[name]}", f"# TYPE {name} gauge",
+                      f"{name}{{{labels}}} {_prom_float(float(value))}"]
+        lines += [f"# HELP training_slow_steps_total {HELP['training_slow_steps_total']}",
+                  "# TYPE training_slow_steps_total counter", f"training_slow_steps_total{{{labels}}} {slow_total}"]
         tmp = self.prom_path.with_suffix(".prom.tmp")
         tmp.write_text("\n".join(lines) + "\n")
         os.replace(tmp, self.prom_path)
 
     def close(self) -> None:
         self.jsonl.close()
+
+
+def _label(value: str) -> str:
+    """A label value as the text format wants it: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _prom_float(v: float) -> str:

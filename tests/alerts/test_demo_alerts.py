@@ -11,6 +11,7 @@ host labels kept).
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,17 @@ def test_a_golden_host_of_the_demo_that_fails_later_raises_host_lost_golden(demo
              *expectations("7h", {"HostLostGolden": []}, silent_others=False)]
     result = run_promtool(tmp_path, series, tests)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_textfile_the_demo_wrote_passes_promtool_check_metrics(demo_run: DemoRun) -> None:
+    """Prometheus's own linter (`promtool check metrics`: HELP and TYPE for every family, names and suffixes) on
+    every textfile the bring-up left: each stage's, the lifecycle snapshot, the port plan's, the training ranks'
+    (the supervised run's and the Slurm job's)."""
+    lab = state_dir(demo_run.site) / LAB_DIR_NAME
+    files = sorted(lab.rglob("*.prom"))
+    kinds = {p.name.split("_")[0] + "_" + p.name.split("_")[1].split(".")[0] for p in files}
+    assert {"bringup_stage", "bringup_lifecycle", "bringup_ports", "training_rank0"} <= kinds, kinds
+    for path in files:
+        done = subprocess.run(["promtool", "check", "metrics"], input=path.read_text(), capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert done.returncode == 0, f"{path}: {done.stdout}{done.stderr}"
