@@ -14,11 +14,14 @@ namespaces a second loopback address).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +82,11 @@ class SlurmLab:
         check_loopback(NODES_ADDRESS)
         self.dir = run_dir
         self.spec = spec
+        # Unix sockets (munged's, each job step's `<spool>/<node>_<job>.<step>`) must fit sun_path's 108 bytes: a
+        # run directory under pytest-xdist's temporary folders does not ("Unix socket path ... is too long", the
+        # batch launch fails). They live in a short folder of their own, named after the run directory.
+        digest = hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:12]
+        self.sockets = Path(tempfile.gettempdir()) / f"bringup-slurm-{digest}"
         self.conf = run_dir / "slurm.conf"
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -98,11 +106,11 @@ class SlurmLab:
             f"SlurmctldPort={CONTROLLER_PORT}",
             "SlurmUser=root",
             "AuthType=auth/munge",
-            f"AuthInfo=socket={d / 'run' / 'munge.socket'}"
+            f"AuthInfo=socket={self.sockets / 'munge.socket'}"
             + (f",cred_expire={s.cred_expire_s}" if s.cred_expire_s is not None else ""),
             "CredType=cred/munge",
             f"StateSaveLocation={d / 'state'}",
-            f"SlurmdSpoolDir={d / 'spool' / '%n'}",
+            f"SlurmdSpoolDir={self.sockets / 'spool' / '%n'}",
             f"SlurmctldPidFile={d / 'run' / 'slurmctld.pid'}",
             f"SlurmdPidFile={d / 'run' / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
@@ -135,8 +143,11 @@ class SlurmLab:
         return "\n".join(line for line in lines if line) + "\n"
 
     def write(self) -> None:
-        for sub in ("state", "spool", "log", "run", *(f"spool/{n}" for n in self.spec.nodes)):
+        for sub in ("state", "log", "run"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        for node in self.spec.nodes:
+            (self.sockets / "spool" / node).mkdir(parents=True, exist_ok=True)
+        self.sockets.chmod(0o700)
         key = self.dir / "munge.key"
         if not key.exists():
             key.write_bytes(secrets.token_bytes(1024))
@@ -171,10 +182,10 @@ class SlurmLab:
         self.write()
         run = self.dir / "run"
         self._spawn("munged", [
-            "munged", "-F", f"--socket={run / 'munge.socket'}", f"--key-file={self.dir / 'munge.key'}",
+            "munged", "-F", f"--socket={self.sockets / 'munge.socket'}", f"--key-file={self.dir / 'munge.key'}",
             f"--pid-file={run / 'munged.pid'}", f"--seed-file={run / 'munge.seed'}",
             f"--log-file={self.dir / 'log' / 'munged.log'}", "--force"])
-        self._await(lambda: (run / "munge.socket").exists(), "munged", 10.0)
+        self._await(lambda: (self.sockets / "munge.socket").exists(), "munged", 10.0)
         self._spawn("slurmctld", ["slurmctld", "-D", "-c"])  # -c: a fresh lab, nothing of a previous run
         self._await(self._controller_up, "slurmctld", wait_s)
         for node in nodes if nodes is not None else self.spec.nodes:
@@ -260,6 +271,7 @@ class SlurmLab:
             self._stop(name, signal.SIGTERM)
         for name in list(self._procs):
             self._stop(name, signal.SIGKILL)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     @contextlib.contextmanager
     def running(self, **options: object) -> Iterator[SlurmLab]:

@@ -218,8 +218,9 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
         def said() -> str:  # what to look at when a wait runs out
             logs = sorted((run / "logs").glob("*.log")) if (run / "logs").is_dir() else []
             outs = sorted((tmp_path / "runs").glob("*.out"))
+            daemons = sorted((tmp_path / "slurm" / "log").glob("*.log"))
             return (scontrol("show", "job", job) + "".join(f"\n--- {p.name}\n" + p.read_text()[-1500:]
-                                                          for p in [*outs, *logs]))
+                                                          for p in [*outs, *logs, *daemons]))
 
         try:
             _wait("the first checkpoint", lambda: (run / "checkpoints" / f"step_{EVERY:08d}" / "COMPLETE").exists(),
