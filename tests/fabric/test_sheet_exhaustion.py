@@ -42,9 +42,11 @@ def _hostile_workbook(path: Path, dimension: str | None = None, merge: str | Non
 
 def _import_in_a_subprocess(workbook: Path) -> tuple[int, str, int]:
     """(exit code, stderr, peak RSS in MiB) of `fabric design import` on `workbook`."""
-    code = ("import resource, sys\nfrom fabric.cli import main\n"
+    # VmHWM: this process image's own peak (ru_maxrss would carry over the forking pytest worker's size across exec)
+    code = ("import re, sys\nfrom fabric.cli import main\n"
             f"rc = main(['design', 'import', {str(workbook)!r}])\n"
-            "sys.stderr.write(f'\\nPEAK {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
+            "peak = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
+            "sys.stderr.write(f'\\nPEAK {peak}\\n')\n"
             "sys.exit(rc)\n")
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, cwd=REPO,
                           timeout=120)
