@@ -14,12 +14,12 @@ a failed step, `requeued` when Slurm did (a node of the job failed) or someone e
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from training.jsonl import read_jsonl
 from training.supervisor import checkpoint_world, record
 
 ENDS = ("finished", "requeue", "gave_up")
@@ -30,15 +30,7 @@ def _rows(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "supervisor.jsonl"
     if not path.is_file() or path.stat().st_size > MAX_ROWS_BYTES:
         return []
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            out.append(row)
-    return out
+    return read_jsonl(path, MAX_ROWS_BYTES)
 
 
 def node_state(node: str, timeout_s: float = 20.0) -> str:
