@@ -16,6 +16,7 @@ from fabric.errors import ParseError
 from fabric.parsers.common import norm_guid
 from fabric.speeds import normalise_speed, normalise_width
 from fabric.topology import End, Node, NodeType, Topology, TopologyBuilder
+from provision.state.peer_json import JsonTooDeep, loads
 
 _SWITCH_PORT_DESC = re.compile(r"^(.*):(\d+(?:/\d+)*)$")
 _REQUIRED = ("source_guid", "source_port", "destination_guid", "destination_port")
@@ -23,7 +24,9 @@ _REQUIRED = ("source_guid", "source_port", "destination_guid", "destination_port
 
 def _load(text: str, source: str) -> Any:
     try:
-        return json.loads(text)
+        return loads(text, what=source)
+    except JsonTooDeep as e:
+        raise ParseError(source, None, f"{e.msg}, refused: expected a UFM REST response") from None
     except json.JSONDecodeError as e:
         raise ParseError(source, e.lineno, f"not JSON ({e.msg} at column {e.colno}): expected a UFM REST "
                          "response") from None

@@ -43,6 +43,7 @@ from fabric.ufm.errors import (
 )
 from fabric.ufm.jobs import UfmJob, job_id_from_location, job_list, one_job
 from provision.site.credentials import Login
+from provision.state.peer_json import JsonTooDeep, loads
 
 MAX_BODY = 64 << 20  # a 12,000-cable fabric's ports list is tens of MB
 JOB_MAX_BODY = 1 << 20  # a job, its sub-jobs, an action's answer
@@ -110,7 +111,9 @@ class UfmClient:
     async def _get_json(self, path: str, max_body: int, timeout_s: float | None = None) -> Any:
         text = (await self._request("GET", path, max_body=max_body, timeout_s=timeout_s))[1]
         try:
-            return json.loads(text)
+            return loads(text, what=f"GET {path}")
+        except JsonTooDeep as exc:
+            raise UfmProtocolError(str(exc)) from None
         except json.JSONDecodeError:
             raise UfmProtocolError(f"GET {path}: not JSON") from None
 
@@ -126,7 +129,9 @@ class UfmClient:
     async def port(self, end: End) -> dict[str, Any]:
         text = await self.get_text(f"/ufmRest/resources/ports/{end.guid}_{end.port}")
         try:
-            data = json.loads(text)
+            data = loads(text, what=f"GET /ufmRest/resources/ports/{end.guid}_{end.port}")
+        except JsonTooDeep as exc:
+            raise UfmProtocolError(str(exc)) from None
         except json.JSONDecodeError:
             raise UfmProtocolError(f"GET /ufmRest/resources/ports/{end.guid}_{end.port}: not JSON") from None
         if isinstance(data, list) and len(data) == 1:

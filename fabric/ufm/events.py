@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from fabric.errors import ParseError
 from fabric.parsers.common import printable
+from provision.state.peer_json import JsonTooDeep, loads
 
 _LINE = re.compile(
     r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[(?P<entry>\d+)\] \[(?P<code>\d+)\] (?P<level>\w+) "
@@ -138,7 +139,9 @@ def parse_event_log(text: str, source: str = "event.log", tz: tzinfo = UTC) -> E
 def parse_rest_events(text: str, source: str = "ufm events", tz: tzinfo = UTC) -> EventLog:
     """`GET /ufmRest/app/events`: the legacy schema (`type` is the code) and 6.24's (`event_type`)."""
     try:
-        data = json.loads(text)
+        data = loads(text, what=source)
+    except JsonTooDeep as e:
+        raise ParseError(source, None, f"{e.msg}, refused: expected the answer of GET /ufmRest/app/events") from None
     except json.JSONDecodeError as e:
         raise ParseError(source, e.lineno, f"not JSON ({e.msg} at column {e.colno}): expected the answer "
                          "of GET /ufmRest/app/events") from None

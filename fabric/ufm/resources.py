@@ -20,6 +20,7 @@ from fabric.errors import ParseError
 from fabric.parsers.common import norm_guid
 from fabric.topology import End
 from fabric.ufm.events import Rejected
+from provision.state.peer_json import JsonTooDeep, loads
 
 _TRAILING_COMMA = re.compile(r",(\s*[\]}])")
 
@@ -51,7 +52,9 @@ class UfmPorts:
 def load_ufm_json(text: str, source: str, what: str) -> tuple[Any, tuple[str, ...]]:
     """JSON of a UFM answer. NVIDIA's own examples end lists with `,]`: accepted, with a note."""
     try:
-        return json.loads(text), ()
+        return loads(text, what=source), ()
+    except JsonTooDeep as e:
+        raise ParseError(source, None, f"{e.msg}, refused: expected the answer of {what}") from None
     except json.JSONDecodeError as first:
         fixed = _TRAILING_COMMA.sub(r"\1", text)
         if fixed != text:

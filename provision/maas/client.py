@@ -15,7 +15,6 @@ An answer over the cap, not JSON, or nested too deep to parse is `MaasBadRespons
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import uuid
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from provision.maas.errors import (
 )
 from provision.maas.machine import MaasMachine, parse_machine
 from provision.site.credentials import Secret
+from provision.state.peer_json import JsonTooDeep, loads
 from provision.state.secret_values import hold_maas_key
 
 FormValue = str | Sequence[str]
@@ -173,11 +173,11 @@ class MaasClient:
     @staticmethod
     def _json(raw: bytes, what: str) -> Any:
         try:
-            return json.loads(raw)
+            return loads(raw, what=what)
+        except (RecursionError, JsonTooDeep):
+            raise MaasBadResponse(f"MAAS answered {what} with JSON nested too deeply to parse") from None
         except (ValueError, UnicodeDecodeError):
             raise MaasBadResponse(f"MAAS answered {what} with something that is not JSON ({len(raw)} bytes)") from None
-        except RecursionError:
-            raise MaasBadResponse(f"MAAS answered {what} with JSON nested too deeply to parse") from None
 
     async def version(self) -> str:
         data = await self._request("GET", "version/", what="version")

@@ -53,10 +53,10 @@ def error_for(status: int, text: str, what: str) -> MaasError:
     if status == 404:
         return MaasNotFound(f"MAAS: {what}: not found")
     if status == 400:
-        import json
+        from provision.state.peer_json import loads
 
         try:
-            fields = json.loads(text)
+            fields = loads(text)
         except (ValueError, RecursionError):
             fields = None
         if isinstance(fields, dict):

@@ -3,7 +3,6 @@ the typed error for an answer that is not a success."""
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from provision.redfish.errors import (
     error_for_status,
     extended_info,
 )
+from provision.state.peer_json import JsonTooDeep, loads
 from provision.state.peer_text import shown
 
 
@@ -84,8 +84,8 @@ class AnswerReader:
         if not raw.strip():
             return {}
         try:
-            data = json.loads(raw)
-        except RecursionError:
+            data = loads(raw, what=f"{method} {path}")
+        except (RecursionError, JsonTooDeep):
             raise self._protocol_error(f"answer is JSON nested too deeply to parse ({len(raw)} bytes)", resp, method,
                                        path) from None
         except (ValueError, UnicodeDecodeError) as exc:
@@ -105,7 +105,7 @@ class AnswerReader:
         status = resp.status_code
         cls = error_for_status(status)
         try:
-            body: Any = json.loads(resp.content) if resp.content.strip() else None
+            body: Any = loads(resp.content) if resp.content.strip() else None
         except (ValueError, UnicodeDecodeError, RecursionError):
             body = None
         messages, ids = extended_info(body)

@@ -8,12 +8,12 @@ are Slurm's `reason`, `reason_set_by_user` and `reason_changed_at` (epoch; 0 whe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from provision.slurm.errors import SlurmAnswerInvalid
+from provision.state.peer_json import loads
 from provision.state.peer_text import shown
 
 REASON_LIMIT = 512  # a reason a peer set is shown and stored at most this long
@@ -86,7 +86,7 @@ def parse_sinfo_json(text: str) -> tuple[SlurmNode, ...]:
     """Every node of `sinfo --json`'s answer; SlurmAnswerInvalid for anything else (its `errors` included:
     sinfo 22.05 exits 0 with an empty node list and an error entry when slurmctld cannot be reached)."""
     try:
-        data = json.loads(text)
+        data = loads(text, what="sinfo --json")
     except (ValueError, RecursionError) as exc:
         raise SlurmAnswerInvalid(f"sinfo --json did not answer JSON: {clean(str(exc), 120)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
