@@ -33,7 +33,7 @@ from provision.site.credentials import Login
 from provision.state.secret_values import mask
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
-STALE_PROMPTS = 8  # late prompts of earlier lines an answer may follow (read past within the command's timeout)
+POLL_S = 0.01  # between reads of a command's answer (netmiko's own loop delay)
 _PAGER = "--more--"  # NX-OS/EOS print --More--, Dell OS10 --more--: compared case-blind
 
 
@@ -65,31 +65,44 @@ class SwitchHung(Exception):
     """A command whose prompt never came back."""
 
 
-def _ask(conn: object, command: str, timeout: float) -> str:
-    from netmiko.exceptions import ReadTimeout
+def _patterns(base: str, command: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(the CLI's own echo of `command`: its prompt, then the command; a line that is the prompt alone)."""
+    prompt = rf"{re.escape(base)}[>#$] ?"  # $: SONiC's Linux shell
+    return (re.compile(rf"^{prompt}{re.escape(command)}[ \t]*\n", re.MULTILINE),
+            re.compile(rf"^{prompt}$", re.MULTILINE))
 
+
+def _ask(conn: object, command: str, timeout: float) -> str:
+    """The command's answer: the lines after the CLI's own echo of it, up to the next prompt.
+
+    A CLI reads one line at a time and echoes each after the prompt of the line before. The command is sent
+    after an empty line, so its echo follows a prompt printed after this call began (netmiko's session
+    preparation, or the last answer, has read the one before), and nothing ahead of that echo is taken for the
+    answer: prompts of the session's earlier lines, or the echo a busy CLI's terminal gave the line as it
+    arrived (netmiko's cisco_nxos.py and arista.py describe both)."""
     base = str(conn.base_prompt)  # type: ignore[attr-defined]  # set by netmiko's session preparation
-    pattern = rf"{re.escape(base)}[>#$]|(?i:{re.escape(_PAGER)})"  # $: SONiC's Linux shell
-    try:
-        out = str(conn.send_command(command, expect_string=pattern, read_timeout=timeout,  # type: ignore[attr-defined]
-                                    strip_prompt=True, strip_command=True))
-        deadline = time.monotonic() + timeout
-        for _ in range(STALE_PROMPTS):
-            if out.strip() or time.monotonic() >= deadline:
-                break
-            # nothing between the echo and a prompt: that prompt was a late one of an earlier line (the session's
-            # own Enters, `terminal length 0`), seen once the command was sent; the answer and its prompt follow
-            more = str(conn.read_until_pattern(pattern=pattern,  # type: ignore[attr-defined]
-                                               read_timeout=max(0.1, deadline - time.monotonic())))
-            out = re.sub(rf"\s*{re.escape(base)}[>#$]\s*$", "", more)
-        out = re.sub(rf"^(?:\s*{re.escape(base)}[>#$] ?)+", "", out)  # late prompts glued before the answer
-    except ReadTimeout:
-        raise SwitchHung(f"'{command}': no prompt within {timeout:g} s (hung mid-output)") from None
-    if _PAGER in out.lower():
-        raise UnknownFormat(f"'{command}' paged its output (--More--) although paging was turned off")
-    if len(out) > MAX_ANSWER_BYTES:
-        raise UnknownFormat(f"'{command}' answered more than {MAX_ANSWER_BYTES} bytes")
-    return out
+    echo, prompt = _patterns(base, command)
+    deadline = time.monotonic() + timeout
+    conn.write_channel(conn.RETURN + command + conn.RETURN)  # type: ignore[attr-defined]
+    seen, start, scan = "", -1, 0
+    while True:
+        new = str(conn.read_channel())  # type: ignore[attr-defined]  # linefeeds normalised to \n
+        if new:
+            seen += new
+            if start < 0 and (found := echo.search(seen)):
+                start = scan = found.end()
+            if start >= 0:
+                if end := prompt.search(seen, scan):
+                    return seen[start:end.start()]
+                scan = max(scan, seen.rfind("\n", scan) + 1)  # complete lines are never searched again
+            if len(seen) > MAX_ANSWER_BYTES:
+                raise UnknownFormat(f"'{command}' answered more than {MAX_ANSWER_BYTES} bytes")
+        elif seen.rstrip(" ").lower().endswith(_PAGER):  # the pager waits for a key
+            raise UnknownFormat(f"'{command}' paged its output (--More--) although paging was turned off")
+        elif time.monotonic() >= deadline:
+            raise SwitchHung(f"'{command}': no prompt within {timeout:g} s (hung mid-output)")
+        else:
+            time.sleep(POLL_S)
 
 
 def _why(exc: BaseException, spec: SwitchSpec, username: str) -> str:

@@ -10,7 +10,7 @@ to the as-built side only (what the check must find):
 
 A host's PXE NIC speaks LLDP (lldpd on the host, as the OS image runs it): the switch port it is cabled
 to hears its hostname, its interface name and its MAC as chassis id. BMC NICs do not.
-    switch_faults: {SWITCH: refuse_login | hang | page | unknown_format | lldp_disabled}
+    switch_faults: {SWITCH: refuse_login | hang | page | unknown_format | lldp_disabled | falls_behind}
 """
 
 from __future__ import annotations

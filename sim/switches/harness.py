@@ -27,9 +27,16 @@ def running(asbuilt: dict[str, Any], password: str, timeout: float = 10.0) -> It
 
     task = loop.create_task(main())
 
+    async def end_sessions() -> None:
+        sessions = asyncio.all_tasks() - {asyncio.current_task()}
+        for t in sessions:
+            t.cancel()
+        await asyncio.gather(*sessions, return_exceptions=True)
+
     def run() -> None:
         with contextlib.suppress(asyncio.CancelledError):
             loop.run_until_complete(task)
+        loop.run_until_complete(end_sessions())  # the sessions still open when the block ends end with it
 
     thread = threading.Thread(target=run, name="sim-switches", daemon=True)
     thread.start()

@@ -35,7 +35,7 @@ class SimSwitch:
     address: str
     port: int
     ports: list[SimPort]
-    fault: str = ""  # refuse_login | hang | page | unknown_format
+    fault: str = ""  # refuse_login | hang | page | unknown_format | lldp_disabled | falls_behind
 
 
 def _dotted(mac: str) -> str:

@@ -1,12 +1,13 @@
 """One process serving every simulated management switch over SSH (asyncssh), one loopback address each.
 
-Each switch has its NOS's prompt, answers (sim/switches/render.py), and paging: until `terminal length 0`
-its output stops every 24 lines at `--More--` as a real one does. Faults, one per switch at most:
+Each session is the NOS's CLI on a pseudo-terminal (sim/switches/session.py, terminal.py): its prompts and
+modes, one prompt per line read, paging until `terminal length 0`, answers from sim/switches/render.py.
+Faults, one per switch at most:
 `refuse_login` (every password refused), `hang` (half of the MAC table, then nothing, never a prompt),
 `page` (pages even after `terminal length 0`), `unknown_format` (answers a different table),
 `lldp_disabled` (the LLDP command is unknown, as on NX-OS without `feature lldp`; the rest answers),
-`late_prompts` (three prompts of earlier lines arrive after the first command's echo, before its answer:
-what a loaded switch or controller showed in a bench run's session log).
+`falls_behind` (each line keeps the CLI busy for a while, and what arrives meanwhile is echoed at once by the
+pseudo-terminal and again after the next prompt: a loaded NX-OS or EOS, as netmiko's drivers describe it).
 The password is read from the environment variable the as-built file names, never from argv.
 """
 
@@ -23,10 +24,8 @@ from typing import Any
 import asyncssh
 
 from sim.addresses import check_loopback
-from sim.switches.render import PAGE_LINES, SimPort, SimSwitch, answer, pager, prompt
-
-MAX_LINE = 4096
-IDLE_S = 300.0
+from sim.switches.render import SimPort, SimSwitch
+from sim.switches.session import run_session
 
 
 def switches_from(asbuilt: dict[str, Any]) -> list[SimSwitch]:
@@ -60,54 +59,6 @@ class _Auth(asyncssh.SSHServer):
         return username == self.username and hmac.compare_digest(password.encode(), self.password.encode())
 
 
-async def _write_paged(proc: asyncssh.SSHServerProcess[str], text: str, paging: bool, more: str) -> bool:
-    """Write `text`, stopping at `more` every PAGE_LINES lines while paging; False if the client went away."""
-    lines = text.splitlines(keepends=True)
-    while lines:
-        chunk, lines = (lines[:PAGE_LINES], lines[PAGE_LINES:]) if paging else (lines, [])
-        proc.stdout.write("".join(chunk).replace("\n", "\r\n"))
-        if lines:
-            proc.stdout.write(more)
-            key = await asyncio.wait_for(proc.stdin.read(1), IDLE_S)
-            proc.stdout.write("\r        \r")
-            if not key or key in "qQ":
-                return bool(key)
-    return True
-
-
-async def _shell(proc: asyncssh.SSHServerProcess[str], sw: SimSwitch, user: str) -> None:
-    paging = sw.platform != "sonic" or sw.fault == "page"  # SONiC's shell pages nothing (but `page`: as `more`)
-    try:
-        proc.stdout.write(f"\r\n{prompt(sw, user)}")
-        while True:
-            line = await asyncio.wait_for(proc.stdin.readline(), IDLE_S)
-            if not line or len(line) > MAX_LINE:
-                break
-            command = line.strip()
-            if command == "exit":
-                break
-            if command == "terminal length 0" and sw.fault != "page":
-                paging = False
-            text = answer(sw, command)
-            if command.startswith("show mac") and sw.fault == "late_prompts":  # the session's Enters, answered late
-                proc.stdout.write(prompt(sw, user) * 3)
-            if command.startswith("show mac") and sw.fault == "hang":
-                proc.stdout.write(text[: len(text) // 2].replace("\n", "\r\n"))
-                await asyncio.sleep(IDLE_S)
-                break
-            if command.startswith("show lldp") and sw.fault == "lldp_disabled":  # NX-OS without `feature lldp`
-                text = answer(sw, "show lldp (feature disabled)")
-            if command.startswith("show") and sw.fault == "unknown_format":
-                text = "Syntax error: Illegal parameter\n"
-            if not await _write_paged(proc, text, paging, pager(sw)):
-                break
-            proc.stdout.write(prompt(sw, user))
-    except (TimeoutError, asyncssh.Error, BrokenPipeError, ConnectionError):
-        pass
-    finally:
-        proc.exit(0)
-
-
 async def serve(switches: list[SimSwitch], username: str, password: str,
                 ready: Callable[[], None] | None = None) -> None:
     key = asyncssh.generate_private_key("ssh-ed25519")
@@ -115,7 +66,8 @@ async def serve(switches: list[SimSwitch], username: str, password: str,
     for sw in switches:
         servers.append(await asyncssh.create_server(
             lambda sw=sw: _Auth(sw, username, password), sw.address, sw.port, server_host_keys=[key],
-            process_factory=lambda proc, sw=sw: _shell(proc, sw, username), encoding="utf-8", line_editor=True,
+            process_factory=lambda proc, sw=sw: run_session(proc, sw, username, password), encoding="utf-8",
+            line_editor=False,
             login_timeout=30, keepalive_interval=0))
     if ready is not None:
         ready()

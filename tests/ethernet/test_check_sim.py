@@ -145,12 +145,14 @@ def test_a_pxe_link_failure_gets_the_switch_view_and_the_precise_reason(
     assert asyncio.run(triage.refine("gpu-r2-07", None, other)) is other  # not a link failure: untouched
 
 
-def test_late_prompts_of_earlier_lines_before_an_answer_do_not_shift_the_answers() -> None:
+def test_a_cli_that_falls_behind_echoing_lines_twice_does_not_shift_the_answers() -> None:
+    """netmiko's cisco_nxos.py and arista.py: a busy NX-OS/EOS echoes a line as it arrives and again after the
+    prompts of the lines before it; the answer is what follows the second echo (HEAD's reader shifted them)."""
     from sim.switches.asbuilt import EthernetFaults
     from sim.switches.harness import running
     from tests.ethernet.conftest import PLATFORMS, lab
 
-    design, asbuilt = lab(4, 2, EthernetFaults(switch_faults={f"tor-r{i}": "late_prompts" for i in range(1, 5)}),
+    design, asbuilt = lab(4, 2, EthernetFaults(switch_faults={f"tor-r{i}": "falls_behind" for i in range(1, 5)}),
                           PLATFORMS)
     for s in asbuilt["switches"]:  # beside the module's faulty lab, which holds port 2022 on these addresses
         s["port"] = 2023
