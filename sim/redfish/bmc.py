@@ -1,9 +1,11 @@
 """One simulated iDRAC: authentication, sessions, ETags, `$expand`, boot override and power.
 
 Behaviour pinned to the Redfish specification (DSP0266) and iDRAC9 practice:
-- the service root answers without credentials; everything else needs Basic auth or `X-Auth-Token`;
-- `POST SessionService/Sessions` returns 201 with `X-Auth-Token` and `Location`; sessions are limited
-  per BMC, so a client that does not delete them runs out;
+- `/redfish`, the service root, `/redfish/v1/odata` and `/redfish/v1/$metadata` answer without credentials
+  (DSP0266, "Authentication requirements"); everything else needs Basic auth or a session's `X-Auth-Token`;
+- sessions as `sessions.py` describes (create, read, delete, idle expiry, a limit per BMC);
+- GET answers carry `Allow` with the methods the resource takes, and a method it does not take is
+  405 with the same header (DSP0266, the Allow response header);
 - the ComputerSystem carries an ETag; a PATCH with a stale `If-Match` gets 412;
 - a boot override with `BootSourceOverrideEnabled: Once` is consumed by the next boot;
 - power changes take `power_delay_s` (PowerState reads PoweringOn/PoweringOff meanwhile);
@@ -21,18 +23,17 @@ import asyncio
 import base64
 import binascii
 import hmac
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.redfish import tree
+from sim.redfish import metadata, tree
+from sim.redfish.accounts import account_resources
 from sim.redfish.faults import Fault
 from sim.redfish.http import HANG, JSON_TYPE, Request, Response, _Hang
 from sim.redfish.identity import ServerIdentity
-from sim.redfish.messages import message
+from sim.redfish.messages import info, message
 from sim.redfish.query import parse_query, select_properties
-
-MAX_SESSIONS = 16
+from sim.redfish.sessions import SessionTable, session_resource
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Settings:
     latency_s: float = 0.0
     slow_s: float = 2.0
     power_delay_s: float = 1.0
+    session_timeout_s: float = float(tree.SESSION_TIMEOUT_S)
 
 
 def _same(given: str, expected: str) -> bool:
@@ -59,7 +61,7 @@ class SimBmc:
         "BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
         "BootSourceOverrideMode": "UEFI"})
     version: int = 1
-    sessions: dict[str, str] = field(default_factory=dict)  # token → session id
+    sessions: SessionTable = field(init=False)
     boots: list[str] = field(default_factory=list)  # what each boot booted from
     requests: int = 0
     resets: list[str] = field(default_factory=list)
@@ -68,10 +70,11 @@ class SimBmc:
     _power_task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
+        self.sessions = SessionTable(tree.SESSIONS, self.settings.session_timeout_s)
         self.rebuild()
 
     def rebuild(self) -> None:
-        self._tree = tree.static_tree(self.ident, self.faults)
+        self._tree = {**tree.static_tree(self.ident, self.faults), **account_resources(self.username)}
         self._cache = {}
 
     def set_faults(self, faults: frozenset[Fault]) -> None:
@@ -101,8 +104,10 @@ class SimBmc:
         if path == tree.V1:
             return tree.service_root(self.ident.uuid)
         if path == tree.SESSIONS:
-            return tree.collection(path, "Session", "Session Collection",
-                                   [f"{tree.SESSIONS}/{sid}" for sid in self.sessions.values()])
+            return tree.collection(path, "Session", "Session Collection", self.sessions.members())
+        if path.startswith(tree.SESSIONS + "/"):
+            session = self.sessions.by_id(path[len(tree.SESSIONS) + 1:])
+            return session_resource(session) if session is not None else None
         # Static resources are shared, never mutated: `_expand` builds new containers where it inlines.
         found: dict[str, Any] | None = self._tree.get(path)
         return found
@@ -132,7 +137,7 @@ class SimBmc:
             return False
         token = req.headers.get("x-auth-token")
         if token is not None:
-            return token in self.sessions
+            return self.sessions.use(token)
         auth = req.headers.get("authorization", "")
         if not auth.lower().startswith("basic "):
             return False
@@ -150,38 +155,40 @@ class SimBmc:
         if delay > 0:
             await asyncio.sleep(delay)
         if Fault.http_503 in self.faults:
-            resp = message(503, "The iDRAC is busy processing another request; retry the operation later.",
-                           "Base.1.12.ServiceTemporarilyUnavailable", "Retry the operation after some time.")
-            resp.headers["Retry-After"] = "1"
-            return resp
+            return message(503, "The iDRAC is busy processing another request; retry the operation later.",
+                           "ServiceTemporarilyUnavailable", "Retry the operation after some time.",
+                           {"Retry-After": "1"})
         path = req.path.rstrip("/") or "/"
-        if path == "/redfish" and req.method == "GET":
-            return Response.of(200, {"v1": "/redfish/v1/"})
-        if path == tree.V1 and req.method == "GET":
-            return Response.of(200, self.resource(tree.V1))
+        if req.method == "GET":
+            if path == "/redfish":
+                return Response.of(200, {"v1": "/redfish/v1/"})
+            if path == tree.V1:
+                return Response.of(200, self.resource(tree.V1), {"Allow": "GET"})
+            if path == metadata.ODATA:
+                return Response.of(200, metadata.service_document(tree.service_root(self.ident.uuid)),
+                                   {"Allow": "GET"})
+            if path == metadata.METADATA:
+                return Response(200, metadata.METADATA_XML, {"Content-Type": metadata.XML_TYPE, "Allow": "GET"})
         if path == tree.SESSIONS and req.method == "POST":
             return self._login(req)
         if not self._authorized(req):
             return message(401, "The authentication credentials included with this request are missing or invalid.",
-                           "Base.1.12.NoValidSession", "Log in with valid credentials and retry.")
-        if req.method == "GET":
+                           "NoValidSession", "Log in with valid credentials and retry.")
+        allowed = tree.allowed_methods(path)
+        if req.method == "GET" and "GET" in allowed:
             return self._get(path, req.query)
-        if req.method == "PATCH" and path == tree.SYSTEM:
+        if req.method == "PATCH" and "PATCH" in allowed:
             return self._patch_system(req)
-        if req.method == "POST" and path == f"{tree.SYSTEM}/Actions/ComputerSystem.Reset":
+        if req.method == "POST" and path == tree.RESET:
             return self._reset(req)
         if req.method == "DELETE" and path.startswith(tree.SESSIONS + "/"):
-            sid = path.rsplit("/", 1)[1]
-            for token, known in list(self.sessions.items()):
-                if known == sid:
-                    del self.sessions[token]
-                    return Response.of(200, {"@Message.ExtendedInfo": [
-                        {"Message": "The request completed successfully.", "MessageId": "Base.1.12.Success"}]})
-            return message(404, f"The session {sid} was not found.", "Base.1.12.ResourceMissingAtURI")
-        if self.resource(path) is not None:
-            return message(405, f"The operation {req.method} is not allowed on {path}.",
-                           "Base.1.12.OperationNotAllowed")
-        return message(404, f"The resource at the URI {path} was not found.", "Base.1.12.ResourceMissingAtURI",
+            if self.sessions.delete(path[len(tree.SESSIONS) + 1:]):
+                done = info("Success", "The request completed successfully.")
+                return Response.of(200, {"@Message.ExtendedInfo": [done]})
+        elif self.resource(path) is not None or path in (tree.RESET, metadata.ODATA, metadata.METADATA):
+            return message(405, f"The operation {req.method} is not allowed on {path}.", "OperationNotAllowed",
+                           headers={"Allow": ", ".join(allowed)})
+        return message(404, f"The resource at the URI {path} was not found.", "ResourceMissingAtURI",
                        "Place a valid resource at the URI or correct the URI and resubmit the request.")
 
     def _login(self, req: Request) -> Response:
@@ -191,34 +198,30 @@ class SimBmc:
             body = None
         if not isinstance(body, dict) or not isinstance(body.get("UserName"), str):
             return message(400, "The request body submitted was malformed JSON or is missing UserName/Password.",
-                           "Base.1.12.MalformedJSON")
+                           "MalformedJSON")
         ok = (Fault.wrong_password not in self.faults
               and _same(str(body.get("UserName")), self.username)
               and _same(str(body.get("Password", "")), self.password))
         if not ok:
-            return message(401, "Unable to log in: the user name or password is incorrect.",
-                           "Base.1.12.NoValidSession",
+            return message(401, "Unable to log in: the user name or password is incorrect.", "NoValidSession",
                            "Log in with valid credentials and retry.")
-        if len(self.sessions) >= MAX_SESSIONS:
-            return message(400, "The maximum number of user sessions is reached.", "Base.1.12.SessionLimitExceeded",
+        made = self.sessions.create(self.username)
+        if made is None:
+            return message(400, "The maximum number of user sessions is reached.", "SessionLimitExceeded",
                            "Close one or more sessions before creating a session.")
-        token = secrets.token_hex(16)
-        sid = str(1000 + self.requests)
-        self.sessions[token] = sid
-        location = f"{tree.SESSIONS}/{sid}"
-        return Response.of(201, {"@odata.id": location, "@odata.type": "#Session.v1_3_0.Session", "Id": sid,
-                                 "Name": "User Session", "UserName": self.username},
-                           {"X-Auth-Token": token, "Location": location})
+        token, session = made
+        return Response.of(201, session_resource(session), {"X-Auth-Token": token, "Location": session.path})
 
     def _get(self, path: str, query: str) -> Response:
         # Answers that contain no power/boot/session state are serialised once.
         key = f"{path}?{query}"
         cached = self._cache.get(key)
+        allow = ", ".join(tree.allowed_methods(path))
         if cached is not None:
-            return Response(200, cached, {"Content-Type": JSON_TYPE})
+            return Response(200, cached, {"Content-Type": JSON_TYPE, "Allow": allow})
         found = self.resource(path)
         if found is None:
-            return message(404, f"The resource at the URI {path} was not found.", "Base.1.12.ResourceMissingAtURI",
+            return message(404, f"The resource at the URI {path} was not found.", "ResourceMissingAtURI",
                            "Place a valid resource at the URI or correct the URI and resubmit the request.")
         parsed = parse_query(query)
         if isinstance(parsed, Response):
@@ -228,7 +231,7 @@ class SimBmc:
             members = found.get("Members")
             if not isinstance(members, list):
                 return message(400, f"The query parameter only is not supported on {path}.",
-                               "Base.1.12.QueryNotSupportedOnResource", "Remove the query parameter and resubmit.")
+                               "QueryNotSupportedOnResource", "Remove the query parameter and resubmit.")
             if len(members) == 1 and isinstance(target := members[0].get("@odata.id"), str):
                 return self._get(target, "")
         if parsed.expand is not None:
@@ -240,9 +243,9 @@ class SimBmc:
                                               for m in found["Members"]]}
             else:
                 found = select_properties(found, names)
-        headers = {"ETag": self.etag} if path == tree.SYSTEM else {}
+        headers = {"ETag": self.etag, "Allow": allow} if path == tree.SYSTEM else {"Allow": allow}
         response = Response.of(200, found, headers)
-        if touched.isdisjoint(tree.DYNAMIC):
+        if not any(tree.is_dynamic(p) for p in touched):
             self._cache[key] = response.body
         return response
 
@@ -250,30 +253,29 @@ class SimBmc:
         if_match = req.headers.get("if-match")
         if if_match is not None and if_match not in (self.etag, "*"):
             return message(412, "The ETag supplied did not match the ETag required to change this resource.",
-                           "Base.1.12.PreconditionFailed", "Try the operation again using the appropriate ETag.")
+                           "PreconditionFailed", "Try the operation again using the appropriate ETag.")
         try:
             body = req.json()
         except ValueError:
-            return message(400, "The request body submitted was malformed JSON.", "Base.1.12.MalformedJSON")
+            return message(400, "The request body submitted was malformed JSON.", "MalformedJSON")
         boot = body.get("Boot") if isinstance(body, dict) else None
         if not isinstance(boot, dict) or set(body) != {"Boot"}:
             return message(400, "Only the Boot property can be modified on this simulated system.",
-                           "Base.1.12.PropertyNotWritable")
+                           "PropertyNotWritable")
         allowed = {"BootSourceOverrideTarget": tree.BOOT_TARGETS,
                    "BootSourceOverrideEnabled": ["Once", "Continuous", "Disabled"],
                    "BootSourceOverrideMode": ["UEFI", "Legacy"]}
         for key, value in boot.items():
             if key not in allowed:
                 return message(400, f"The property {key} is not in the list of valid properties for the resource.",
-                               "Base.1.12.PropertyUnknown")
+                               "PropertyUnknown")
             if value not in allowed[key]:
                 return message(400, f"The value {value} for the property {key} is not in the list of acceptable "
-                               "values.", "Base.1.12.PropertyValueNotInList")
+                               "values.", "PropertyValueNotInList")
         self.boot.update(boot)
         self.version += 1
-        return Response.of(200, {"@Message.ExtendedInfo": [
-            {"Message": "Successfully Completed Request", "MessageId": "Base.1.12.Success", "Severity": "OK"}]},
-            {"ETag": self.etag})
+        return Response.of(200, {"@Message.ExtendedInfo": [info("Success", "Successfully Completed Request")]},
+                           {"ETag": self.etag})
 
     def _reset(self, req: Request) -> Response:
         try:
@@ -283,14 +285,14 @@ class SimBmc:
         kind = body.get("ResetType") if isinstance(body, dict) else None
         if kind not in tree.RESET_TYPES:
             return message(400, f"The value {kind} for the parameter ResetType is not in the list of acceptable "
-                           "values.", "Base.1.12.ActionParameterValueNotInList")
+                           "values.", "ActionParameterValueNotInList")
         on = self.power in ("On", "PoweringOn")
         if kind in ("On",) and on:
             return message(409, "Unable to perform the reset operation: the server is already powered on.",
-                           "Base.1.12.ResetOperationNotAllowed")
+                           "ActionParameterValueConflict")
         if kind in ("ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart") and not on:
             return message(409, "Unable to perform the reset operation: the server is powered off.",
-                           "Base.1.12.ResetOperationNotAllowed")
+                           "ActionParameterValueConflict")
         self.resets.append(str(kind))
         if Fault.power_fault in self.faults:
             return Response(204)  # accepted, but the server never changes state

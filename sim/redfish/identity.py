@@ -26,6 +26,14 @@ def mac_for(site: str, hostname: str, fqdd: str) -> str:
     return ":".join(f"{b:02X}" for b in raw)
 
 
+def guid_for(site: str, hostname: str, port: str) -> str:
+    """A ConnectX port GUID, 16 hex digits: 3 vendor bytes, `0300`, 3 more (as in ibnetdiscover output of
+    ConnectX HCAs, e.g. 0x1c34da03005ebfc8 in ../shared/realdata/1_infiniband/). The first byte is
+    locally administered, as the MACs' are."""
+    raw = bytes([0x02]) + _digest(site, hostname, port)[:5]
+    return (raw[:3] + bytes([0x03, 0x00]) + raw[3:]).hex()
+
+
 def _tag(seed: bytes, length: int) -> str:
     n = int.from_bytes(seed, "big")
     out = []
@@ -52,7 +60,7 @@ class Nic:
 class Hca:
     adapter: str
     function: str
-    port_guid: str
+    port_guid: str  # 16 lower-case hex digits, no separators
 
 
 @dataclass(frozen=True)
@@ -106,8 +114,7 @@ def identity(site: Site, host: Host) -> ServerIdentity:
         nics.append(Nic(pxe, adapter, port, mac_for(name, host.hostname, pxe), 25000, True, f"{pxe} (PXE)",
                         "MLNX 25GbE 2P ConnectX6Lx Adapter", "Mellanox Technologies"))
     hcas = tuple(
-        Hca(f"InfiniBand.Slot.{31 + i}", f"InfiniBand.Slot.{31 + i}-1",
-            mac_for(name, host.hostname, f"ib{i}")[3:].replace(":", "").lower() + "0000")
+        Hca(f"InfiniBand.Slot.{31 + i}", f"InfiniBand.Slot.{31 + i}-1", guid_for(name, host.hostname, f"ib{i}"))
         for i in range(cls.ib.hca_count if cls.ib else 0)
     )
     seed = _digest(name, host.hostname, "identity")

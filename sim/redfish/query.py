@@ -38,32 +38,32 @@ def parse_query(query: str) -> Query | Response:
             match = _EXPAND.match(value)
             if match is None:
                 return message(400, f"The value '{value}' for the parameter $expand is of a different format than "
-                               "the parameter can accept.", "Base.1.12.QueryParameterValueFormatError",
+                               "the parameter can accept.", "QueryParameterValueFormatError",
                                "Correct the value for the query parameter in the request and resubmit the request.")
             levels = int(match.group(2) or 1)
             if not 1 <= levels <= tree.EXPAND_MAX_LEVELS:
                 return message(400, f"The value '{levels}' for the query parameter $levels is out of range 1 to "
-                               f"{tree.EXPAND_MAX_LEVELS}.", "Base.1.12.QueryParameterOutOfRange",
+                               f"{tree.EXPAND_MAX_LEVELS}.", "QueryParameterOutOfRange",
                                "Reduce the value for the query parameter to a value that is within range.")
             expand = (match.group(1), levels)
         elif name == "$select":
             names = tuple(n.strip() for n in value.split(",") if n.strip())
             if not names:
                 return message(400, "The value '' for the parameter $select is of a different format than the "
-                               "parameter can accept.", "Base.1.12.QueryParameterValueFormatError")
+                               "parameter can accept.", "QueryParameterValueFormatError")
             select = names
         elif name == "only":
             if value:
                 return message(400, f"The value '{value}' for the parameter only is of a different format than the "
-                               "parameter can accept.", "Base.1.12.QueryParameterValueFormatError",
+                               "parameter can accept.", "QueryParameterValueFormatError",
                                "Use only without a value.")
             only = True
         elif name.startswith("$"):
             return message(501, f"The query parameter {name} is not supported by this service.",
-                           "Base.1.12.QueryNotSupported", "Remove the query parameter and resubmit the request.")
+                           "QueryNotSupported", "Remove the query parameter and resubmit the request.")
     if only and len(params) > 1:
         return message(400, "The query parameter only cannot be combined with other query parameters.",
-                       "Base.1.12.QueryCombinationInvalid", "Remove the other query parameters and resubmit.")
+                       "QueryCombinationInvalid", "Remove the other query parameters and resubmit.")
     return Query(expand, select, only)
 
 

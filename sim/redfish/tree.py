@@ -22,6 +22,8 @@ SYSTEM = f"{V1}/Systems/{SYSTEM_ID}"
 CHASSIS = f"{V1}/Chassis/{CHASSIS_ID}"
 MANAGER = f"{V1}/Managers/{MANAGER_ID}"
 SESSIONS = f"{V1}/SessionService/Sessions"
+SESSION_TIMEOUT_S = 1800
+RESET = f"{SYSTEM}/Actions/ComputerSystem.Reset"
 # Resources whose content changes with power, boot override or sessions (never served from a cache).
 DYNAMIC = frozenset({SYSTEM, CHASSIS, SESSIONS})
 EXPAND_MAX_LEVELS = 6
@@ -29,6 +31,23 @@ RESET_TYPES = ["On", "ForceOff", "ForceRestart", "GracefulRestart", "GracefulShu
                "PowerCycle"]
 BOOT_TARGETS = ["None", "Pxe", "Floppy", "Cd", "Hdd", "BiosSetup", "Utilities", "UefiTarget", "SDCard", "UefiHttp"]
 Json = dict[str, Any]
+
+
+def is_dynamic(path: str) -> bool:
+    return path in DYNAMIC or path.startswith(SESSIONS + "/")
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The methods a URI takes (its `Allow` header): what the simulator implements there."""
+    if path == SYSTEM:
+        return ["GET", "PATCH"]
+    if path == SESSIONS:
+        return ["GET", "POST"]
+    if path.startswith(SESSIONS + "/"):
+        return ["GET", "DELETE"]
+    if path == RESET:
+        return ["POST"]
+    return ["GET"]
 
 
 def ref(path: str) -> Json:
@@ -58,8 +77,6 @@ def service_root(uuid: str) -> Json:
         "Links": {"Sessions": ref(SESSIONS)},
         "Managers": ref(f"{V1}/Managers"),
         "Name": "Root Service",
-        "Oem": {"Dell": {"@odata.type": "#DellServiceRoot.v1_0_0.DellServiceRoot", "IsBranded": 0,
-                         "ManagerMACAddress": "", "ServiceTag": ""}},
         "Product": "Integrated Dell Remote Access Controller",
         "ProtocolFeaturesSupported": {
             "ExcerptQuery": False,
@@ -108,7 +125,8 @@ def _nic_resource(ident: ServerIdentity, nic_fqdd: str, mac: str, speed: int, up
 
 
 def static_tree(ident: ServerIdentity, faults: frozenset[Fault]) -> dict[str, Json]:
-    """Every resource of this BMC except the ComputerSystem and the Chassis, keyed by path."""
+    """Every resource of this BMC except the ComputerSystem, the Chassis, the sessions and the
+    AccountService (`accounts.py`), keyed by path."""
     out: dict[str, Json] = {}
     nics = [n for n in ident.nics if not (Fault.no_pxe_nic in faults and n.fqdd == ident.pxe_fqdd)]
     link = {n.fqdd: n.link_up and not (Fault.pxe_link_down in faults and n.fqdd == ident.pxe_fqdd) for n in nics}
@@ -136,7 +154,7 @@ def _add_service_collections(out: dict[str, Json]) -> None:
         "Id": "SessionService",
         "Name": "Session Service",
         "ServiceEnabled": True,
-        "SessionTimeout": 1800,
+        "SessionTimeout": SESSION_TIMEOUT_S,
         "Sessions": ref(SESSIONS),
     }
 
@@ -303,7 +321,7 @@ def system_resource(ident: ServerIdentity, power: str, boot: Json, health: str) 
         "@odata.id": SYSTEM,
         "@odata.type": "#ComputerSystem.v1_12_0.ComputerSystem",
         "Actions": {"#ComputerSystem.Reset": {"ResetType@Redfish.AllowableValues": RESET_TYPES,
-                                              "target": f"{SYSTEM}/Actions/ComputerSystem.Reset"}},
+                                              "target": RESET}},
         "AssetTag": "",
         "Bios": ref(f"{SYSTEM}/Bios"),
         "BiosVersion": ident.bios_version,

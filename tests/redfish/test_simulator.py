@@ -86,7 +86,7 @@ def test_service_root_is_open_and_everything_else_needs_credentials(sim: tuple[S
     assert request(site, 0, "GET", "/redfish/v1/", None).status_code == 200
     denied = request(site, 0, "GET", SYSTEM, None)
     assert denied.status_code == 401
-    assert denied.json()["error"]["@Message.ExtendedInfo"][0]["MessageId"] == "Base.1.12.NoValidSession"
+    assert denied.json()["error"]["@Message.ExtendedInfo"][0]["MessageId"] == "Base.1.13.NoValidSession"
     assert request(site, 0, "GET", SYSTEM, "wrong").status_code == 401
     assert request(site, 0, "GET", SYSTEM, password).status_code == 200
 
@@ -200,13 +200,13 @@ def test_only_answers_the_single_member_of_a_collection(sim: tuple[SimProcess, P
 @pytest.mark.parametrize(
     ("query", "status", "message_id"),
     [
-        ("$expand=.($levels=7)", 400, "Base.1.12.QueryParameterOutOfRange"),  # MaxLevels is 6
-        ("$expand=.($levels=0)", 400, "Base.1.12.QueryParameterOutOfRange"),
-        ("$expand=Bios", 400, "Base.1.12.QueryParameterValueFormatError"),
-        ("only=1", 400, "Base.1.12.QueryParameterValueFormatError"),
-        ("only&$expand=.", 400, "Base.1.12.QueryCombinationInvalid"),
-        ("$filter=SystemType%20eq%20'Physical'", 501, "Base.1.12.QueryNotSupported"),  # FilterQuery: false
-        ("$top=1", 501, "Base.1.12.QueryNotSupported"),
+        ("$expand=.($levels=7)", 400, "Base.1.13.QueryParameterOutOfRange"),  # MaxLevels is 6
+        ("$expand=.($levels=0)", 400, "Base.1.13.QueryParameterOutOfRange"),
+        ("$expand=Bios", 400, "Base.1.13.QueryParameterValueFormatError"),
+        ("only=1", 400, "Base.1.13.QueryParameterValueFormatError"),
+        ("only&$expand=.", 400, "Base.1.13.QueryCombinationInvalid"),
+        ("$filter=SystemType%20eq%20'Physical'", 501, "Base.1.13.QueryNotSupported"),  # FilterQuery: false
+        ("$top=1", 501, "Base.1.13.QueryNotSupported"),
     ],
 )
 def test_query_parameters_the_service_does_not_take_are_refused_as_dsp0266_says(
