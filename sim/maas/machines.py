@@ -11,7 +11,6 @@ import ipaddress
 import itertools
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from provision.maas.machine import MaasStatus
 
@@ -96,47 +95,11 @@ class Machine:
     distro_series: str = ""
     interface_ids: list[int] = field(default_factory=list)
     ip_addresses: list[str] = field(default_factory=list)  # assigned on deployment (AUTO), freed on release
+    commissioning_status: int = -1  # MAAS's SCRIPT_STATUS of the last commissioning; -1 when none ran ("Unknown")
+    commissioning_result_id: int | None = None  # the id of the last commissioning's script set
+    enlisting: bool = False  # enlisted anonymously: commissioning ends in New, for an admin to accept
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     generation: int = 0  # bumped on each action, so a stale timer does not complete a newer one
 
     def __post_init__(self) -> None:
         self.interface_ids = [next(_ids) for _ in self.macs]
-
-    def to_json(self, domain: str = "maas") -> dict[str, Any]:
-        interfaces = [
-            {
-                "id": iid,
-                "name": f"eth{i}",
-                "type": "physical",
-                "mac_address": mac,
-                "enabled": True,
-                "system_id": self.system_id,
-                "resource_uri": f"/MAAS/api/2.0/nodes/{self.system_id}/interfaces/{iid}/",
-            }
-            for i, (iid, mac) in enumerate(zip(self.interface_ids, self.macs, strict=True))
-        ]
-        return {
-            "system_id": self.system_id,
-            "hostname": self.hostname,
-            "fqdn": f"{self.hostname}.{domain}",
-            "domain": {"name": domain, "id": 0},
-            "architecture": self.architecture,
-            "status": int(self.status),
-            "status_name": STATUS_NAMES[self.status],
-            "status_message": self.status_message,
-            "status_action": "",
-            "power_state": self.power_state,
-            "power_type": self.power_type,
-            "owner": self.owner,
-            "osystem": self.osystem,
-            "distro_series": self.distro_series,
-            "node_type": 0,
-            "node_type_name": "Machine",
-            "boot_interface": interfaces[0] if interfaces else None,
-            "interface_set": interfaces,
-            "ip_addresses": list(self.ip_addresses),
-            "tag_names": [],
-            "pool": {"name": "default", "id": 0},
-            "zone": {"name": "default", "id": 1},
-            "resource_uri": f"/MAAS/api/2.0/machines/{self.system_id}/",
-        }

@@ -45,7 +45,8 @@ def maas() -> Iterator[RunningMaas]:
             report(request, client_address)
 
     server.handle_error = handle_error  # type: ignore[method-assign]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop's next look, 0.5 s by default, at every test's end.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield RunningMaas(f"http://127.0.2.11:{server.server_address[1]}/MAAS/", sim, power)
