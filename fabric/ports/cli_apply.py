@@ -3,10 +3,12 @@
 `apply` plans from the site's fabric now (live discovery, the site's UFM or `--events` files, live counter
 sweeps with `--sweep`), prints the plan and what it did: a dry run unless `--apply`; a plan over the site's
 caps applies nothing without `--force`. Through UFM each port change is a job followed to its end within
-`--job-timeout`; a job that fails or outlives it is in the output and the ledger. After an apply or a
-re-enable the hosts follow their ports (the `ports` lifecycle step, fabric/ports/hosts.py). Errors are one
-readable line on stderr and exit 1; a refused plan, an apply that stopped or a re-enable that found the
-link still bad also exit 1.
+`--job-timeout` (default: the site's `fabric.ufm.job_timeout_s`); a job that fails or outlives it is in the
+output and the ledger. Both first reconcile the links a run cut short left in flight (`planned` or
+`reenabling` as their latest row: their ports are read and what happened is recorded, reconcile.py); a dry run
+lists them. After an apply or a re-enable the hosts follow their ports (the `ports` lifecycle step,
+fabric/ports/hosts.py). Errors are one readable line on stderr and exit 1; a refused plan, an apply that
+stopped or a re-enable that found the link still bad also exit 1.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import typer
 from fabric.ports.apply import ApplyReport
 from fabric.ports.cli import _events, _zone, burnin_evidence, parse_duration, parse_now
 from fabric.ports.hosts import hosts_follow
+from fabric.ports.ledger import DISABLED
 from fabric.ports.metrics import write_port_metrics
+from fabric.ports.reconcile import Reconciled
 from fabric.ports.render import plan_text, plan_to_dict
 from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
 from fabric.ports.ticket import entry_ticket
@@ -36,7 +40,7 @@ DbOption = Annotated[Path | None, typer.Option("--db", help="State database (def
                                                "the site's).")]
 JobTimeoutOption = Annotated[str | None, typer.Option(
     "--job-timeout", help="How long a UFM job (a port's disable or enable) may run before the ledger says "
-    "job_timeout (default 120s).")]
+    "job_timeout (default: the site's fabric.ufm.job_timeout_s, 120s unless set).")]
 
 
 def _fail(err: BaseException) -> typer.Exit:
@@ -58,6 +62,14 @@ def report_text(report: ApplyReport) -> str:
     if report.stopped:
         lines.append(f"STOPPED: {report.stopped} (the ledger says what was done; run again to finish)")
     return "\n".join(lines) + "\n"
+
+
+def reconciled_text(done: tuple[Reconciled, ...]) -> str:
+    """The links a cut-short run left in flight, and what was recorded for each."""
+    if not done:
+        return ""
+    lines = [f"  {r.was} -> {r.state:<12} {r.link}: {r.detail}" for r in done]
+    return "in flight from an interrupted run:\n" + "\n".join(lines) + "\n"
 
 
 def hosts_text(results: list[HostResult]) -> str:
@@ -105,18 +117,20 @@ def apply_command(
                                  parse_duration(job_timeout).total_seconds() if job_timeout else None)
             run = asyncio.run(plan_and_apply(ps, inputs))
             write_port_metrics(run.plan, ps.store.path)
-            moved = _follow(ps) if run.report.applied else []
-            disabled = [ps.ledger.find(o.link) for o in run.report.outcomes] if tickets and run.report.applied else []
+            moved = [*run.held, *_follow(ps)] if run.report.applied else list(run.held)
+            links = [r.link for r in run.reconciled if r.state == DISABLED] + [o.link for o in run.report.outcomes]
+            disabled = [ps.ledger.find(x) for x in links] if tickets and run.report.applied else []
         finally:
             ps.close()
     except BringupError as err:
         raise _fail(err) from None
     if json_out:
-        out: dict[str, Any] = {"plan": plan_to_dict(run.plan), "report": run.report.to_dict(),
-                               "hosts": [_host_dict(r) for r in moved]}
+        out: dict[str, Any] = {"reconciled": [r.to_dict() for r in run.reconciled], "plan": plan_to_dict(run.plan),
+                               "report": run.report.to_dict(), "hosts": [_host_dict(r) for r in moved]}
         _out(json.dumps(out, indent=2) + "\n")
     else:
-        _out(plan_text(run.plan) + report_text(run.report) + (hosts_text(moved) if run.report.applied else "")
+        _out(reconciled_text(run.reconciled) + plan_text(run.plan) + report_text(run.report)
+             + (hosts_text(moved) if run.report.applied or moved else "")
              + "".join(f"\n--- ticket {e.link} (ledger row {e.id})\n{entry_ticket(e)}" for e in disabled))
     if not run.report.ok:
         raise typer.Exit(1)
@@ -145,15 +159,15 @@ def reenable_command(
         job_timeout_s = parse_duration(job_timeout).total_seconds() if job_timeout else None
         ps = open_ports_site(site, db)
         try:
-            result = asyncio.run(reenable_link(ps, link, window_s, train_s, job_timeout_s))
-            moved = _follow(ps)
+            run = asyncio.run(reenable_link(ps, link, window_s, train_s, job_timeout_s))
+            moved = [*run.held, *_follow(ps)]
         finally:
             ps.close()
     except BringupError as err:
         raise _fail(err) from None
-    entry = result.entry
+    result, entry = run.result, run.result.entry
     verdict = "re-enabled" if result.ok else "still out of service (disabled again)"
     lines = [f"{entry.link}: {verdict} (ledger row {entry.id})", *(f"  {f}" for f in result.findings)]
-    _out("\n".join(lines) + "\n" + hosts_text(moved))
+    _out(reconciled_text(run.reconciled) + "\n".join(lines) + "\n" + hosts_text(moved))
     if not result.ok:
         raise typer.Exit(1)

@@ -1,6 +1,10 @@
 """`fabric ports list` and `fabric ports ticket LINK`: what the port ledger says is out of service, and why.
 
-Both read the site's state store (`--db`, else $BRINGUP_STATE_DB, else the site's default) and change nothing.
+Both read the site's state store (`--db`, else $BRINGUP_STATE_DB, else the site's default), opened as every
+command opens it (this site's database only; a mistyped directory is an error), and change nothing. A link
+whose latest row is an intent (`planned`, `reenabling`) is shown in flight: a run is changing it, or was cut
+short, and the next acting run (`fabric ports apply --apply`, `reenable`) reads its ports and records what
+happened.
 """
 
 from __future__ import annotations
@@ -14,44 +18,56 @@ from typing import Annotated
 import typer
 
 from fabric.errors import FabricError
-from fabric.ports.ledger import OUT_OF_SERVICE, Ledger
+from fabric.ports.ledger import IN_FLIGHT, OUT_OF_SERVICE, Ledger
 from fabric.ports.ticket import entry_ticket
+from provision.cli.context import default_site_path, open_store
 from provision.errors import BringupError
-from provision.state import StateStore
+from provision.site.index import load_index
 
-DbOption = Annotated[Path, typer.Option("--db", envvar="BRINGUP_STATE_DB", help="The site's state database.")]
+SiteOption = Annotated[Path | None, typer.Option(
+    "--site", help="Site file (default: $BRINGUP_SITE, else the embedded simulated site).")]
+DbOption = Annotated[Path | None, typer.Option("--db", help="State database (default: $BRINGUP_STATE_DB, else "
+                                               "the site's).")]
+IN_FLIGHT_NOTE = ("in flight: a run is changing this link or was cut short; the next `fabric ports apply --apply` "
+                  "or `reenable` reads its ports and records what happened")
 
 
-def _ledger(db: Path) -> Ledger:
-    if not db.is_file():
-        raise FabricError(f"{db}: no state database here (--db or $BRINGUP_STATE_DB)")
-    return Ledger(StateStore(db))
+def _ledger(site: Path | None, db: Path | None) -> Ledger:
+    index = load_index(site or default_site_path())
+    path = index.paths.state_db(db)
+    if not path.is_file():
+        raise FabricError(f"{path}: no state database here (--db, $BRINGUP_STATE_DB or the site's default)")
+    return Ledger(open_store(index, db))
 
 
-def list_links(db: DbOption, all_: Annotated[bool, typer.Option("--all", help="Re-enabled links too.")] = False,
+def list_links(site: SiteOption = None, db: DbOption = None,
+               all_: Annotated[bool, typer.Option("--all", help="Re-enabled links too.")] = False,
                json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False) -> None:
-    """Links the ledger has out of service (disabled, failed to apply, refused re-enable), with why."""
+    """Links the ledger has out of service (disabled, failed to apply, refused re-enable, in flight), with why."""
     try:
-        current = [e for e in _ledger(db).current().values() if all_ or e.state in OUT_OF_SERVICE]
+        current = [e for e in _ledger(site, db).current().values() if all_ or e.state in OUT_OF_SERVICE]
     except BringupError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
     if json_out:
-        sys.stdout.write(json.dumps([row.to_dict() for row in current], indent=2) + "\n")
+        rows = [{**row.to_dict(), "in_flight": row.state in IN_FLIGHT} for row in current]
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
     for row in current:
         when = datetime.fromtimestamp(row.at, UTC).isoformat(timespec="seconds")
         ends = " <-> ".join(x.describe() for x in row.ends)
         sys.stdout.write(f"{row.state:<16} {ends}  [{row.link}]\n    {when} by {row.actor} via {row.via}: {row.why}\n")
+        if row.state in IN_FLIGHT:
+            sys.stdout.write(f"    {IN_FLIGHT_NOTE}\n")
     if not current:
         sys.stdout.write("no link is out of service\n")
 
 
 def ticket(link: Annotated[str, typer.Argument(help="Ledger link id, or one end as NAME[PORT] / 0xGUID[PORT].")],
-           db: DbOption) -> None:
+           site: SiteOption = None, db: DbOption = None) -> None:
     """The datacenter ticket of a link: both ends' locations, cable S/N, evidence, what to replace."""
     try:
-        entry = _ledger(db).find(link)
+        entry = _ledger(site, db).find(link)
     except BringupError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None

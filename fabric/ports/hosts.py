@@ -1,13 +1,13 @@
 """Hosts follow their ports: the `ports` lifecycle step (provision/steps/pipeline.py `PORTS`).
 
-A host one of whose HCA links the port ledger has down (the link `disabled` or `reenable_refused`, or an
-apply that stopped after disabling one of its ends) moves to `failed(ib_port_disabled)`, whatever it was,
-golden included; the evidence names each link, its ledger row id and why it is down. A host failed that way
-whose links are all back (`reenabled`, or never down after all) goes back to `configured`, so that health
-and burn-in must earn golden again: `configured` is the state `provision health` takes hosts from, and the
-lifecycle lets a failed host re-enter at most one step past where it failed (a host that failed before it
-was configured goes back to the state it failed in). Nothing else is moved: a host whose links are fine is
-skipped, and a host whose links are still down stays failed.
+A host one of whose HCA links the port ledger has down (the link `disabled` or `reenable_refused`, an apply
+that stopped after disabling one of its ends, or a change in flight: `planned`, `reenabling`) moves to
+`failed(ib_port_disabled)`, whatever it was, golden included; the evidence names each link, its ledger row id
+and why it is down. A host failed that way whose links are all back (`reenabled`, or never down after all)
+goes back to `configured`, so that health and burn-in must earn golden again: `configured` is the state
+`provision health` takes hosts from, and the lifecycle lets a failed host re-enter at most one step past where
+it failed (a host that failed before it was configured goes back to the state it failed in). Nothing else is
+moved: a host whose links are fine is skipped, and a host whose links are still down stays failed.
 
 `fabric ports apply --apply` and `fabric ports reenable` run this step after they change the ledger.
 """
@@ -24,6 +24,7 @@ from fabric.ports.ledger import (
     JOB_TIMEOUT,
     PLANNED,
     REENABLE_REFUSED,
+    REENABLING,
     LedgerEnd,
     LedgerEntry,
 )
@@ -39,12 +40,13 @@ COMMAND = "fabric ports"
 
 
 def link_is_down(entry: LedgerEntry) -> bool:
-    """The link carries no traffic: disabled (or refused on re-enable), or an apply that disabled an end of it
-    before it stopped (or before a UFM job timed out). An apply that failed before touching anything leaves
-    the link as it was."""
-    if entry.state in (DISABLED, REENABLE_REFUSED):
+    """The link carries no traffic, or is not known to: disabled (or refused on re-enable), an apply that disabled
+    an end of it before it stopped (or before a UFM job timed out), or a change in flight (`planned`,
+    `reenabling`: a host behind a change being made, or whose run was cut short, is never golden). An apply
+    that failed before touching anything leaves the link as it was."""
+    if entry.state in (DISABLED, REENABLE_REFUSED, PLANNED, REENABLING):
         return True
-    if entry.state in (APPLY_FAILED, JOB_TIMEOUT, PLANNED):
+    if entry.state in (APPLY_FAILED, JOB_TIMEOUT):
         return any((e.done or "").startswith(("disabled", "already disabled")) for e in entry.ends)
     return False
 

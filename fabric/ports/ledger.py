@@ -1,13 +1,15 @@
 """The port ledger: every action on a fabric link and its outcome, in the site's state store.
 
-One append-only table (`port_ledger`) beside the lifecycle, written through `StateStore.transaction()`:
-a row per step of the story of a link (planned, disabled, apply_failed, job_timeout, reenabled,
+One append-only table (`port_ledger`) beside the lifecycle, written through `StateStore.transaction()`: a row
+per step of the story of a link (planned, disabled, apply_failed, job_timeout, reenabling, reenabled,
 reenable_refused), with who, when, why, the evidence, the ticket text and what was done to each end (and the
 UFM job that did it). `job_timeout`: a UFM job accepted the change but was still running at the deadline, so
 whether the port changed is not known; the next apply reads it and converges. A link's current state is its
-latest row. An apply writes `planned` before touching anything, so a run cut short (a UFM that stops
-answering, an `ibportstate` that fails, a kill) always leaves a row saying how far it got; a rerun reads
-it and converges. Secrets never reach this table: rows hold GUIDs, names, tool output and event text.
+latest row. An apply writes `planned` before touching anything, and a re-enable `reenabling`: the intent, so a
+run cut short (a UFM that stops answering, an `ibportstate` that fails, a kill) always leaves a row saying
+what it set out to do; the next acting command reads the ports of every link still in flight and records what
+it finds (`reconcile.py`), and a rerun converges. Secrets never reach this table: rows hold GUIDs, names, tool
+output and event text.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from fabric.errors import FabricError
 from provision.state import StateStore
 
 PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT = "planned", "disabled", "apply_failed", "job_timeout"
-REENABLED, REENABLE_REFUSED = "reenabled", "reenable_refused"
-STATES = (PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT, REENABLED, REENABLE_REFUSED)
+REENABLING, REENABLED, REENABLE_REFUSED = "reenabling", "reenabled", "reenable_refused"
+STATES = (PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT, REENABLING, REENABLED, REENABLE_REFUSED)
 # not known to carry traffic
-OUT_OF_SERVICE = frozenset({PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT, REENABLE_REFUSED})
+OUT_OF_SERVICE = frozenset({PLANNED, DISABLED, APPLY_FAILED, JOB_TIMEOUT, REENABLING, REENABLE_REFUSED})
+# an intent whose outcome was never recorded while it is the latest row (its run was cut short or still runs)
+IN_FLIGHT = frozenset({PLANNED, REENABLING})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS port_ledger (

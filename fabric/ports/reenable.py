@@ -4,7 +4,9 @@ put it back out of service with the new evidence.
 The proof: every end this actuator reaches comes up `LinkUp` within `train_s`, at the width and speed
 the design gives the link, and its error counters (perfquery) do not move between two reads `window_s`
 apart. A link that fails any of it is disabled again (`reenable_refused`, with what was seen); one that
-passes is `reenabled`, and its hosts may earn golden again through health (and burn-in).
+passes is `reenabled`, and its hosts may earn golden again through health (and burn-in). A `reenabling` row
+(the intent) is written before the first port is enabled, so a run killed before its verdict is recorded
+is reconciled by the next acting command (reconcile.py: the link is disabled again, the repair unproven).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from fabric.ports.ledger import (
     PLANNED,
     REENABLE_REFUSED,
     REENABLED,
+    REENABLING,
     Ledger,
     LedgerEnd,
     LedgerEntry,
@@ -88,6 +91,8 @@ async def reenable(entry: LedgerEntry, actuator: Actuator, ledger: Ledger, count
         raise LedgerError(f"{entry.link}: {actuator.via} reaches neither end of this link")
     findings: list[str] = []
     jobs: dict[End, str | None] = {}
+    ledger.record(replace(entry, id=None, at=time.time(), actor=actor, command=COMMAND, state=REENABLING,
+                          detail=f"re-enabling after the repair (was {entry.state}, row {entry.id})"))
     try:
         for e in reach:  # each enable done (its UFM job completed) before the next end and the checks
             at = End(e.guid, e.port)

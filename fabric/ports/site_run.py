@@ -5,8 +5,14 @@ The plan reads live discovery (`fabric.live`: ibnetdiscover from each attachment
 when the site has one), UFM's events, ports and links from the site's UFM (`fabric.ufm`; or `--events`
 files, which replace them), and, when asked, two live counter sweeps (`perfquery` of every switch port,
 `sweep_s` apart). Ports change through UFM when the site has `fabric.ufm` (each change a UFM job followed to
-its end within `job_timeout_s`, up to `UFM_PARALLEL` links at once), else in-band (`ibportstate`, one link
-at a time).
+its end within `--job-timeout`, else the site's `fabric.ufm.job_timeout_s`, up to `UFM_PARALLEL` links at
+once), else in-band (`ibportstate`, one link at a time).
+
+The store is opened as every command opens it (`provision.cli.context.open_store`: this site's database
+only, no directory made for a mistyped `--db`). An acting run (`apply --apply`, `reenable`) holds the site's
+ports lock, first reconciles the links a cut-short run left in flight (reconcile.py) and has the hosts
+behind them follow, then moves the hosts behind each link out of golden as soon as its `planned` row is
+written, before any port is touched.
 The UFM credential is resolved here (environment or vault, `provision.site.credentials`) and handed to
 the client only: it is never in argv, a log line, the ledger or the output.
 """
@@ -14,10 +20,11 @@ the client only: it is never in argv, a log line, the ledger or the output.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import getpass
 import os
-from collections.abc import Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,19 +39,24 @@ from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
 from fabric.ports.counters import CounterSweep, parse_perfquery
 from fabric.ports.evidence import Evidence
+from fabric.ports.hosts import hosts_follow
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, REENABLE_REFUSED, Ledger, LedgerEntry
 from fabric.ports.plan import PlannedLink, PortPlan, UnderRepair, plan_ports
+from fabric.ports.reconcile import Reconciled, in_flight, reconcile
 from fabric.ports.reenable import ReenableResult, reenable
 from fabric.ports.resolve import LinkEnd
 from fabric.ports.ticket import ticket_text
 from fabric.topology import End, NodeType, Topology
-from fabric.ufm.client import JOB_TIMEOUT_S, UfmActuator, UfmClient
+from fabric.ufm.client import UfmActuator, UfmClient
 from fabric.ufm.events import Rejected, UfmEvent, parse_rest_events
 from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
+from provision.cli.context import open_store
 from provision.site import load_site
 from provision.site.credentials import login
 from provision.site.model import Site
+from provision.site.port_policy import PortPolicy
 from provision.state import StateStore
+from provision.steps.runner import HostResult
 
 DISCOVERY_TIMEOUT_S = 120.0
 UFM_PARALLEL = 8  # links whose UFM jobs are in flight at once
@@ -82,7 +94,24 @@ def open_ports_site(site_file: Path, db: Path | None) -> PortsSite:
         if points:
             wrapper = (points[0].argv[0],)
             env = {k: v for k, v in points[0].env.items() if k == "IBSIM_SOCKNAME"}
-    return PortsSite(site, StateStore(site.paths.state_db(db)), design, wrapper, env, state)
+    return PortsSite(site, open_store(site, db), design, wrapper, env, state)
+
+
+@contextmanager
+def ports_lock(ps: PortsSite) -> Iterator[None]:
+    """One acting `fabric ports` run per state store at a time: the intents a run reconciles are no live run's.
+    The kernel drops the lock of a killed run."""
+    path = ps.store.path.with_name(ps.store.path.name + ".ports.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FabricError(f"another `fabric ports` run is changing this site's ports ({path} is locked): "
+                              "wait for it to finish") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def actor() -> str:
@@ -104,7 +133,7 @@ def ufm_client(ps: PortsSite, job_timeout_s: float | None = None) -> UfmClient |
         return None
     ca = ps.site.directory / ufm.ca_bundle if ufm.ca_bundle else None
     return UfmClient(str(ufm.url), login(ps.site, ufm.credential), verify=ufm.verify_tls, ca_bundle=ca,
-                     timeout_s=ufm.timeout_s, job_timeout_s=job_timeout_s or JOB_TIMEOUT_S)
+                     timeout_s=ufm.timeout_s, job_timeout_s=job_timeout_s or ufm.job_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -184,13 +213,44 @@ class ApplyInputs:
     apply: bool = False
     force: bool = False
     evidence: tuple[Evidence, ...] = ()  # other tools' findings (the burn-in judge's failing links)
-    job_timeout_s: float | None = None  # how long a UFM job may run (default JOB_TIMEOUT_S)
+    job_timeout_s: float | None = None  # how long a UFM job may run (default: the site's fabric.ufm.job_timeout_s)
 
 
 @dataclass(frozen=True)
 class ApplyRun:
     plan: PortPlan
     report: ApplyReport
+    reconciled: tuple[Reconciled, ...] = ()  # links a cut-short run left in flight (a dry run only lists them)
+    held: tuple[HostResult, ...] = ()  # hosts moved before their links were touched
+
+
+class HostsFollow:
+    """Runs the `ports` step over the ledger now (one run at a time), keeping every host it moved."""
+
+    def __init__(self, ps: PortsSite) -> None:
+        self.ps = ps
+        self.moved: list[HostResult] = []
+        self.lock = asyncio.Lock()
+
+    async def __call__(self, _row: LedgerEntry | None = None) -> None:
+        async with self.lock:
+            self.moved += await hosts_follow(self.ps.site, self.ps.store, list(self.ps.ledger.current().values()))
+
+
+async def reconcile_in_flight(ps: PortsSite, actuator: Actuator, follow: Callable[[], Awaitable[None]]
+                              ) -> tuple[Reconciled, ...]:
+    """Reconcile what a cut-short run left in flight; the hosts follow at once (before this run acts)."""
+    done = await reconcile(ps.ledger, actuator, actor=actor())
+    if any(r.row is not None for r in done):
+        await follow()
+    return done
+
+
+def listed_in_flight(ledger: Ledger) -> tuple[Reconciled, ...]:
+    """A dry run reads no port: the links in flight, as they are."""
+    return tuple(Reconciled(e.link, e.state, e.state, f"in flight (row {e.id} by {e.actor}, {e.command}): an "
+                            "acting run (--apply) reads its ports and records what happened first", None)
+                 for e in in_flight(ledger))
 
 
 def under_repair(ledger: Ledger) -> dict[End, UnderRepair]:
@@ -219,27 +279,40 @@ def unfinished(ledger: Ledger) -> dict[End, UnderRepair]:
 
 
 async def plan_and_apply(ps: PortsSite, inputs: ApplyInputs) -> ApplyRun:
-    """Plan from the site's fabric now, then dry-run or apply it (the caps hold without `force`)."""
+    """Plan from the site's fabric now, then dry-run or apply it (the caps hold without `force`); an apply
+    first reconciles the links a cut-short run left in flight."""
     policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric is not None else None
     if policy is None:
         raise FabricError(f"{ps.site.path}: the site has no `fabric:` section")
+    with ports_lock(ps) if inputs.apply else nullcontext():
+        return await _plan_and_apply(ps, inputs, policy)
+
+
+async def _plan_and_apply(ps: PortsSite, inputs: ApplyInputs, policy: PortPolicy) -> ApplyRun:
     texts = await asyncio.to_thread(discover_texts, ps)
-    top = topology_from_texts(texts)
+    follow = HostsFollow(ps)
     async with AsyncExitStack() as stack:
         client = ufm_client(ps, inputs.job_timeout_s)
         if client is not None:
             await stack.enter_async_context(client)
+        actuator = actuator_for(ps, client, texts)
+        if inputs.apply:
+            reconciled = await reconcile_in_flight(ps, actuator, follow)
+            if any(r.row is not None for r in reconciled):  # a link found disabled is no longer discovered
+                texts = await asyncio.to_thread(discover_texts, ps)
+        else:
+            reconciled = listed_in_flight(ps.ledger)
+        top = topology_from_texts(texts)
         view = await read_ufm(client, policy.ufm_timezone) if client is not None else UfmView()
         events = inputs.events if inputs.events is not None else view.events
         sweeps = await live_sweeps(ps, switch_lids(texts, top), inputs.sweep_s) if inputs.sweep_s else []
         plan = plan_ports(top, events, sweeps, (), policy, inputs.now or datetime.now(UTC), ps.design,
                           since=inputs.since, ufm_ports=view.ports, evidence=inputs.evidence,
                           under_repair=under_repair(ps.ledger), unfinished=unfinished(ps.ledger))
-        actuator = actuator_for(ps, client, texts)
         report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
                                   actor=actor(), ticket=ticket_for(ps.design),
-                                  parallel=UFM_PARALLEL if client is not None else 1)
-    return ApplyRun(plan, report)
+                                  parallel=UFM_PARALLEL if client is not None else 1, on_planned=follow)
+    return ApplyRun(plan, report, reconciled, tuple(follow.moved))
 
 
 def actuator_for(ps: PortsSite, client: UfmClient | None, texts: Sequence[tuple[str, str]]) -> Actuator:
@@ -253,20 +326,33 @@ def actuator_for(ps: PortsSite, client: UfmClient | None, texts: Sequence[tuple[
     return IbPortState(discover, env=ps.env, wrapper=ps.wrapper)
 
 
+@dataclass(frozen=True)
+class ReenableRun:
+    result: ReenableResult
+    reconciled: tuple[Reconciled, ...] = ()
+    held: tuple[HostResult, ...] = ()  # hosts moved after the reconcile, before this re-enable
+
+
 async def reenable_link(ps: PortsSite, spec: str, window_s: float, train_s: float,
-                        job_timeout_s: float | None = None) -> ReenableResult:
-    """Re-enable the ledger's link `spec` after the repair, if it trains clean; else it stays disabled."""
-    entry: LedgerEntry = ps.ledger.find(spec)
-    texts = await asyncio.to_thread(discover_texts, ps)
-    async with AsyncExitStack() as stack:
-        client = ufm_client(ps, job_timeout_s)
-        if client is not None:
-            await stack.enter_async_context(client)
-        actuator = actuator_for(ps, client, texts)
-        inband = actuator if isinstance(actuator, IbPortState) else IbPortState(
-            lambda: discover_texts(ps)[0][1], env=ps.env, wrapper=ps.wrapper)
-        return await reenable(entry, actuator, ps.ledger, _fresh_counters(ps, inband), actor=actor(),
-                              window_s=window_s, train_s=train_s)
+                        job_timeout_s: float | None = None) -> ReenableRun:
+    """Re-enable the ledger's link `spec` after the repair, if it trains clean; else it stays disabled. What a
+    cut-short run left in flight is reconciled first (a killed re-enable of this very link included)."""
+    ps.ledger.find(spec)  # a link the ledger does not know is an error before anything is read
+    with ports_lock(ps):
+        texts = await asyncio.to_thread(discover_texts, ps)
+        async with AsyncExitStack() as stack:
+            client = ufm_client(ps, job_timeout_s)
+            if client is not None:
+                await stack.enter_async_context(client)
+            actuator = actuator_for(ps, client, texts)
+            follow = HostsFollow(ps)
+            reconciled = await reconcile_in_flight(ps, actuator, follow)
+            entry: LedgerEntry = ps.ledger.find(spec)
+            inband = actuator if isinstance(actuator, IbPortState) else IbPortState(
+                lambda: discover_texts(ps)[0][1], env=ps.env, wrapper=ps.wrapper)
+            result = await reenable(entry, actuator, ps.ledger, _fresh_counters(ps, inband), actor=actor(),
+                                    window_s=window_s, train_s=train_s)
+    return ReenableRun(result, reconciled, tuple(follow.moved))
 
 
 def _fresh_counters(ps: PortsSite, inband: IbPortState) -> Any:

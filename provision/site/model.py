@@ -256,6 +256,8 @@ class Ufm(_Model):
     verify_tls: bool = Field(True, description="check UFM's certificate")
     ca_bundle: str | None = Field(None, description="CA file for UFM's certificate, relative to the site file")
     timeout_s: float = Field(30.0, gt=0, le=600, description="deadline of each UFM request")
+    job_timeout_s: float = Field(120.0, gt=0, le=3600, description="how long a port's disable or enable (a UFM "
+                                 "job) may run before the ledger says job_timeout; `--job-timeout` overrides it")
 
 
 class FabricRef(_Model):

@@ -10,7 +10,11 @@
         - {node: leaf-A-r3-U38, port: 5, action: disable, times: 1, summary: "..."}
       hang:                       # stays "Running" for ever, the port unchanged
         - {node: leaf-A-r3-U28, port: 14, action: disable, times: 1}
-      (`action` and `times` are optional: any action, every time)
+      kill:                       # SIGKILL to the process that POSTed the action (sim/ufm/callers.py)
+        - {node: gpu-r1-05/mlx5_1, port: 1, action: disable, times: 1, when: after}
+      (`action` and `times` are optional: any action, every time; a kill `when: before` comes on the POST,
+      nothing started, `when: after` once the port changed, before the job says Completed: a controller
+      that crashed between its change and its record)
 
 Nodes are design names; the UFM sees the results only through the real tools, as it would.
 """
@@ -52,10 +56,11 @@ class Ber:
 @dataclass
 class JobFault:
     end: End
-    fate: str  # fail | hang
+    fate: str  # fail | hang | kill
     action: str | None = None  # disable | enable | None: any
     times: int | None = None  # None: every time
     summary: str = ""
+    when: str = "after"  # kill: before (on the POST, nothing started) | after (the port changed, job not ended)
 
     def matches(self, end: End, action: str) -> bool:
         return end == self.end and self.action in (None, action) and (self.times is None or self.times > 0)
@@ -125,13 +130,16 @@ def _duration(raw: Any) -> tuple[float, float]:
 
 def _job_plan(data: Any, ids: dict[str, str]) -> JobPlan:
     plan = JobPlan(_duration(data.get("duration_s", 1.0)))
-    for fate in ("fail", "hang"):
+    for fate in ("fail", "hang", "kill"):
         for item in data.get(fate, []) or []:
             guid = ids[item["node"]].split("-", 1)[1]
             times = item.get("times")
             summary = str(item.get("summary") or f"simulated fault (ufm-faults.yml): {fate}")
+            when = str(item.get("when", "after"))
+            if when not in ("before", "after"):
+                raise ValueError(f"jobs.kill when {when!r}: expected before or after")
             plan.faults.append(JobFault(End(guid, int(item["port"])), fate, item.get("action"),
-                                        int(times) if times is not None else None, summary))
+                                        int(times) if times is not None else None, summary, when))
     return plan
 
 

@@ -15,7 +15,9 @@ As the real UFM documents them (REFERENCE-wave3 C; each behaviour pinned in test
 
 The port changes at the end of the job, so a client that reads it right after the 202 sees it unchanged.
 Each job's duration and fate come from the site's ufm-faults.yml (`jobs:`, sim/ufm/faults.py): one that
-fails ends `Completed With Errors` with the port unchanged; one that hangs stays `Running`. UNCONFIRMED
+fails ends `Completed With Errors` with the port unchanged; one that hangs stays `Running`; a kill ends the
+caller (the process that POSTed the action) with SIGKILL, on the POST (`before`: no job) or once the port
+changed and before the job says `Completed` (`after`). UNCONFIRMED
 (no public capture): the type of `ID` (a string of digits here), `Operation`'s value (the action's name
 here), whether `Location` is absolute (a path here; clients take the last segment either way).
 """
@@ -30,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from fabric.topology import End
-from sim.ufm.faults import JobPlan
+from sim.ufm.faults import JobFault, JobPlan
 
 RUNNING, COMPLETED, WITH_ERRORS = "Running", "Completed", "Completed With Errors"
 
@@ -82,24 +84,30 @@ class SimJobs:
         self.jobs[job.id] = job
         return job
 
-    def start(self, end: End, action: str, description: str, user: str) -> SimJob:
-        """A port action's job (and its one sub-job, for the port's system), running from now."""
+    def fate(self, end: End, action: str) -> JobFault | None:
+        """The fault the next `action` on `end` meets (counted now, when the action is posted)."""
+        return self.plan.fate(end, action)
+
+    def start(self, end: End, action: str, description: str, user: str, fault: JobFault | None = None,
+              kill: Callable[[], None] | None = None) -> SimJob:
+        """A port action's job (and its one sub-job, for the port's system), running from now; `kill` ends the
+        caller when a `kill` fault says so."""
         what = description or f"{action} port {end.guid}_{end.port}"
         job = self._new(operation=action, description=what, related=[end.guid], created_by=user)
         job.duration_s = self.plan.duration(job.id)
         sub = self._new(operation=action, description=f"{action} port {end.guid}_{end.port}",
                         related=[end.guid], created_by=user, parent=job.id, duration_s=job.duration_s)
-        task = asyncio.create_task(self._run(job, sub, end, action))
+        task = asyncio.create_task(self._run(job, sub, end, action, fault, kill))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return job
 
-    async def _run(self, job: SimJob, sub: SimJob, end: End, action: str) -> None:
-        fault = self.plan.fate(end, action)
+    async def _run(self, job: SimJob, sub: SimJob, end: End, action: str, fault: JobFault | None,
+                   kill: Callable[[], None] | None) -> None:
         await asyncio.sleep(job.duration_s)
         if fault is not None and fault.fate == "hang":
             return  # Running for ever
-        if fault is not None:
+        if fault is not None and fault.fate == "fail":
             status, summary = WITH_ERRORS, fault.summary
         else:
             try:
@@ -107,6 +115,8 @@ class SimJobs:
                 status, summary = COMPLETED, ""
             except Exception as e:  # the change failed in the fabric: the job says what went wrong
                 status, summary = WITH_ERRORS, f"{action} {end.guid}_{end.port}: {type(e).__name__}: {e}"
+            if fault is not None and fault.fate == "kill" and kill is not None:
+                kill()  # the port changed; the caller dies before it can see the job end
         sub.finish(status, summary)
         job.finish(status, summary)
 

@@ -34,6 +34,7 @@ from fabric.topology import End
 from sim.addresses import check_loopback
 from sim.redfish.http import Request, Response, serve
 from sim.redfish.tlscert import make_certificates
+from sim.ufm.callers import kill_caller
 from sim.ufm.fabricview import FabricView
 from sim.ufm.faults import Faults, load_faults
 from sim.ufm.jobs import SimJobs
@@ -71,7 +72,7 @@ class UfmSim:
     def authorised(self, request: Request) -> bool:
         return hmac.compare_digest(request.headers.get("authorization", ""), self.expected)
 
-    async def handle(self, request: Request) -> Response:
+    async def handle(self, request: Request, peer: tuple[str, int] | None = None) -> Response:
         if not self.authorised(request):
             return UfmResponse(401, b"Unauthorized", {"WWW-Authenticate": 'Basic realm="UFM"',
                                                       "Content-Type": "text/plain"})
@@ -92,11 +93,12 @@ class UfmSim:
         if request.method == "GET" and (m := _JOB_IDS.match(path)):
             return ok(200, self.jobs.get(m.group(1)))
         if request.method == "POST" and path == "/ufmRest/actions":
-            return self.action(request)
+            return self.action(request, peer)
         return ok(404, {"error": f"{request.method} {path}: not simulated"})
 
-    def action(self, request: Request) -> Response:
-        """A port action is checked now and runs as a job after the 202 (sim/ufm/jobs.py)."""
+    def action(self, request: Request, peer: tuple[str, int] | None = None) -> Response:
+        """A port action is checked now and runs as a job after the 202 (sim/ufm/jobs.py); a `kill` fault ends
+        the process that sent it (`peer`'s, sim/ufm/callers.py)."""
         try:
             body = request.json()
             action = body["action"]
@@ -109,8 +111,18 @@ class UfmSim:
         end = End(guid.lower(), int(port))
         if end.guid not in self.view.nodes:
             return UfmResponse.json(400, {"error": f"port {guid}_{port} is not in the fabric"})
-        job = self.jobs.start(end, action, description, self.user)
+        fault = self.jobs.fate(end, action)
+        if fault is not None and fault.fate == "kill" and fault.when == "before":
+            pid = kill_caller(peer)
+            sys.stderr.write(f"ufm-sim: kill fault: {action} {guid}_{port} not started, caller {pid} killed\n")
+            return UfmResponse.json(503, {"error": "simulated kill of the caller"})
+        job = self.jobs.start(end, action, description, self.user, fault, lambda: self._kill(peer, action, end))
         return UfmResponse.json(202, None, {"Location": f"/ufmRest/jobs/{job.id}"})
+
+    @staticmethod
+    def _kill(peer: tuple[str, int] | None, action: str, end: End) -> None:
+        pid = kill_caller(peer)
+        sys.stderr.write(f"ufm-sim: kill fault: {action} {end.guid}_{end.port} done, caller {pid} killed\n")
 
     def ports(self, query: dict[str, list[str]]) -> list[dict[str, Any]]:
         """Every port UFM knows; `?system=<guid>` those of one system, `?active=true` the Active ones."""
@@ -193,7 +205,11 @@ async def main_async(args: argparse.Namespace) -> int:
     _ca, cert, key = make_certificates(args.cert_dir, [args.address])
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)
-    server = await asyncio.start_server(lambda r, w: serve(r, w, sim.handle), args.address, args.port, ssl=tls)
+    def connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> Any:
+        peer = w.get_extra_info("peername")
+        return serve(r, w, lambda request: sim.handle(request, peer[:2] if peer else None))
+
+    server = await asyncio.start_server(connection, args.address, args.port, ssl=tls)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -12,26 +12,18 @@ planned again though a port of one is disabled, and nothing disabled is sent aga
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from fabric.cli import main as fabric_main
-from fabric.design import load_design
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, PLANNED, Ledger, LedgerEntry
 from fabric.topology import End
-from fabric.ufm.client import UfmActuator, UfmClient
-from provision.site.credentials import Login, Secret
 from provision.state import StateStore
-from sim.ibfabric import IbFabric
+from tests.fabric.ports.ufmsim import phys, ufm_sim
 from tests.sites import copy_sim_site
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
@@ -55,32 +47,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]
     faults = tmp / "sim" / "ufm-faults.yml"
     faults.write_text(faults.read_text() + JOBS)
     site.write_text(site.read_text().replace("https://127.0.2.2:8443/", f"https://{ADDRESS}:{PORT}/"))
-    design = tmp / "sim" / "fabric" / "design.yml"
     state = tmp / "ibfabric.json"
-    with IbFabric(load_design(design), state_file=state):
-        env = {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD}
-        proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", ADDRESS, "--port", str(PORT),
-                                 "--ibsim-state", str(state), "--cert-dir", str(tmp), "--faults", str(faults),
-                                 "--design", str(design), "--poll-s", "30"], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-                assert time.monotonic() < deadline, "the UFM simulator did not start"
-                try:
-                    httpx.get(f"https://{ADDRESS}:{PORT}/", verify=False, timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            yield site, state
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+    with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, state, tmp, poll_s=30):
+        yield site, state
 
 
 def _run(site: Path, db: Path, state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -93,10 +62,7 @@ def _run(site: Path, db: Path, state: Path, capsys: pytest.CaptureFixture[str], 
 
 
 def _phys(ends: list[End]) -> list[str]:
-    async def read() -> list[str]:
-        async with UfmClient(f"https://{ADDRESS}:{PORT}", Login("admin", Secret(PASSWORD)), verify=False) as c:
-            return [(await UfmActuator(c).status(e)).phys for e in ends]
-    return asyncio.run(read())
+    return phys(f"https://{ADDRESS}:{PORT}", PASSWORD, *ends)
 
 
 def _ends(row: LedgerEntry) -> dict[str, tuple[str, str]]:

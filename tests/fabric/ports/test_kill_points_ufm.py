@@ -1,0 +1,197 @@
+"""`fabric ports apply --apply` and `reenable` killed (SIGKILL) at every point between intent and record,
+through the UFM simulator, and the next acting run reconciling what the killed one left in flight.
+
+The kill comes from the UFM stand-in, not from a hook in the product: the simulator's `kill` job fault
+(sim/ufm/faults.py, sim/ufm/callers.py) finds the process whose socket posted the action and sends it
+SIGKILL, either on the POST (`before`: the intent row written, nothing changed) or once the port changed and
+before the job says Completed (`after`). Each killed run is a real `python -m fabric.cli` process; the
+fabric is the lab's ibsim, which the simulated UFM changes with the real `ibportstate`.
+
+Three host links (A gpu-r1-05, B gpu-r1-07, C gpu-r2-06), each condemned by one 110 event in its own
+`--events` file so each run plans one link; an apply disables the HCA end first, a re-enable enables the
+switch end first. The issue's case is C: UFM disabled both ends and the run died before the `disabled`
+row, so the link is no longer discovered and a plain rerun never planned it again; its host stayed golden.
+
+The module takes about 60 s on this machine (seven CLI runs, five of them killed processes, each with live
+discovery and UFM jobs): the kill points are the behaviour, and each needs its own process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fabric.cli import main as fabric_main
+from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, REENABLING, Ledger, LedgerEntry
+from fabric.topology import End
+from provision.cli.context import open_store
+from provision.site import load_site
+from provision.state import State
+from tests.fabric.ports.ufmsim import phys, ufm_sim
+from tests.sites import copy_sim_site
+
+pytestmark = pytest.mark.tools("ibsim", "opensm")
+ADDRESS, PORT, PASSWORD = "127.0.2.204", 18446, "Ufm-kill-sim"
+NOW = "2026-12-01T12:00:00Z"
+
+
+@dataclass(frozen=True)
+class HostLink:
+    host: str
+    hca: End
+    switch: str
+    switch_end: End
+
+    @property
+    def link(self) -> str:
+        return "-".join(sorted(f"0x{e.guid}[{e.port}]" for e in (self.hca, self.switch_end)))
+
+    def event(self) -> str:
+        e = self.switch_end
+        return (f"2026-12-01 11:00:05.000 [1] [110] WARNING [Hardware] IBPort [default(34) / Switch: {self.switch} "
+                f"/ NA / {e.port}] [dev_id: {e.guid}]: Symbol error counter rate threshold exceeded\n")
+
+
+A = HostLink("gpu-r1-05", End("b8599f0300000210", 1), "leaf-A-r3-U38", End("0c42a10300000010", 5))
+B = HostLink("gpu-r1-07", End("b8599f0300000350", 1), "leaf-A-r3-U30", End("0c42a10300000050", 7))
+C = HostLink("gpu-r2-06", End("b8599f03000006e0", 1), "leaf-A-r3-U28", End("0c42a10300000060", 14))
+FAULTS = """jobs:
+  duration_s: 0.2
+  kill:
+    - {node: gpu-r1-05/mlx5_1, port: 1, action: disable, times: 1, when: before}  # A: intent, nothing sent
+    - {node: gpu-r1-07/mlx5_5, port: 1, action: disable, times: 1, when: after}   # B: its HCA end disabled
+    - {node: leaf-A-r3-U28, port: 14, action: disable, times: 1, when: after}     # C: both ends disabled
+    - {node: leaf-A-r3-U28, port: 14, action: enable, times: 1, when: before}     # re-enable C: intent only
+    - {node: leaf-A-r3-U30, port: 7, action: enable, times: 1, when: after}       # re-enable B: switch end up
+"""
+
+
+@dataclass(frozen=True)
+class Lab:
+    site: Path
+    db: Path
+    state: Path
+    events: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    tmp = tmp_path_factory.mktemp("ufmkill")
+    site = copy_sim_site(tmp / "sim")
+    faults = tmp / "sim" / "ufm-faults.yml"
+    faults.write_text(FAULTS)
+    site.write_text(site.read_text().replace("https://127.0.2.2:8443/", f"https://{ADDRESS}:{PORT}/"))
+    events = {}
+    for name, hl in (("A", A), ("B", B), ("C", C)):
+        events[name] = tmp / f"events-{name}.log"
+        events[name].write_text(hl.event())
+    db = tmp / "state" / "kill.db"
+    db.parent.mkdir()
+    with open_store(load_site(site), db) as store:
+        store.sync_site((h.hostname, h.rack) for h in load_site(site).hosts())
+        for hl in (A, B, C):
+            store.mark(hl.host, State.golden, reason="earned golden before the port apply (test setup)")
+    with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, tmp / "ibfabric.json", tmp, poll_s=600):
+        yield Lab(site, db, tmp / "ibfabric.json", events)
+
+
+def _env(lab: Lab) -> dict[str, str]:
+    return {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IBSIM_STATE": str(lab.state)}
+
+
+def _killed(lab: Lab, *args: str) -> None:
+    """Run the CLI in its own process, which the UFM stand-in kills (SIGKILL) at the fault's point."""
+    proc = subprocess.run([sys.executable, "-m", "fabric.cli", "ports", *args, "--site", str(lab.site),
+                           "--db", str(lab.db)], env=_env(lab), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr)
+
+
+def _apply(lab: Lab, events: str) -> tuple[str, ...]:
+    return ("apply", "--apply", "--events", str(lab.events[events]), "--now", NOW, "--job-timeout", "20s")
+
+
+def _run(lab: Lab, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    for key, value in _env(lab).items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    code = fabric_main(["ports", *args, "--site", str(lab.site), "--db", str(lab.db)])
+    return code, capsys.readouterr().out
+
+
+def _phys(*ends: End) -> list[str]:
+    return phys(f"https://{ADDRESS}:{PORT}", PASSWORD, *ends)
+
+
+def _current(lab: Lab) -> tuple[dict[str, LedgerEntry], dict[str, State]]:
+    with open_store(load_site(lab.site), lab.db) as store:
+        return Ledger(store).current(), {hl.host: store.get(hl.host).state for hl in (A, B, C)}
+
+
+def test_apply_killed_at_each_point_is_reconciled_by_the_next_run(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # A: killed after its `planned` row, before anything was sent; its host already left golden
+    _killed(lab, *_apply(lab, "A"))
+    rows, hosts = _current(lab)
+    assert rows[A.link].state == PLANNED and _phys(A.hca, A.switch_end) == ["LinkUp", "LinkUp"]
+    assert hosts[A.host] is State.failed  # a host behind an in-flight change is never golden
+
+    # B: killed once UFM disabled its HCA end; the run first found A untouched and recorded it not done
+    _killed(lab, *_apply(lab, "B"))
+    rows, hosts = _current(lab)
+    assert rows[A.link].state == APPLY_FAILED and "reconciled after an interrupted run" in rows[A.link].detail
+    assert all((e.done or "").startswith("not done") for e in rows[A.link].ends)
+    assert rows[B.link].state == PLANNED and _phys(B.hca, B.switch_end) == ["Disabled", "Polling"]
+    assert hosts[B.host] is State.failed
+
+    # C: killed once UFM disabled both ends (the issue's case); the run first finished B
+    _killed(lab, *_apply(lab, "C"))
+    rows, hosts = _current(lab)
+    assert rows[B.link].state == DISABLED and _phys(B.hca, B.switch_end) == ["Disabled", "Disabled"]
+    assert rows[C.link].state == PLANNED and _phys(C.hca, C.switch_end) == ["Disabled", "Disabled"]
+    assert hosts[C.host] is State.failed
+
+    # the next run, not killed: C recorded disabled with the evidence, its ticket printed, its host still out
+    code, out = _run(lab, monkeypatch, capsys, *_apply(lab, "C"), "--tickets")
+    assert code == 0, out
+    assert f"planned -> disabled     {C.link}: reconciled after an interrupted run" in out
+    assert f"--- ticket {C.link}" in out and "leaf-A-r3-U28" in out
+    rows, hosts = _current(lab)
+    assert rows[C.link].state == DISABLED and rows[C.link].evidence[-1]["kind"] == "reconciled"
+    assert {e.done for e in rows[C.link].ends} == {"already disabled (nothing sent) (found disabled after an "
+                                                   "interrupted run)"}
+    assert hosts == {A.host: State.configured, B.host: State.failed, C.host: State.failed}
+    # and a plain rerun converges: C is under repair, nothing in flight, nothing sent
+    code, out = _run(lab, monkeypatch, capsys, *_apply(lab, "C"))
+    assert code == 0 and "in flight" not in out and "0 link(s) to disable" in out, out
+
+
+def test_reenable_killed_at_each_point_is_reconciled_by_the_next_run(
+        lab: Lab, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    rows, _hosts = _current(lab)
+    if rows.get(C.link) is None or rows[C.link].state != DISABLED:
+        pytest.skip("needs the links the apply test disabled")
+    # C: killed on its first enable, nothing changed
+    _killed(lab, "reenable", C.link, "--repaired", "--window", "1s", "--train", "2s")
+    rows, hosts = _current(lab)
+    assert rows[C.link].state == REENABLING and _phys(C.hca, C.switch_end) == ["Disabled", "Disabled"]
+    assert hosts[C.host] is State.failed
+    # B: killed once its switch end was enabled (the repair not proven); the run first put C back
+    _killed(lab, "reenable", B.link, "--repaired", "--window", "1s", "--train", "2s")
+    rows, hosts = _current(lab)
+    assert rows[C.link].state == DISABLED and "reconciled after an interrupted run" in rows[C.link].detail
+    assert rows[B.link].state == REENABLING and _phys(B.hca, B.switch_end) == ["Disabled", "Polling"]
+    assert hosts[B.host] is State.failed
+    # the next acting run disables B's switch end again: the repair was never proven
+    code, out = _run(lab, monkeypatch, capsys, *_apply(lab, "C"))
+    assert code == 0 and f"reenabling -> disabled     {B.link}: reconciled after an interrupted run" in out, out
+    rows, hosts = _current(lab)
+    assert rows[B.link].state == DISABLED and _phys(B.hca, B.switch_end) == ["Disabled", "Disabled"]
+    assert hosts[B.host] is State.failed
