@@ -11,6 +11,7 @@ from itertools import groupby
 from provision.errors import BringupError
 from provision.site.index import SiteIndex
 from provision.state import State, StateStore
+from provision.state.intents import hosts_in_flight
 
 
 class HostfileFormat(StrEnum):
@@ -33,12 +34,14 @@ class HostfileError(BringupError):
 
 def golden_hosts(site: SiteIndex, store: StateStore) -> list[GoldenHost]:
     """Golden hosts that have GPUs: a controller or storage host that passed its checks is no slot for
-    a training job (it would be `slots=0` in a DeepSpeed hostfile)."""
+    a training job (it would be `slots=0` in a DeepSpeed hostfile). A host with a change in flight (a reset or
+    a deployment asked and not recorded yet, `provision.state.intents`) is left out until it is recorded."""
     by_name = {h.hostname: h for h in site.hosts}
+    in_flight = hosts_in_flight(store)
     return [
         GoldenHost(name, by_name[name].rack, by_name[name].gpus)
         for name in store.in_state(State.golden)
-        if name in by_name and by_name[name].gpus > 0
+        if name in by_name and by_name[name].gpus > 0 and name not in in_flight
     ]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -22,6 +22,11 @@ class PowerAction(StrEnum):
     off = "off"
     cycle = "cycle"
     status = "status"
+
+
+# The PowerState each reset bringup sends should leave the server in (what an intent's read-back looks for).
+RESET_TARGET = {"ForceOff": "Off", "On": "On", "ForceRestart": "On"}
+BOOT_KEYS = ("BootSourceOverrideTarget", "BootSourceOverrideEnabled")
 
 
 class PowerPolicy(StrEnum):
@@ -78,17 +83,23 @@ async def wait_power(client: RedfishClient, path: str, want: str, timeout_s: flo
 
 
 async def power(client: RedfishClient, system: Resource, action: PowerAction, *, timeout_s: float,
-                poll_s: float) -> dict[str, Any]:
-    """Carry out a power action and wait until PowerState says it happened. Returns what was done."""
+                poll_s: float, asking: Callable[[str], Awaitable[None]] | None = None) -> dict[str, Any]:
+    """Carry out a power action and wait until PowerState says it happened. Returns what was done.
+    `asking(reset type)` is awaited before each reset is sent (the caller's intent); a second reset is only
+    asked once the first one's read-back showed it done."""
     before = power_state(system)
     done: list[str] = []
     if action is PowerAction.status:
         return {"power_state": before, "health": (system.data.get("Status") or {}).get("HealthRollup")}
     if action in (PowerAction.off, PowerAction.cycle) and before != "Off":
+        if asking is not None:
+            await asking("ForceOff")
         await reset(client, system, "ForceOff")
         done.append("ForceOff")
         await wait_power(client, system.path, "Off", timeout_s, poll_s, "ForceOff")
     if action in (PowerAction.on, PowerAction.cycle) and (before != "On" or action is PowerAction.cycle):
+        if asking is not None:
+            await asking("On")
         await reset(client, system, "On")
         done.append("On")
         await wait_power(client, system.path, "On", timeout_s, poll_s, "On")

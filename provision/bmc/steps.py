@@ -6,6 +6,9 @@ records what it saw; the runner owns concurrency, deadlines, recording and progr
 A harvested PXE MAC is a host's identity (DHCP reservations, MAAS adoption): one already recorded for
 another host, or claimed by another host earlier in the same run, is not recorded again; the later host
 fails `duplicate_pxe_mac` naming the holder (a BMC reporting another server's NICs).
+pxe-boot and power write an intent before each boot override and reset they send (`provision.state.intents`),
+closed by the host's record (pxe-boot's move) or the read-back (power); on start, both read back the BMCs
+of the intents a dead run left open (`reconcile.py`) before acting.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from provision.bmc.harvest import check_inventory, find_system, harvest
 from provision.bmc.power import (
+    RESET_TARGET,
     PowerAction,
     PowerPolicy,
     arm_pxe_once,
@@ -28,15 +32,17 @@ from provision.bmc.power import (
     reset,
     wait_power,
 )
+from provision.bmc.reconcile import SYSTEM, reconcile_bmcs
 from provision.bmc.triage import HostProblem, triage
 from provision.errors import StateError
 from provision.ethernet.triage import SwitchTriage
-from provision.redfish import ClientOptions, RedfishClient, tls_context
+from provision.redfish import ClientOptions, RedfishClient, RedfishRequestRejected, RedfishUnsupported, tls_context
 from provision.site import Host, Site
 from provision.site.credentials import Login, login
 from provision.site.endpoints import join_host_port
 from provision.state import HostRecord, State, StateStore
 from provision.state.facts import HostFacts, facts_from_inventory, normalise_mac
+from provision.state.intents import Outcome
 from provision.steps.pipeline import HARVEST, POWER, PXE
 from provision.steps.runner import HostFailure, HostResult, Progress, Recording, RunLimits, Step, run_step
 
@@ -125,6 +131,20 @@ class BmcStep(Step):
     def skipped_data(self, host: Host, record: HostRecord) -> dict[str, Any]:
         return inventory_view(self.store.facts(host.hostname))
 
+    async def reconcile(self, hosts: Sequence[Host]) -> None:
+        """Before acting: the BMC changes a dead run asked for and never recorded, read back and recorded."""
+        self._reconciled = await reconcile_bmcs(self.store, hosts, self.session, command=self.command,
+                                                concurrency=self.options.concurrency,
+                                                timeout_s=self.options.host_timeout_s)
+
+    def reconciled(self, host: str) -> tuple[str, ...]:
+        return tuple(getattr(self, "_reconciled", {}).get(host, ()))
+
+    async def reset(self, rec: Recording, host: Host, bmc: RedfishClient, system: Any, kind: str) -> None:
+        """A reset, its intent on disk first."""
+        await rec.intend(host.hostname, SYSTEM, base_url(host), f"reset {kind}", RESET_TARGET[kind])
+        await reset(bmc, system, kind)
+
 
 DUPLICATE_REMEDIATION = (
     "two BMCs report the same PXE MAC: one of them reports another server's NICs (miscabled or mis-addressed "
@@ -199,24 +219,25 @@ class PxeStep(BmcStep):
         await super().prepare(hosts)
         # One query, in a thread: in the host tasks it would hold the loop 500 BMC conversations need.
         self._facts = await asyncio.to_thread(self.store.facts_many, [h.hostname for h in hosts])
+        await self.reconcile(hosts)
 
-    async def _power_cycle(self, bmc: RedfishClient, system: Any, armed: dict[str, Any], on: bool,
-                           policy: PowerPolicy) -> tuple[dict[str, Any], list[str]]:
+    async def _power_cycle(self, rec: Recording, host: Host, bmc: RedfishClient, system: Any, armed: dict[str, Any],
+                           on: bool, policy: PowerPolicy) -> tuple[dict[str, Any], list[str]]:
         opts = self.options
         resets: list[str] = []
         if on and policy is PowerPolicy.restart:
-            await reset(bmc, system, "ForceRestart")
+            await self.reset(rec, host, bmc, system, "ForceRestart")
             resets.append("ForceRestart")
         elif on:
-            await reset(bmc, system, "ForceOff")
+            await self.reset(rec, host, bmc, system, "ForceOff")
             resets.append("ForceOff")
             off = await wait_power(bmc, system.path, "Off", opts.power_timeout_s, opts.poll_s, "ForceOff")
             if "boot_armed" not in armed:
                 armed = confirm_armed(armed, off)
-            await reset(bmc, system, "On")
+            await self.reset(rec, host, bmc, system, "On")
             resets.append("On")
         else:
-            await reset(bmc, system, "On")
+            await self.reset(rec, host, bmc, system, "On")
             resets.append("On")
         return armed, resets
 
@@ -237,8 +258,10 @@ class PxeStep(BmcStep):
             # Off first: the reads waiting for Off show the override before any boot, so they double as
             # its check; otherwise the check is a read of its own before the reset.
             off_first = on and policy is PowerPolicy.off_on
+            override = "Pxe/Once" + (f"/{boot_mode}" if boot_mode else "")
+            await rec.intend(host.hostname, SYSTEM, base_url(host), "boot override", override)
             armed = await arm_pxe_once(bmc, system, boot_mode, verify=not off_first)
-            armed, resets = await self._power_cycle(bmc, system, armed, on, policy)
+            armed, resets = await self._power_cycle(rec, host, bmc, system, armed, on, policy)
             after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
         boot_after = after.data.get("Boot") or {}
         facts = self._facts.get(host.hostname) or HostFacts()
@@ -258,11 +281,38 @@ class PowerStep(BmcStep):
         super().__init__(site, store, options)
         self.action = action
 
+    @property
+    def command(self) -> str:
+        return f"power {self.action.value}"
+
+    async def prepare(self, hosts: Sequence[Host]) -> None:
+        await super().prepare(hosts)
+        if self.action is not PowerAction.status:
+            await self.reconcile(hosts)
+
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         opts = self.options
+        name = host.hostname
+
+        async def asking(kind: str) -> None:
+            # power() asks for a second reset only once the first one's read-back showed it done
+            await rec.settle(name, Outcome.confirmed, {"power_state": RESET_TARGET[kind]})
+            await rec.intend(name, SYSTEM, base_url(host), f"reset {kind}", RESET_TARGET[kind])
+
         async with self.session(host) as bmc:
             system = await find_system(bmc)
-            return await power(bmc, system, self.action, timeout_s=opts.power_timeout_s, poll_s=opts.poll_s)
+            try:
+                done = await power(bmc, system, self.action, timeout_s=opts.power_timeout_s, poll_s=opts.poll_s,
+                                   asking=asking)
+            except HostProblem as problem:  # the read-back shows the reset did not take
+                await rec.settle(name, Outcome.failed, {"reason": problem.reason, **problem.evidence})
+                raise
+            except (RedfishRequestRejected, RedfishUnsupported) as exc:  # refused: the BMC did nothing
+                await rec.settle(name, Outcome.failed, {"refused": str(exc)})
+                raise
+            # Anything else (no answer, the deadline) leaves the intent open: the next run reads the BMC.
+        await rec.settle(name, Outcome.confirmed, {"power_state": done["power_state"]})
+        return done
 
     async def run(self, hosts: Sequence[Host], progress: Progress | None = None) -> list[HostResult]:
         """Every given host, whatever its state; nothing is recorded (power is no lifecycle move)."""

@@ -12,7 +12,7 @@ import typer
 from provision.cli.app import Common, HostsOpt, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
-from provision.cli.step_view import with_progress
+from provision.cli.step_view import render_reconciled, with_progress
 from provision.errors import BringupError
 from provision.site.model import Maas
 from provision.site.select import select_hosts
@@ -88,7 +88,8 @@ def deploy(
     failed = [r for r in results if r.state is State.failed]
     if common.json_out:
         emit_json([{"host": r.host, "state": r.state.value if r.state else None, "reason": r.reason,
-                    "detail": r.detail, "remediation": r.remediation, "system_id": r.data.get("system_id")}
+                    "detail": r.detail, "remediation": r.remediation, "system_id": r.data.get("system_id"),
+                    "reconciled": list(r.reconciled)}
                    for r in results])
     else:
         from rich.table import Table
@@ -102,6 +103,7 @@ def deploy(
             table.add_row(esc(r.host), f"[{style}]{state}[/]", esc(r.reason or ""), esc(r.detail),
                           esc(r.remediation))
         console.print(table)
+        render_reconciled(results)
         deployed = sum(r.state is State.deployed for r in results)
         console.print(f"{deployed} deployed, {len(failed)} failed, {len(results) - deployed - len(failed)} skipped")
     if failed:

@@ -27,7 +27,16 @@ def result_json(r: HostResult) -> dict[str, Any]:
         out["data"] = r.data
     else:
         out["evidence"] = r.data
+    if r.reconciled:
+        out["reconciled"] = list(r.reconciled)
     return out
+
+
+def render_reconciled(results: list[HostResult]) -> None:
+    """What the run found on its start of a dead run's changes and recorded, a line each."""
+    for r in results:
+        for line in r.reconciled:
+            console.print(f"[yellow]reconciled[/] {esc(line)}")
 
 
 def counts(results: list[HostResult]) -> dict[str, int]:
@@ -38,8 +47,10 @@ def counts(results: list[HostResult]) -> dict[str, int]:
 
 
 def render_failures(results: list[HostResult]) -> None:
+    """The reconciled lines, then the failed-hosts table and the triage line."""
     from rich.table import Table
 
+    render_reconciled(results)
     failed = [r for r in results if r.failed]
     if not failed:
         return

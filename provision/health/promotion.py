@@ -1,6 +1,7 @@
 """Earning the golden state: a host is golden once healthy and burned in, or healthy alone on a site
 whose policy does not require burn-in (`policy.golden_requires_burn_in: false`). Losing it needs nothing
-here: any later failure moves the host to `failed`, and it earns golden again from there.
+here: any later failure moves the host to `failed`, and it earns golden again from there. A host with a change
+in flight (an open intent, `provision.state.intents`) is not promoted until that change is recorded.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from provision.firmware.gate import off_baseline
 from provision.site.model import Host, Site
 from provision.state import HostRecord, Move, State, StateStore
+from provision.state.intents import hosts_in_flight, in_flight_line
 from provision.steps.pipeline import GOLDEN
 from provision.steps.runner import HostResult, Progress, Recording, RunLimits, Step, run_step
 
@@ -31,11 +34,17 @@ class GoldenStep(Step):
         self.sources = promotion_sources(site)
         # Burn-in is passed over only where the site does not require it.
         self._skip = frozenset({State.burned_in}) if State.healthy in self.sources else frozenset()
+        self._in_flight = hosts_in_flight(store)
+        self._off_baseline = off_baseline(site, store)  # policy.golden_requires_baseline
 
     def limits(self) -> RunLimits:
         return RunLimits(concurrency=1024, host_timeout_s=60.0)
 
     def skip_reason(self, record: HostRecord) -> str | None:
+        if record.state in self.sources and record.hostname in self._in_flight:
+            return f"not promoted: {in_flight_line(self._in_flight[record.hostname])}"
+        if record.state in self.sources and record.hostname in self._off_baseline:
+            return f"not promoted: off its firmware baseline ({self._off_baseline[record.hostname]})"
         if record.state in self.sources:
             return None
         return f"{record.state.value}: not eligible for golden (needs {' or '.join(s.value for s in self.sources)})"

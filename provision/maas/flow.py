@@ -12,6 +12,9 @@ host's hostname but none of that MAC is another server, and the host fails `maas
 with nothing asked of that machine.
 BMC credentials are resolved once each, before the fan-out; one that cannot be fails only the hosts
 that need it (`credential_unresolved`).
+Each action asked of MAAS (enlist, commission, allocate, deploy, release) is an intent on disk first, closed
+by the host's next move (`provision.state.intents`); those a killed run left open are read back from MAAS
+before this run acts (`reconcile.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +31,7 @@ from provision.ethernet.triage import SwitchTriage
 from provision.maas.client import MaasClient
 from provision.maas.errors import MaasConflict, MaasError, MaasUnreachable, MaasValidationError
 from provision.maas.machine import MaasMachine, MaasStatus
+from provision.maas.reconcile import ENLIST, SYSTEM, reconcile_maas
 from provision.site.credentials import Login, login
 from provision.site.endpoints import join_host_port
 from provision.site.model import Host, Site
@@ -53,6 +57,9 @@ IDENTITY_REMEDIATION = (
     "the MAAS machine with the host's name has none of the host's harvested PXE MAC: if it is another server, "
     "rename or delete it in MAAS; if it is this server with different NICs, re-run `provision harvest-macs` for "
     "the host; then deploy again")
+
+
+Asking = Callable[[str, str, str], Awaitable[None]]  # (action, system id, target): the intent, before the call
 
 
 def identity_macs(machine: MaasMachine) -> set[str]:
@@ -92,6 +99,7 @@ class MaasDeployStep(Step):
         self._known: dict[str, MaasMachine] = {}
         self._by_mac: dict[str, MaasMachine] = {}
         self._facts: dict[str, HostFacts] = {}
+        self._reconciled: dict[str, list[str]] = {}
 
     def limits(self) -> RunLimits:
         return RunLimits(self.options.concurrency, self.options.host_timeout_s)
@@ -125,9 +133,14 @@ class MaasDeployStep(Step):
         self._known = {m.hostname: m for m in machines}
         self._by_mac = {mac: m for m in machines for mac in identity_macs(m)}
         self._facts = await asyncio.to_thread(self.store.facts_many, [h.hostname for h in hosts])
+        self._reconciled = await asyncio.to_thread(reconcile_maas, self.store, [h.hostname for h in hosts],
+                                                   machines, self._by_mac, command=self.command)
         # ansible-vault runs in a thread: not on the event loop. Hosts MAAS already holds need no credential.
         fresh = [h for h in hosts if h.hostname not in self._known and self._pxe_mac(h) not in self._by_mac]
         await asyncio.to_thread(self._resolve_logins, fresh)
+
+    def reconciled(self, host: str) -> tuple[str, ...]:
+        return tuple(self._reconciled.get(host, ()))
 
     def _pxe_mac(self, host: Host) -> str | None:
         return (self._facts.get(host.hostname) or HostFacts()).pxe_mac
@@ -182,7 +195,7 @@ class MaasDeployStep(Step):
                 raise HostFailure("maas_timeout", f"still {machine.status_name} at the deadline", _evidence(machine))
             await asyncio.sleep(self.options.poll_s)
 
-    async def _enlist(self, host: Host) -> tuple[MaasMachine, bool, dict[str, Any]]:
+    async def _enlist(self, host: Host, rec: Recording) -> tuple[MaasMachine, bool, dict[str, Any]]:
         """The host's MAAS machine, whether this run created it (with commissioning asked), and how a
         machine MAAS already held was identified as the host's."""
         facts = self._facts.get(host.hostname) or HostFacts()
@@ -194,6 +207,7 @@ class MaasDeployStep(Step):
             return held, False, how
         bmc_login = self._login(host)
         ordered = [pxe, *[m for m in macs if m != pxe]]
+        await rec.intend(host.hostname, SYSTEM, pxe, ENLIST, "a machine commissioning")
         try:
             created = await self.client.create_machine(
                 hostname=host.hostname,
@@ -210,12 +224,14 @@ class MaasDeployStep(Step):
             raise HostFailure("maas_enlist_rejected", str(exc), {"fields": exc.fields}) from None
         return created, True, {}
 
-    async def _commissioned(self, machine: MaasMachine, created: bool, deadline: float) -> MaasMachine:
+    async def _commissioned(self, machine: MaasMachine, created: bool, deadline: float,
+                            asking: Asking) -> MaasMachine:
         """Take a machine that is not yet commissioned to READY: (re)commission it or wait for the
         commissioning that runs; a status that is neither (Broken, Rescue mode, ...) is a conflict."""
         status = machine.status
         just_created = created and status is MaasStatus.NEW  # its commissioning is starting
         if status in COMMISSION and not just_created:
+            await asking("commission", machine.system_id, "Ready")
             machine = await self.client.commission(machine.system_id)
         elif status not in COMMISSIONING_NOW and not just_created:
             raise HostFailure(
@@ -246,21 +262,26 @@ class MaasDeployStep(Step):
     async def _work(self, host: Host, rec: Recording) -> dict[str, Any]:
         deadline = time.monotonic() + self.options.host_timeout_s
         name = host.hostname
-        machine, created, how = await self._enlist(host)
+        machine, created, how = await self._enlist(host, rec)
+
+        async def asking(action: str, system_id: str, target: str) -> None:
+            await rec.intend(name, SYSTEM, system_id, action, target)
+
         await rec.move(name, State.enlisted, {**_evidence(machine), **how},
                        facts={"maas_system_id": machine.system_id})
         # MAAS is the truth about how far a machine got: commission only what has not been.
         if machine.status not in COMMISSIONED:
-            machine = await self._commissioned(machine, created, deadline)
+            machine = await self._commissioned(machine, created, deadline, asking)
         await rec.move(name, State.commissioned, _evidence(machine))
-        machine = await self._deployed(machine, deadline)
+        machine = await self._deployed(machine, deadline, asking)
         facts = {"os_address": machine.ip_addresses[0]} if machine.ip_addresses else None
         await rec.move(name, State.deployed, _evidence(machine), facts=facts)
         return {"system_id": machine.system_id, **_evidence(machine), **how}
 
-    async def _deployed(self, machine: MaasMachine, deadline: float) -> MaasMachine:
+    async def _deployed(self, machine: MaasMachine, deadline: float, asking: Asking) -> MaasMachine:
         """A commissioned machine deployed: released first when an earlier deployment failed."""
         if machine.status is MaasStatus.FAILED_DEPLOYMENT:
+            await asking("release", machine.system_id, "Ready")
             machine = await self.client.release(machine.system_id)
         if machine.status in RELEASING_NOW:
             # MAAS powers the machine off (and may erase its disks) before it is READY again.
@@ -269,8 +290,10 @@ class MaasDeployStep(Step):
                 raise HostFailure("maas_release_failed", f"{machine.status_name}: {machine.status_message}",
                                   _evidence(machine))
         if machine.status is MaasStatus.READY:
+            await asking("allocate", machine.system_id, "Allocated")
             machine = await self.client.allocate(machine.system_id)
         if machine.status is MaasStatus.ALLOCATED:
+            await asking("deploy", machine.system_id, "Deployed")
             machine = await self.client.deploy(machine.system_id, distro_series=self.options.distro_series)
         machine = await self._wait(machine.system_id, {MaasStatus.DEPLOYED}, {MaasStatus.DEPLOYING}, deadline)
         if machine.status is not MaasStatus.DEPLOYED:

@@ -42,7 +42,8 @@ class Event:
 @dataclass(frozen=True)
 class Change:
     """One requested move, for `transition_many`; `facts` (host facts learnt on the way, see
-    `provision.state.facts`) are written in the move's transaction, or not at all."""
+    `provision.state.facts`) are written in the move's transaction, or not at all, and so are the
+    intents it `settles` (`provision.state.intents`: the changes asked of peers that this move records)."""
 
     host: str
     to: State
@@ -51,6 +52,7 @@ class Change:
     evidence: Any = None
     may_skip: frozenset[State] = field(default_factory=frozenset)
     facts: Mapping[str, Any] | None = None
+    settles: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from provision.errors import IllegalTransition, StateError, UnknownHost
 from provision.state.facts import HostFacts
 from provision.state.facts_table import read_facts, read_many, write_facts
 from provision.state.integrity import damaged, guarded, quick_check, read_failure
+from provision.state.intent_table import Outcome, close_rows, this_run
 from provision.state.lifecycle import State, check_transition, parse_state, reached
 from provision.state.migrate import SCHEMA_VERSION, upgrade
 from provision.state.opening import (
@@ -265,6 +266,9 @@ class StateStore:
 
     def _apply(self, db: sqlite3.Connection, change: Change, now: float) -> Move:
         current = _current(db, change.host)
+        if change.settles:  # the record of the changes asked of peers: closed with it, or not at all
+            close_rows(db, change.settles, Outcome.recorded, {"state": change.to.value, "reason": change.reason},
+                       run=this_run(), at=now)
         if change.to is State.failed:
             if not change.reason or not _REASON.match(change.reason):
                 raise StateError(

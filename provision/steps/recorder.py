@@ -3,23 +3,41 @@
 Each caller awaits until its change is committed (so `kill -9` afterwards loses nothing it was told
 is recorded). Changes that arrive while a commit is running go into the next one, so 500 hosts
 finishing together cost a handful of SQLite transactions, not 500 fsyncs, and no caller waits longer
-than one commit for its turn. One writer thread owns the writes.
+than one commit for its turn. One writer thread owns the writes. Intents (`provision.state.intents`: a
+change about to be asked of a peer, or its close) go through the same writer: an intent's caller awaits it on
+disk before it makes the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from provision.errors import StateError
 from provision.state import Change, Move, StateStore
+from provision.state.intents import Ask, Outcome, begin_in, close
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Intents to close, with how and what the run saw."""
+
+    ids: tuple[int, ...]
+    outcome: Outcome
+    observed: Mapping[str, Any] | None
+
+
+Write = Change | Ask | Settle
+Written = Move | int | None
 
 
 @dataclass
 class _Pending:
-    change: Change
-    done: asyncio.Future[Move] = field(repr=False)
+    change: Write
+    done: asyncio.Future[Written] = field(repr=False)
 
 
 class Recorder:
@@ -31,6 +49,20 @@ class Recorder:
         self.commits = 0
 
     async def write(self, change: Change) -> Move:
+        outcome = await self._submit(change)
+        assert isinstance(outcome, Move)
+        return outcome
+
+    async def intend(self, ask: Ask) -> int:
+        """Write an intent; its id, once it is on disk."""
+        written = await self._submit(ask)
+        assert isinstance(written, int)
+        return written
+
+    async def settle(self, settle: Settle) -> None:
+        await self._submit(settle)
+
+    async def _submit(self, change: Write) -> Written:
         loop = asyncio.get_running_loop()
         item = _Pending(change, loop.create_future())
         self._pending.append(item)
@@ -65,8 +97,26 @@ class Recorder:
                     item.done.set_exception(StateError("the state writer stopped: this change may not have been "
                                                        "committed"))
 
-    def _commit(self, changes: list[Change]) -> list[Move | BaseException]:
+    def _commit(self, writes: list[Write]) -> list[Written | BaseException]:
         self.commits += 1
+        out: dict[int, Written | BaseException] = {}
+        intents = [(i, w) for i, w in enumerate(writes) if not isinstance(w, Change)]
+        if intents:  # before the moves: a move of the same batch may settle an intent written here
+            with self.store.transaction() as db:
+                for i, w in intents:
+                    if isinstance(w, Ask):
+                        out[i] = begin_in(db, w)
+                    else:
+                        close(db, w.ids, w.outcome, w.observed)
+                        out[i] = None
+        moves = [(i, w) for i, w in enumerate(writes) if isinstance(w, Change)]
+        for (i, _), moved in zip(moves, self._moves([w for _, w in moves]), strict=True):
+            out[i] = moved
+        return [out[i] for i in range(len(writes))]
+
+    def _moves(self, changes: list[Change]) -> list[Move | BaseException]:
+        if not changes:
+            return []
         try:
             return list(self.store.transition_many(changes))
         except StateError:

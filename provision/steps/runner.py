@@ -14,14 +14,15 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from provision.errors import BringupError, IllegalTransition, StateError
 from provision.metrics.stages import write_stage
 from provision.site.model import Host
 from provision.state import Change, HostRecord, Move, State, StateStore
-from provision.steps.recorder import Recorder
+from provision.state.intents import Ask, Outcome
+from provision.steps.recorder import Recorder, Settle
 from provision.steps.spec import StepSpec
 
 
@@ -49,6 +50,8 @@ class HostResult:
     data: dict[str, Any] = field(default_factory=dict)
     remediation: str = ""
     state: State | None = None  # where the host is after this run, as far as the run knows
+    # What this run found on its start of a dead run's changes to the host that were never recorded, and recorded
+    reconciled: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -60,21 +63,51 @@ Progress = Callable[[HostResult], None]
 
 
 class Recording:
-    """What a step's per-host work uses to record moves (and the facts learnt with them)."""
+    """What a step's per-host work uses to record moves (and the facts learnt with them), and the intents
+    before each change it asks of a peer (`provision.state.intents`): a host's next move closes the intents
+    the run holds for it, in the move's transaction; `settle` closes them without a move."""
 
     def __init__(self, recorder: Recorder | None, command: str) -> None:
         self._recorder = recorder
         self.command = command
         self.reached: dict[str, State] = {}
+        self._open: dict[str, list[int]] = {}
+
+    def _writer(self) -> Recorder:
+        if self._recorder is None:
+            raise StateError(f"{self.command}: this run records nothing (no state store)")
+        return self._recorder
 
     async def move(self, host: str, to: State, evidence: Any = None, *, facts: Mapping[str, Any] | None = None,
                    may_skip: frozenset[State] = frozenset(), reason: str | None = None) -> Move:
-        if self._recorder is None:
-            raise StateError(f"{self.command}: this run records nothing (no state store)")
-        change = Change(host, to, self.command, reason=reason, evidence=evidence, may_skip=may_skip, facts=facts)
-        outcome = await self._recorder.write(change)
+        held = tuple(self._open.get(host, ()))
+        change = Change(host, to, self.command, reason=reason, evidence=evidence, may_skip=may_skip, facts=facts,
+                        settles=held)
+        outcome = await self._writer().write(change)
+        self._forget(host, held)
         self.reached[host] = outcome.after
         return outcome
+
+    async def intend(self, host: str, system: str, subject: str, action: str, target: str) -> int:
+        """Before asking `system` (its `subject`) to make a change on the host's behalf: the intent, on disk
+        when this returns."""
+        found = await self._writer().intend(Ask(host, system, subject, action, target, self.command))
+        self._open.setdefault(host, []).append(found)
+        return found
+
+    async def settle(self, host: str, outcome: Outcome, observed: Mapping[str, Any] | None) -> None:
+        """Close the intents this run holds for the host, with what it read back (or why it did not happen)."""
+        held = tuple(self._open.get(host, ()))
+        if held:
+            await self._writer().settle(Settle(held, outcome, observed))
+            self._forget(host, held)
+
+    def _forget(self, host: str, ids: tuple[int, ...]) -> None:
+        left = [i for i in self._open.get(host, ()) if i not in ids]
+        if left:
+            self._open[host] = left
+        else:
+            self._open.pop(host, None)
 
 
 class Step(ABC):
@@ -110,6 +143,11 @@ class Step(ABC):
     def skipped_data(self, host: Host, record: HostRecord) -> dict[str, Any]:
         """What a skipped host's result shows (e.g. what an earlier run learnt)."""
         return {}
+
+    def reconciled(self, host: str) -> tuple[str, ...]:
+        """What `prepare` found of a dead run's unrecorded changes to the host, read back from the peer and
+        recorded (`provision.state.intents`); a line each."""
+        return ()
 
     async def prepare(self, hosts: Sequence[Host]) -> None:  # noqa: B027 (most steps need nothing first)
         """Once, before any host is touched (resolve credentials, read facts)."""
@@ -191,6 +229,7 @@ async def run_step(step: Step, store: StateStore | None, hosts: Sequence[Host], 
     finally:
         if recorder is not None:
             await recorder.close()
+    done = [replace(r, reconciled=lines) if (lines := step.reconciled(r.host)) else r for r in done]
     if store is not None:  # every stage leaves its Prometheus textfile metrics (provision/metrics/stages.py)
         write_stage(store, step.spec.name, done + skipped, started, time.time())
     return done + skipped

@@ -1,0 +1,206 @@
+"""`provision power cycle` and `provision pxe-boot` killed (SIGKILL, no handler runs) at every point between
+the intent written before a BMC change and its record: the BMC request arriving (nothing done), the BMC
+having acted (its answer never arrives), and the read-back that shows it done. Each kill leaves an open
+intent and the host out of golden; the next run reads the BMC for it, records what the BMC really shows in
+the host's history, says so in its output, and then does its own work. The kills come from a wrapper in
+front of one simulated BMC (`killing_sim.py`), never from product code.
+
+Each matrix runs its CLI processes at once (one host each): a kill ends the whole process, so one process
+can die only once. Behaviour of the BMC: the simulator's (DSP0266 resets, a Once override consumed by the
+boot it causes, PowerState PoweringOn/Off while a change is under way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provision.bmc import HarvestStep
+from provision.cli import main
+from provision.hostfiles import golden_hosts
+from provision.site import load_site
+from provision.site.index import load_index
+from provision.state import State, StateStore
+from provision.state.intents import RECONCILED, open_intents
+from provision.state.opening import SiteIdentity
+from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint
+from tests.redfish.simlab import PASSWORD_VAR, free_port, new_password, write_site
+
+HOSTS = 12
+
+
+@dataclass
+class Lab:
+    site: Path
+    db: Path
+    sim: InProcessSim
+    env: dict[str, str]
+    cli: CliProcesses
+
+    def store(self) -> StateStore:
+        loaded = load_site(self.site)
+        store = StateStore(self.db, site=SiteIdentity.of(loaded.name, loaded.path))
+        store.sync_site((h.hostname, h.rack) for h in loaded.hosts())
+        return store
+
+    def killed_runs(self, argv: list[str], points: dict[str, KillPoint]) -> None:
+        """One CLI process per host, all at once, each killed by its host's BMC at its point."""
+        boxes: dict[str, dict[str, int]] = {host: {} for host in points}
+        for host, point in points.items():
+            self.sim.arm(host, point, functools.partial(boxes[host].get, "pid"))
+        runs = {}
+        try:
+            for host in points:
+                runs[host] = self.cli.start([*argv, "--site", str(self.site), "--db", str(self.db), "--hosts", host,
+                                             "--poll", "0.05", "--json"], self.env)
+                boxes[host]["pid"] = runs[host].pid or 0
+            for host, run in runs.items():
+                run.join(timeout=90)
+                assert run.exitcode == -signal.SIGKILL, f"{host} ({points[host].name}): exit {run.exitcode}"
+        finally:
+            for host, run in runs.items():
+                if run.is_alive():
+                    run.kill()
+                    run.join(timeout=10)
+                self.sim.disarm(host)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    tmp = tmp_path_factory.mktemp("intent-kills")
+    password = new_password()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PASSWORD_VAR, password)
+        site = write_site(tmp, HOSTS, free_port())
+        (tmp / "state").mkdir()
+        sim = InProcessSim(site, tmp / "certs", power_delay_s=0.1)
+        try:
+            lab = Lab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password}, CliProcesses())
+            with lab.store() as store:
+                loaded = load_site(site)
+                results = asyncio.run(HarvestStep(loaded, store).run(loaded.hosts()))
+                assert all(r.ok for r in results)
+            yield lab
+            lab.cli.close()
+        finally:
+            sim.stop()
+
+
+def _cli(capsys: pytest.CaptureFixture[str], lab: Lab, *argv: str) -> tuple[int, Any]:
+    capsys.readouterr()
+    code = main([*argv, "--site", str(lab.site), "--db", str(lab.db), "--poll", "0.05", "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _golden(lab: Lab, store: StateStore) -> set[str]:
+    return {h.hostname for h in golden_hosts(load_index(lab.site), store)}
+
+
+# (kill point, the intent left open last, what the next run reads from the BMC for it)
+POWER_CYCLE = {
+    "h000": (KillPoint("ForceOff arriving", "POST", acted=False, reset="ForceOff"), "reset ForceOff",
+             "BMC says On (not as asked), recorded"),
+    "h001": (KillPoint("ForceOff done, answer lost", "POST", acted=True, reset="ForceOff"), "reset ForceOff",
+             "BMC says Off (as asked), recorded"),
+    "h002": (KillPoint("On arriving", "POST", acted=False, reset="On"), "reset On",
+             "BMC says Off (not as asked), recorded"),
+    "h003": (KillPoint("On done, answer lost", "POST", acted=True, reset="On"), "reset On",
+             "BMC says On (as asked), recorded"),
+    "h004": (KillPoint("read-back showing On", "GET", acted=True, reset="On", power="On"), "reset On",
+             "BMC says On (as asked), recorded"),
+}
+
+
+def test_power_cycle_killed_at_every_point_is_recorded_from_the_bmc_by_the_next_run(
+        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = sorted(POWER_CYCLE)
+    with lab.store() as store:
+        for host in hosts:
+            store.mark(host, State.golden, reason="test: a golden host power-cycled")
+            lab.sim.set_power(host, "On")
+        assert _golden(lab, store) >= set(hosts)
+        lab.killed_runs(["power", "cycle"], {h: point for h, (point, _, _) in POWER_CYCLE.items()})
+        left = open_intents(store, hosts=hosts, dead_only=True)
+        assert {i.host for i in left} == set(hosts)
+        for host, (point, action, _) in POWER_CYCLE.items():
+            assert [i.action for i in left if i.host == host] == [action], point.name
+        assert _golden(lab, store).isdisjoint(hosts)  # a host behind an unrecorded change is not golden
+        for host in hosts:
+            lab.sim.settled(host)
+
+        code, out = _cli(capsys, lab, "power", "cycle", "--hosts", ",".join(hosts))
+        assert code == 0
+        results = {r["host"]: r for r in out["hosts"]}
+        for host, (point, action, said) in POWER_CYCLE.items():
+            line = results[host]["reconciled"][-1]
+            assert "died after asking BMC https://" in line and f"for {action} of {host}" in line, point.name
+            assert line.endswith(said), f"{point.name}: {line}"
+            note = store.history(host)[-1]
+            assert note.reason == RECONCILED and note.command == "power cycle"
+            assert note.evidence["observed"]["power_state"] == said.split()[2]
+            assert note.evidence["intents"][-1]["asked_by"]["command"] == "power cycle"
+            assert results[host]["ok"] and results[host]["data"]["power_state"] == "On"
+        assert open_intents(store, hosts=hosts) == []
+        assert _golden(lab, store) >= set(hosts)  # recorded: golden again, as the store still says
+        code, out = _cli(capsys, lab, "power", "on", "--hosts", ",".join(hosts))
+        assert code == 0 and all("reconciled" not in r for r in out["hosts"])  # nothing left to reconcile
+
+
+# Hosts off before pxe-boot: PATCH the override, On. Hosts on (the site's off-on policy): PATCH, ForceOff, On.
+PXE_BOOT = {
+    "h005": ("Off", KillPoint("override PATCH arriving", "PATCH", acted=False),
+             ["boot override: BMC says boot override None/Disabled, PowerState Off"]),
+    "h006": ("Off", KillPoint("override set, answer lost", "PATCH", acted=True),
+             ["boot override: BMC says boot override Pxe/Once, PowerState Off"]),
+    "h007": ("Off", KillPoint("On arriving", "POST", acted=False, reset="On"),
+             ["boot override: BMC says boot override Pxe/Once, PowerState Off",
+              "reset On: BMC says Off (not as asked)"]),
+    "h008": ("Off", KillPoint("On done, answer lost", "POST", acted=True, reset="On"),
+             ["boot override: BMC says boot override None/Disabled, PowerState On",  # the boot used it
+              "reset On: BMC says On (as asked)"]),
+    "h009": ("Off", KillPoint("read-back showing On", "GET", acted=True, reset="On", power="On"),
+             ["boot override: BMC says boot override None/Disabled, PowerState On",
+              "reset On: BMC says On (as asked)"]),
+    "h010": ("On", KillPoint("ForceOff arriving", "POST", acted=False, reset="ForceOff"),
+             ["boot override: BMC says boot override Pxe/Once, PowerState On",
+              "reset ForceOff: BMC says On (not as asked)"]),
+    "h011": ("On", KillPoint("ForceOff done, answer lost", "POST", acted=True, reset="ForceOff"),
+             ["boot override: BMC says boot override Pxe/Once, PowerState Off",
+              "reset ForceOff: BMC says Off (as asked)"]),
+}
+
+
+def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finished(
+        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = sorted(PXE_BOOT)
+    with lab.store() as store:
+        for host, (power, _, _) in PXE_BOOT.items():
+            lab.sim.set_power(host, power)
+        lab.killed_runs(["pxe-boot"], {h: point for h, (_, point, _) in PXE_BOOT.items()})
+        for host, (_, point, said) in PXE_BOOT.items():
+            assert store.get(host).state is State.macs_harvested, point.name  # nothing recorded
+            assert len(open_intents(store, hosts=[host], dead_only=True)) == len(said), point.name
+            lab.sim.settled(host)
+        boots_before = {h: list(lab.sim.bmc(h).boots) for h in hosts}
+
+        code, out = _cli(capsys, lab, "pxe-boot", "--hosts", ",".join(hosts))
+        assert code == 0
+        results = {r["host"]: r for r in out["hosts"]}
+        for host, (_, point, said) in PXE_BOOT.items():
+            lines = results[host]["reconciled"]
+            assert [f"{line.split(' for ')[1].split(' of ')[0]}: {line.split('; ')[1]}" for line in lines] == \
+                [s + ", recorded" for s in said], point.name
+            history = store.history(host)
+            assert [e.reason or e.to_state.value for e in history[-2:]] == [RECONCILED, "pxe_armed"], point.name
+            assert history[-2].command == "pxe-boot"
+            assert lab.sim.bmc(host).boots[len(boots_before[host]):] == ["Pxe"]  # this run's own boot
+        assert open_intents(store, hosts=hosts) == []
