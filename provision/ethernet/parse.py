@@ -1,5 +1,9 @@
 """A switch's answers as rows, parsed with ntc-templates (the maintained TextFSM templates), or with our own
 TextFSM templates (`nos_templates.py`) for the platforms ntc-templates 9.3 has none for (dell_os10, sonic).
+ntc-templates does the job as is for NX-OS and EOS MAC tables, LLDP details, EOS port status and NX-OS's
+error-disabled listing; NX-OS port status uses its template with the real `linkFlapE` word added, which the
+original refuses (tests/ethernet/test_netmiko_conformance.py reads the simulator through netmiko's own
+`use_textfsm` path and checks both give the facts this module gives).
 
 Each platform has the commands it is asked and the header its real output starts its table with: an
 answer without that header is an unknown format (a different NOS release, an error message, a login

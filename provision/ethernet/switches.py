@@ -7,6 +7,13 @@ cap, and a switch that pages although netmiko turned paging off (`terminal lengt
 shell has no pager) is caught by its `--More--` prompt rather than waited on. Any failure makes the
 switch's view `unknown` with the reason; the password (resolved from the site's credential reference,
 held for masking) is handed to netmiko in memory only, and every reason is masked before it leaves this module.
+
+netmiko's stock drivers do the login and the session's preparation as they are (cisco_nxos, arista_eos,
+dell_os10, and linux for SONiC's shell: what they send and what the simulator answers is pinned by
+tests/ethernet/test_netmiko_conformance.py). Each command's answer is read here rather than with netmiko's
+send_command, which ends an answer at the first prompt after the first echo: against a CLI that falls behind
+(NX-OS, EOS under load echo a line twice, netmiko's own driver notes) it returned the prompt of an earlier line
+for the answer, and it has no size cap; `_ask` takes the lines after the CLI's own prompted echo.
 """
 
 from __future__ import annotations
