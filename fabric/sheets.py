@@ -12,7 +12,10 @@ Workbooks are read with openpyxl (not pandas: pandas' read_excel leaves merged c
 add ~70 MB of install for nothing the reader needs). Inputs are bounded: the file's size, the workbook's
 uncompressed XML (a zip bomb is refused before it is parsed), rows and columns per sheet, merged ranges. A
 workbook is streamed (openpyxl's read-only mode): a sheet's declared dimension and merged ranges are checked
-before any row is read or any merged cell filled, and rows are counted as they stream.
+before any row is read or any merged cell filled, and rows are counted as they stream. The parts openpyxl
+loads whole even then are bounded from the archive first: the shared strings (every text cell's text, one
+Python string each: their part's size, and their count, found by scanning its bytes), the styles and the
+content types.
 """
 
 from __future__ import annotations
@@ -34,6 +37,17 @@ MAX_XLSX_EXPANDED_BYTES = 256 * MiB
 MAX_ROWS = 200_000
 MAX_COLUMNS = 256
 MAX_MERGED_RANGES = 50_000
+# Parts openpyxl reads whole in read-only mode. A 200,000-row cabling sheet has a few hundred thousand
+# distinct texts at most; each costs a Python string (~60 bytes and up) when loaded.
+MAX_SHARED_STRINGS = 1_000_000
+MAX_SHARED_STRINGS_BYTES = 64 * MiB
+MAX_WHOLE_PART_BYTES = 16 * MiB  # [Content_Types].xml, xl/styles.xml
+_SHARED_STRINGS_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"
+# an <si> start tag: counted with bytes.count (a regex match object each costs 6 times as much), and with a
+# regex only where a namespace prefix is in use (<x:si>)
+_ITEM_TAGS = (b"<si>", b"<si ", b"<si/", b"<si\n", b"<si\r", b"<si\t")
+_PREFIXED_ITEM = re.compile(rb"<[A-Za-z_][\w.-]{0,64}:si[\s/>]")
+_LONGEST_ITEM_TAG = 72
 HEADER_SEARCH_ROWS = 50
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
 
@@ -179,11 +193,13 @@ def _xlsx_grids(data: bytes, source: str, only: str | None) -> list[tuple[str | 
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             expanded = sum(i.file_size for i in z.infolist())
-    except zipfile.BadZipFile:
-        raise DesignError(source, ["not an .xlsx workbook (not a zip archive)"]) from None
-    if expanded > MAX_XLSX_EXPANDED_BYTES:
-        raise DesignError(source, [f"workbook expands to {expanded // MiB} MiB (limit "
-                                   f"{MAX_XLSX_EXPANDED_BYTES // MiB} MiB)"])
+            if expanded > MAX_XLSX_EXPANDED_BYTES:
+                raise DesignError(source, [f"workbook expands to {expanded // MiB} MiB (limit "
+                                           f"{MAX_XLSX_EXPANDED_BYTES // MiB} MiB)"])
+            _check_whole_parts(z, source)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as e:
+        what = "not a zip archive" if isinstance(e, zipfile.BadZipFile) else f"{type(e).__name__}: {e}"
+        raise DesignError(source, [f"not an .xlsx workbook ({what})"]) from None
     try:
         wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as e:  # openpyxl raises many kinds for a damaged workbook
@@ -202,6 +218,60 @@ def _xlsx_grids(data: bytes, source: str, only: str | None) -> list[tuple[str | 
         raise DesignError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
     finally:
         wb.close()
+
+
+def _part_size(z: zipfile.ZipFile, name: str, limit: int, source: str, what: str) -> bool:
+    """Whether the archive has `name`; refused when it expands past `limit` (zipfile reads no more than the
+    size the archive declares, so the declared size bounds what openpyxl gets)."""
+    try:
+        size = z.getinfo(name).file_size
+    except KeyError:
+        return False
+    if size > limit:
+        raise DesignError(source, [f"{what} ({name}) expand to {size / MiB:.1f} MiB (limit {limit // MiB} MiB)"])
+    return True
+
+
+def _shared_strings_part(z: zipfile.ZipFile, source: str) -> str | None:
+    """The shared strings' part name, as openpyxl finds it: `[Content_Types].xml`'s override of that type."""
+    from openpyxl.packaging.manifest import Manifest
+    from openpyxl.xml.functions import fromstring
+
+    if not _part_size(z, "[Content_Types].xml", MAX_WHOLE_PART_BYTES, source, "the content types"):
+        return None  # openpyxl says what is wrong with such an archive
+    found = Manifest.from_tree(fromstring(z.read("[Content_Types].xml"))).find(_SHARED_STRINGS_TYPE)
+    return None if found is None else str(found.PartName)[1:]  # as openpyxl opens it
+
+
+def _check_whole_parts(z: zipfile.ZipFile, source: str) -> None:
+    """Refuse a workbook whose parts openpyxl loads whole are over their bounds: the styles' and the shared
+    strings' size, and how many shared strings there are, counted on the part's bytes as they stream."""
+    _part_size(z, "xl/styles.xml", MAX_WHOLE_PART_BYTES, source, "the styles")
+    try:
+        part = _shared_strings_part(z, source)
+    except DesignError:
+        raise
+    except Exception:  # openpyxl raises many kinds for a damaged manifest: it reports it when it loads
+        return
+    if part is None or not _part_size(z, part, MAX_SHARED_STRINGS_BYTES, source, "the shared strings"):
+        return
+    count, carry = 0, b""
+    with z.open(part) as stream:
+        while count <= MAX_SHARED_STRINGS:
+            chunk = stream.read(MiB)
+            text = carry + chunk
+            cut = text.rfind(b"<")  # a tag the chunk's end may have cut is counted with the next chunk
+            if not chunk or cut < 0 or len(text) - cut > _LONGEST_ITEM_TAG:
+                cut = len(text)
+            count += sum(text.count(tag, 0, cut) for tag in _ITEM_TAGS)
+            if b":si" in text:
+                count += len(_PREFIXED_ITEM.findall(text, 0, cut))
+            carry = text[cut:]
+            if not chunk:
+                break
+    if count > MAX_SHARED_STRINGS:
+        raise DesignError(source, [f"the workbook has more than {MAX_SHARED_STRINGS} shared strings ({part}): "
+                                   f"refused before loading them"])
 
 
 def _cell_text(value: object) -> str:
