@@ -327,6 +327,12 @@ class RedfishClient:
         resp = await self._send("POST", path, body=dict(body), retry_5xx=False)
         return self._resource(resp, "POST", path)
 
+    async def post_located(self, path: str, body: Mapping[str, Any]) -> tuple[Resource, str | None]:
+        """POST an action the BMC may run as a task: its answer and the `Location` header (the task monitor,
+        unchecked: the caller decides whether it is on this BMC)."""
+        resp = await self._send("POST", path, body=dict(body), retry_5xx=False)
+        return self._resource(resp, "POST", path), resp.headers.get("Location")
+
     async def expand_levels(self) -> int:
         """How many levels of `$expand=.` the BMC offers (0 when it does not advertise ExpandQuery)."""
         root = await self.root()

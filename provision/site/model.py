@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from provision.site.endpoints import split_host_port
+from provision.site.firmware import FirmwareBaseline, FirmwareRollout
 from provision.site.paths import SitePaths
 from provision.site.port_policy import PortPolicy
 from provision.site.rollout import Rollout
@@ -172,6 +173,7 @@ class HostClass(_Model):
     )
     nvswitch: bool = False
     versions: Versions = Versions()
+    firmware: FirmwareBaseline | None = None  # firmware and BIOS baseline (provision/site/firmware.py)
     floors: HealthFloors = HealthFloors()
 
     @model_validator(mode="after")
@@ -297,6 +299,9 @@ class Policy(_Model):
     """Site decisions the lifecycle follows."""
 
     golden_requires_burn_in: bool = True
+    golden_requires_baseline: bool = Field(
+        default=True, description="a host whose class has a firmware baseline earns golden only when its last "
+        "inventory (provision firmware inventory) matched it")
     burnin_floor_pct: float = Field(
         default=90.0, gt=0, le=100,
         description="a burned-in link must carry this share of the design's line rate per direction (fabric burnin)",
@@ -342,6 +347,7 @@ class SiteSpec(_Model):
     policy: Policy = Policy()
     ntp: Ntp = Ntp()
     rollout: Rollout = Rollout()  # how site.yml reaches the fleet (provision/site/rollout.py)
+    firmware_rollout: FirmwareRollout = FirmwareRollout()  # provision firmware|bios apply (site/firmware.py)
     slurm: Slurm | None = None  # the scheduler kept in step with the golden set (provision/site/slurm.py)
     credentials: dict[str, Credential] = Field(default_factory=dict)
     host_classes: dict[str, HostClass] = Field(default_factory=dict)

@@ -196,9 +196,80 @@ GOLDEN = StepSpec(
     moves_to=(State.golden,),
 )
 
+_AFTER_BASELINE = (State.macs_harvested, State.pxe_armed, State.enlisted, State.commissioned, State.deployed,
+                   State.configured)
+_DRIFT_REASONS = {
+    "firmware_drift": "a component runs another version than its host class's baseline (the evidence names the "
+    "component, the version seen and the one wanted): `provision firmware plan` then `provision firmware apply`, "
+    "or fix the baseline if the site changed its mind",
+    "bios_drift": "a BIOS attribute differs from its host class's baseline (the evidence names it, the value seen "
+    "and the one wanted): `provision bios plan` then `provision bios apply`",
+}
+_APPLY_REASONS = {
+    **_BMC_REASONS,
+    **_DRIFT_REASONS,
+    "firmware_image_mismatch": "the image file's SHA-256 is not the one the site file pins: fetch the image again "
+    "from the vendor and check it, or fix the pin; no BMC was told of it",
+    "firmware_update_refused": "the BMC refused SimpleUpdate (the evidence has its status and message: 400 a "
+    "parameter it does not accept, 501 no SimpleUpdate): update this component by the vendor's own tool",
+    "firmware_update_failed": "the BMC's update task ended in Exception/Killed/Cancelled (the evidence has its "
+    "messages): read the BMC's log, then apply again",
+    "firmware_task_timeout": "the update task did not end before the site's firmware_rollout.task_timeout_s: look "
+    "at the task on the BMC (it may still be running), then apply again",
+    "firmware_task_off_bmc": "the BMC named a task monitor outside itself (another host or scheme): never "
+    "followed; report it to the vendor",
+    "bmc_did_not_return": "the BMC did not answer again within firmware_rollout.bmc_return_timeout_s after its own "
+    "update: check it on the console (it may be rolling back), then inventory again",
+    "firmware_version_unchanged": "the task completed but the component still reports its old version after the "
+    "reboot: the image may not apply to this hardware or needs another reset (AC cycle); check, then apply again",
+    "bios_setting_refused": "the BMC refused a BIOS attribute or value (the evidence has its message): check the "
+    "attribute registry's name and allowed values, fix the baseline, then apply again",
+    "bios_not_applied": "after the reboot the BIOS still shows other values than were set: the BMC may need "
+    "another reset or keeps a pending job; check Bios/Settings, then apply again",
+    "reboot_timeout": "the host did not power back on after the update: check it on the console",
+}
+
+FIRMWARE_INVENTORY = StepSpec(
+    name="firmware-inventory",
+    run_by="provision firmware inventory",
+    summary="read every BMC's FirmwareInventory and BIOS attributes, judge them against the host class's baseline; "
+    "a host off it fails (firmware_drift, bios_drift), a drifted host back on it re-enters the flow",
+    takes=(State.bmc_reachable, *_AFTER_BASELINE, State.healthy, State.burned_in, State.golden),
+    moves_to=_AFTER_BASELINE,
+    reasons={**_BMC_REASONS, **_DRIFT_REASONS},
+    concurrency=128,
+    host_timeout_s=120.0,
+)
+
+FIRMWARE_APPLY = StepSpec(
+    name="firmware-apply",
+    run_by="provision firmware apply",
+    summary="SimpleUpdate from the controller's image server, each task followed to its end, a reboot within the "
+    "site's limits, a read-back; canary first, then batches; an updated host goes back to configured for health "
+    "and burn-in",
+    takes=(*_AFTER_BASELINE, State.healthy, State.burned_in, State.golden),
+    moves_to=_AFTER_BASELINE,
+    reasons={**_APPLY_REASONS},
+    concurrency=16,
+    host_timeout_s=7200.0,
+)
+
+BIOS_APPLY = StepSpec(
+    name="bios-apply",
+    run_by="provision bios apply",
+    summary="the baseline's BIOS attributes PATCHed to Bios/Settings with the apply time the BMC supports, a "
+    "reboot within the site's limits, a read-back; canary first, then batches",
+    takes=(*_AFTER_BASELINE, State.healthy, State.burned_in, State.golden),
+    moves_to=_AFTER_BASELINE,
+    reasons={**_APPLY_REASONS},
+    concurrency=16,
+    host_timeout_s=3600.0,
+)
+
 # The lifecycle in the order a host goes through it (power is a tool, not a stage).
 PIPELINE: tuple[StepSpec, ...] = (HARVEST, PXE, MAAS_DEPLOY, CONFIGURE, HEALTH, BURN_IN, GOLDEN)
-ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER, PORTS)
+BASELINE_STEPS: tuple[StepSpec, ...] = (FIRMWARE_INVENTORY, FIRMWARE_APPLY, BIOS_APPLY)
+ALL_STEPS: tuple[StepSpec, ...] = (*PIPELINE, POWER, PORTS, *BASELINE_STEPS)
 
 
 def remediation_for(reason: str | None) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 from sim.redfish import metadata, tree
 from sim.redfish.accounts import account_resources
 from sim.redfish.faults import Fault
+from sim.redfish.firmware import SimFirmware
 from sim.redfish.http import HANG, JSON_TYPE, Request, Response, _Hang
 from sim.redfish.identity import ServerIdentity
 from sim.redfish.messages import info, message
@@ -68,6 +69,7 @@ class SimBmc:
     _tree: dict[str, Any] = field(default_factory=dict)
     _cache: dict[str, bytes] = field(default_factory=dict)  # serialised static answers, by request target
     _power_task: asyncio.Task[None] | None = None
+    firmware: SimFirmware | None = None  # UpdateService, TaskService, Bios/Settings (firmware.py)
 
     def __post_init__(self) -> None:
         self.sessions = SessionTable(tree.SESSIONS, self.settings.session_timeout_s)
@@ -149,6 +151,8 @@ class SimBmc:
 
     async def handle(self, req: Request) -> Response | _Hang:
         self.requests += 1
+        if self.firmware is not None and (answer := await self.firmware.handle(self, req)) is not None:
+            return answer
         if Fault.hang in self.faults:
             return HANG
         delay = self.settings.latency_s + (self.settings.slow_s if Fault.slow in self.faults else 0.0)
@@ -324,6 +328,8 @@ class SimBmc:
 
     def _booted(self) -> None:
         """The server POSTs: a Once override is used for this boot and then cleared."""
+        if self.firmware is not None:
+            self.firmware.booted(self)
         if self.boot["BootSourceOverrideEnabled"] in ("Once", "Continuous"):
             self.boots.append(self.boot["BootSourceOverrideTarget"])
             if self.boot["BootSourceOverrideEnabled"] == "Once":

@@ -21,6 +21,8 @@ from provision.site.credentials import login
 from sim.addresses import check_loopback
 from sim.redfish.bmc import Settings, SimBmc
 from sim.redfish.faults import Fault, parse_faults
+from sim.redfish.firmware import attach as attach_firmware
+from sim.redfish.firmware_config import site_configs
 from sim.redfish.http import Request, Response, _Hang, serve
 from sim.redfish.identity import identity
 from sim.redfish.tlscert import make_certificates
@@ -53,6 +55,7 @@ class Simulator:
         unknown = sorted(set(faults) - set(self.bmcs))
         if unknown:
             raise ValueError(f"faults name hosts the site does not have: {', '.join(unknown)}")
+        attach_firmware(self.bmcs, site_configs(site))  # firmware.py, versions and faults: firmware_config.py
         self._listeners: dict[str, _Listener] = {}
         self._control_server: asyncio.Server | None = None
         self._ssl: ssl.SSLContext | None = None

@@ -1,0 +1,248 @@
+"""The apply steps: firmware through SimpleUpdate, BIOS through Bios/Settings, each ended by a bounded reboot and
+a read-back, run by the one step runner on one wave of hosts (rollout.py runs the waves).
+
+Per host, every change is an intent first (`provision.state.intents`, system `bmc`): written before the BMC is
+asked, closed `confirmed` by the read-back that sees it done, or `failed`. A run killed in between leaves the
+intent open; the next run's plan is made from a fresh inventory, so a host whose update did land is no longer
+planned (never flashed twice) and the open intent is closed `reconciled` with what the BMC showed.
+After the read-back a host on its baseline re-enters the flow at `configured` (or where it failed, if earlier):
+health and burn-in earn golden again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from provision.bmc.harvest import find_system
+from provision.bmc.power import PowerAction, power
+from provision.bmc.steps import BmcStep, RunOptions, base_url
+from provision.firmware.bios import BiosState
+from provision.firmware.drift import Judgement, bios_drift
+from provision.firmware.images import ImageServer
+from provision.firmware.inventory_step import reentry
+from provision.firmware.plan import HostPlan, RolloutPlan, Update
+from provision.firmware.read import HostFirmware, read_firmware
+from provision.firmware.reasons import BASELINE_REASONS
+from provision.firmware.table import FirmwareRow, write_rows
+from provision.firmware.tasks import GOOD, follow, monitor_path, wait_for_bmc
+from provision.redfish import RedfishClient, RedfishRequestRejected, RedfishUnsupported
+from provision.site import Host, Site
+from provision.state import State, StateStore
+from provision.state.intents import Ask, Outcome, begin_in, close
+from provision.steps.pipeline import BIOS_APPLY, FIRMWARE_APPLY
+from provision.steps.runner import HostFailure, Recording
+
+
+class RebootGate:
+    """At most `site` hosts rebooting at once, and `per_rack` in any one rack; records the peaks."""
+
+    def __init__(self, site: int, per_rack: int) -> None:
+        self._site = asyncio.Semaphore(site)
+        self._per_rack = per_rack
+        self._racks: dict[str, asyncio.Semaphore] = {}
+        self.now: dict[str, int] = {}
+        self.peak_site = 0
+        self.peak_rack = 0
+
+    @contextlib.asynccontextmanager
+    async def slot(self, rack: str) -> AsyncIterator[None]:
+        rack_gate = self._racks.setdefault(rack, asyncio.Semaphore(self._per_rack))
+        async with rack_gate, self._site:
+            self.now[rack] = self.now.get(rack, 0) + 1
+            self.peak_rack = max(self.peak_rack, self.now[rack])
+            self.peak_site = max(self.peak_site, sum(self.now.values()))
+            try:
+                yield
+            finally:
+                self.now[rack] -= 1
+
+
+class ApplyStep(BmcStep):
+    """Shared by both apply steps: the plan, the reboot gate, intents, the read-back and the move."""
+
+    def __init__(self, site: Site, store: StateStore, plan: RolloutPlan, gate: RebootGate,
+                 options: RunOptions | None = None) -> None:
+        super().__init__(site, store, options)
+        self.plan = plan
+        self.gate = gate
+        self.rollout = site.spec.firmware_rollout
+
+    def skip_reason(self, record: Any) -> str | None:
+        if record.state is State.failed and record.reason not in BASELINE_REASONS:
+            return f"failed ({record.reason}): not changed"
+        return None
+
+    def intend(self, host: Host, action: str, target: str) -> int:
+        with self.store.transaction() as db:
+            return begin_in(db, Ask(host.hostname, "bmc", base_url(host), action, target, self.command))
+
+    def settle(self, ids: list[int], outcome: Outcome, observed: Mapping[str, Any]) -> None:
+        if ids:
+            with self.store.transaction() as db:
+                close(db, ids, outcome, dict(observed))
+
+    def failed(self, ids: list[int], evidence: dict[str, Any], exc: Exception) -> Exception:
+        """Close this host's intents failed (any error: none is left open by a run that goes on) and give back
+        the error, a HostFailure carrying what was done so far."""
+        reason = exc.reason if isinstance(exc, HostFailure) else type(exc).__name__
+        self.settle(ids, Outcome.failed, {"reason": reason})
+        if isinstance(exc, HostFailure):
+            exc.evidence = {**evidence, **exc.evidence}
+        return exc
+
+    async def reboot(self, bmc: RedfishClient, host: Host) -> dict[str, Any]:
+        async with self.gate.slot(host.rack):
+            system = await find_system(bmc)
+            done = await power(bmc, system, PowerAction.cycle, timeout_s=self.rollout.reboot_timeout_s,
+                               poll_s=self.rollout.poll_s)
+        return done
+
+    async def read_back(self, host: Host, rec: Recording, ids: list[int], evidence: dict[str, Any]
+                        ) -> tuple[HostFirmware, Judgement]:
+        from provision.firmware.drift import judge
+
+        async with self.session(host) as bmc:
+            found = await read_firmware(bmc)
+        judged = judge(self.site.host_class(host).firmware, found.components, found.bios)
+        row = FirmwareRow(host.hostname, time.time(), found.as_json(), judged.as_json(), judged.on_baseline,
+                          rec.command)
+        await asyncio.to_thread(write_rows, self.store, [row])
+        return found, judged
+
+    async def finish(self, host: Host, rec: Recording, judged: Judgement, ids: list[int],
+                     evidence: dict[str, Any]) -> dict[str, Any]:
+        """On baseline: back into the flow. Otherwise the drift that is left fails the host again."""
+        record = self.store.get(host.hostname)
+        if judged.on_baseline:
+            self.settle(ids, Outcome.confirmed, {"on_baseline": True})
+            if record.state is State.failed:
+                back = reentry(record.resume_from)
+                await rec.move(host.hostname, back, {**evidence, "on_baseline": True})
+                return {**evidence, "back_to": back.value}
+            return evidence
+        if judged.firmware or judged.bios:
+            self.settle(ids, Outcome.confirmed, {"drift_left": judged.as_json()})
+            from provision.firmware.inventory_step import drift_failure
+
+            raise drift_failure(judged, evidence)
+        return {**evidence, "unknown": list(judged.unknown)}
+
+
+class FirmwareApplyStep(ApplyStep):
+    spec = FIRMWARE_APPLY
+
+    def __init__(self, site: Site, store: StateStore, plan: RolloutPlan, gate: RebootGate, images: ImageServer,
+                 urls: Mapping[str, str], options: RunOptions | None = None) -> None:
+        super().__init__(site, store, plan, gate, options)
+        self.images = images
+        self.urls = urls  # image file -> URL
+
+    async def _update(self, bmc: RedfishClient, found: HostFirmware, update: Update) -> dict[str, Any]:
+        if found.simple_update is None:
+            raise HostFailure("firmware_update_refused", "the BMC's UpdateService offers no SimpleUpdate action",
+                              {"update_service": found.update_service})
+        url = self.urls[update.image.file]
+        body = {"ImageURI": url, "TransferProtocol": "HTTP"}
+        try:
+            answer, location = await bmc.post_located(found.simple_update, body)
+        except (RedfishRequestRejected, RedfishUnsupported) as exc:
+            raise HostFailure("firmware_update_refused", f"SimpleUpdate refused: {exc}", exc.evidence()) from None
+        path = monitor_path(location, answer, bmc.endpoint)
+        end = await follow(bmc, path, timeout_s=self.rollout.task_timeout_s, poll_s=self.rollout.poll_s)
+        if end.state != GOOD:
+            raise HostFailure("firmware_update_failed", f"update task {end.state}: {'; '.join(end.messages)}",
+                              end.as_json())
+        if self.images.served_ok(url) is False:
+            raise HostFailure("firmware_image_mismatch", f"the bytes served for {update.image.file} were not the "
+                              "pinned image (the file changed on disk)", {"image": update.image.file})
+        return {**update.as_json(), **end.as_json()}
+
+    async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        planned: HostPlan = self.plan.host(host.hostname)
+        done: list[dict[str, Any]] = []
+        ids: list[int] = []
+        evidence: dict[str, Any] = {"bmc": base_url(host), "updates": done}
+        try:
+            needs_reboot = False
+            for update in planned.updates:
+                ids.append(await asyncio.to_thread(self.intend, host, "firmware_update",
+                                                   f"{update.pin} {update.wanted}"))
+                async with self.session(host) as bmc:
+                    found = await read_firmware(bmc, bios=False)
+                    done.append(await self._update(bmc, found, update))
+                if update.kind == "bmc":
+                    waited = await wait_for_bmc(self._probe(host), timeout_s=self.rollout.bmc_return_timeout_s,
+                                                poll_s=self.rollout.poll_s)
+                    done[-1]["bmc_back_after_s"] = round(waited, 2)
+                else:
+                    needs_reboot = True
+            if needs_reboot:
+                async with self.session(host) as bmc:
+                    evidence["reboot"] = await self.reboot(bmc, host)
+        except Exception as exc:
+            raise self.failed(ids, evidence, exc) from None
+        found, judged = await self.read_back(host, rec, ids, evidence)
+        unchanged = [d for d in judged.firmware if any(d.pin == u.pin for u in planned.updates)]
+        if unchanged:
+            self.settle(ids, Outcome.failed, {"drift_left": judged.as_json()})
+            raise HostFailure("firmware_version_unchanged", "after the update and reboot: " +
+                              "; ".join(d.line() for d in unchanged[:4]), {**evidence, "drift": judged.as_json()})
+        return await self.finish(host, rec, judged, ids, evidence)
+
+    def _probe(self, host: Host) -> Any:
+        # One try per probe: the client's own retries of a 503 would only slow the wait down.
+        options = dataclasses.replace(self.options.client, retries=0)
+
+        async def probe() -> None:
+            async with RedfishClient(base_url(host), self._login(host), tls=self._tls, options=options) as bmc:
+                await bmc.root()
+        return probe
+
+
+class BiosApplyStep(ApplyStep):
+    spec = BIOS_APPLY
+
+    @staticmethod
+    def apply_time(bios: BiosState) -> str | None:
+        """OnReset where the BMC lists it (or lists nothing); Immediate only where that is all it offers."""
+        if not bios.apply_times or "OnReset" in bios.apply_times:
+            return "OnReset" if bios.apply_times else None
+        return "Immediate" if "Immediate" in bios.apply_times else bios.apply_times[0]
+
+    async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        planned = self.plan.host(host.hostname)
+        settings = dict(planned.settings)
+        ids: list[int] = []
+        evidence: dict[str, Any] = {"bmc": base_url(host), "settings": settings}
+        try:
+            async with self.session(host) as bmc:
+                found = await read_firmware(bmc)
+                if found.bios is None or found.bios.settings_path is None:
+                    raise HostFailure("bios_setting_refused", "the BMC names no Bios SettingsObject to PATCH",
+                                      {"notes": list(found.notes)})
+                when = self.apply_time(found.bios)
+                body: dict[str, Any] = {"Attributes": settings}
+                if when is not None:
+                    body["@Redfish.SettingsApplyTime"] = {"ApplyTime": when}
+                evidence["apply_time"] = when
+                ids.append(await asyncio.to_thread(self.intend, host, "bios_settings",
+                                                   ", ".join(f"{k}={v}" for k, v in settings.items())))
+                try:
+                    await bmc.patch(found.bios.settings_path, body, etag=found.bios.etag)
+                except (RedfishRequestRejected, RedfishUnsupported) as exc:
+                    raise HostFailure("bios_setting_refused", f"Bios/Settings refused: {exc}", exc.evidence()) from None
+                evidence["reboot"] = await self.reboot(bmc, host)
+        except Exception as exc:
+            raise self.failed(ids, evidence, exc) from None
+        found, judged = await self.read_back(host, rec, ids, evidence)
+        left = bios_drift(settings, found.bios) if found.bios is not None else []
+        if left or found.bios is None:
+            self.settle(ids, Outcome.failed, {"drift_left": judged.as_json()})
+            raise HostFailure("bios_not_applied", "after the reboot: " + "; ".join(d.line() for d in left[:4]),
+                              {**evidence, "drift": judged.as_json()})
+        return await self.finish(host, rec, judged, ids, evidence)

@@ -1,0 +1,70 @@
+"""`provision firmware inventory`: every BMC's firmware components and BIOS attributes, judged against the host
+class's baseline, recorded in the `host_firmware` table.
+
+A host off its baseline fails `firmware_drift` (or `bios_drift` when only BIOS attributes differ) with every
+difference as evidence: the component, the version seen, the one wanted. A host that failed for drift and is
+found on its baseline again (fixed by hand, or by `apply`) re-enters the flow where it left it, at `configured`
+at the latest: health and burn-in earn golden again. A part the BMC does not serve is unknown: recorded, no
+failure, and the golden gate (gate.py) keeps the host out of golden meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from provision.bmc.steps import BmcStep, base_url
+from provision.firmware.drift import Judgement, judge
+from provision.firmware.read import HostFirmware, read_firmware
+from provision.firmware.reasons import BASELINE_REASONS
+from provision.firmware.table import FirmwareRow, write_rows
+from provision.site import Host
+from provision.state import State
+from provision.state.lifecycle import RANK
+from provision.steps.pipeline import FIRMWARE_INVENTORY
+from provision.steps.runner import HostFailure, Recording
+
+
+def reentry(resume_from: State | None) -> State:
+    """Where a host back on its baseline re-enters the flow: where it failed, at configured at the latest."""
+    if resume_from is None or RANK[resume_from] > RANK[State.configured]:
+        return State.configured
+    return resume_from if resume_from is not State.declared else State.bmc_reachable
+
+
+def drift_failure(judged: Judgement, evidence: dict[str, Any]) -> HostFailure:
+    drifts = (*judged.firmware, *judged.bios)
+    reason = "firmware_drift" if judged.firmware else "bios_drift"
+    shown = "; ".join(d.line() for d in drifts[:4]) + (f" (+{len(drifts) - 4} more)" if len(drifts) > 4 else "")
+    what = "firmware" if judged.firmware else "BIOS"
+    return HostFailure(reason, f"off its {what} baseline: {shown}", {**evidence, "drift": judged.as_json()})
+
+
+class InventoryStep(BmcStep):
+    spec = FIRMWARE_INVENTORY
+
+    def judged(self, host: Host, found: HostFirmware) -> Judgement:
+        return judge(self.site.host_class(host).firmware, found.components, found.bios)
+
+    async def record(self, host: Host, found: HostFirmware, judged: Judgement, rec: Recording) -> dict[str, Any]:
+        """The row, then the lifecycle: drift fails the host, a drifted host back on baseline re-enters."""
+        row = FirmwareRow(host.hostname, time.time(), found.as_json(), judged.as_json(), judged.on_baseline,
+                          rec.command)
+        await asyncio.to_thread(write_rows, self.store, [row])
+        evidence = {"bmc": base_url(host), "components": len(found.components or ()), "notes": list(found.notes)}
+        record = self.store.get(host.hostname)
+        if judged.firmware or judged.bios:
+            if record.state is State.failed and record.reason not in BASELINE_REASONS:
+                return {**evidence, "drift": judged.as_json(), "left": f"failed ({record.reason})"}
+            raise drift_failure(judged, evidence)
+        if record.state is State.failed and record.reason in BASELINE_REASONS and judged.on_baseline:
+            back = reentry(record.resume_from)
+            await rec.move(host.hostname, back, {**evidence, "on_baseline": True})
+            return {**evidence, "on_baseline": True, "back_to": back.value}
+        return {**evidence, "on_baseline": judged.on_baseline, "unknown": list(judged.unknown)}
+
+    async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
+        async with self.session(host) as bmc:
+            found = await read_firmware(bmc)
+        return await self.record(host, found, self.judged(host, found), rec)

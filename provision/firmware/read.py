@@ -1,0 +1,101 @@
+"""Reading a BMC's firmware inventory and BIOS attributes through the Redfish client.
+
+ServiceRoot -> `UpdateService` -> `FirmwareInventory` (members, bounded) and the ComputerSystem -> `Bios`. A
+BMC that has no UpdateService or no Bios (a 404, or no link) leaves that part None: the judgement calls it
+unknown, never "on baseline". Every other Redfish error is the host's failure (bmc_* reasons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from provision.bmc.harvest import find_system
+from provision.firmware.bios import BiosState, parse_bios
+from provision.firmware.components import Component, parse_components
+from provision.redfish import RedfishClient, RedfishNotFound, RedfishUnsupported, Resource
+
+MAX_COMPONENTS = 512
+
+
+@dataclass(frozen=True)
+class HostFirmware:
+    components: tuple[Component, ...] | None  # None: the BMC has no FirmwareInventory we could read
+    bios: BiosState | None
+    update_service: str | None = None  # the UpdateService path
+    simple_update: str | None = None  # the SimpleUpdate action's target
+    system: str | None = None  # the ComputerSystem path
+    notes: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"components": None if self.components is None else [c.as_json() for c in self.components],
+                "bios": None if self.bios is None else self.bios.as_json(), "update_service": self.update_service,
+                "simple_update": self.simple_update, "system": self.system, "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HostFirmware:
+        comps = data.get("components")
+        bios = data.get("bios")
+        return cls(None if comps is None else tuple(Component.from_json(c) for c in comps),
+                   None if bios is None else BiosState.from_json(bios), data.get("update_service"),
+                   data.get("simple_update"), data.get("system"), tuple(data.get("notes") or ()))
+
+
+def simple_update_target(service: Mapping[str, Any]) -> str | None:
+    actions = service.get("Actions")
+    action = actions.get("#UpdateService.SimpleUpdate") if isinstance(actions, Mapping) else None
+    target = action.get("target") if isinstance(action, Mapping) else None
+    return target if isinstance(target, str) and target.startswith("/") else None
+
+
+async def _components(bmc: RedfishClient, root: Resource, notes: list[str]
+                      ) -> tuple[tuple[Component, ...] | None, str | None, str | None]:
+    service_path = root.link("UpdateService")
+    if service_path is None:
+        notes.append("the service root has no UpdateService")
+        return None, None, None
+    try:
+        service = await bmc.get(service_path)
+        inventory = service.link("FirmwareInventory")
+        if inventory is None:
+            notes.append("the UpdateService has no FirmwareInventory")
+            return None, service_path, simple_update_target(service.data)
+        listing = await bmc.get(inventory)
+        raw = listing.data.get("Members")
+        if isinstance(raw, list) and len(raw) > MAX_COMPONENTS:
+            notes.append(f"FirmwareInventory lists {len(raw)} members; the first {MAX_COMPONENTS} were read")
+            kept = {k: v for k, v in listing.data.items() if k != "Members@odata.nextLink"}
+            listing = Resource(listing.path, {**kept, "Members": raw[:MAX_COMPONENTS]}, listing.etag)
+        members = await bmc.members(listing)
+    except (RedfishNotFound, RedfishUnsupported) as exc:
+        notes.append(f"firmware inventory not served: {exc}")
+        return None, service_path, None
+    return parse_components([m.data for m in members]), service_path, simple_update_target(service.data)
+
+
+async def _bios(bmc: RedfishClient, system: Resource, notes: list[str]) -> BiosState | None:
+    path = system.link("Bios")
+    if path is None:
+        notes.append("the ComputerSystem has no Bios link")
+        return None
+    try:
+        found = await bmc.get(path)
+    except (RedfishNotFound, RedfishUnsupported) as exc:
+        notes.append(f"Bios not served: {exc}")
+        return None
+    return parse_bios(found.data, found.path)
+
+
+async def read_firmware(bmc: RedfishClient, *, bios: bool = True) -> HostFirmware:
+    """What one (open) BMC reports: its installed firmware components and its BIOS attributes."""
+    notes: list[str] = []
+    root = await bmc.root()
+    components, service, simple = await _components(bmc, root, notes)
+    state = None
+    system_path = None
+    if bios:
+        system = await find_system(bmc)
+        system_path = system.path
+        state = await _bios(bmc, system, notes)
+    return HostFirmware(components, state, service, simple, system_path, tuple(notes))

@@ -1,0 +1,120 @@
+"""`provision firmware|bios plan|apply` as library calls: a fresh plan from the recorded inventory, then the
+waves: the canary alone (any failure there stops everything), then batches, stopping once the failures reach
+the site's `firmware_rollout.max_failures` (the batch in flight finishes). Reboots are bounded per rack and
+site-wide by one gate shared by every wave. Resumable: every run plans from what the BMCs last reported, so
+hosts a killed run finished are on baseline and left alone; intents a dead run left open are closed
+`reconciled` against that inventory first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from provision.bmc.steps import RunOptions
+from provision.errors import BringupError
+from provision.firmware.apply_step import BiosApplyStep, FirmwareApplyStep, RebootGate
+from provision.firmware.drift import Judgement
+from provision.firmware.images import ImageError, server_for
+from provision.firmware.plan import Operation, RolloutPlan, plan_rollout
+from provision.firmware.table import read_rows
+from provision.site import Host, Site
+from provision.state import StateStore
+from provision.state.intents import open_intents, reconcile
+from provision.steps.runner import HostResult, Progress
+
+
+def current_plan(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host] | None = None
+                 ) -> RolloutPlan:
+    rows = read_rows(store)
+    judgements = {n: Judgement.from_json(r.judgement) for n, r in rows.items()}
+    states = {r.hostname: (r.state.value, r.reason) for r in store.hosts()}
+    names = None if hosts is None else [h.hostname for h in hosts]
+    return plan_rollout(site, operation, judgements, states, names)
+
+
+@dataclass
+class RolloutResult:
+    plan: RolloutPlan
+    results: list[HostResult] = field(default_factory=list)
+    stopped: str | None = None  # why the rollout stopped before its last wave
+    waves_run: int = 0
+    reconciled: list[str] = field(default_factory=list)
+    peak_rebooting: int = 0
+    peak_rebooting_per_rack: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"plan": self.plan.as_json(), "waves_run": self.waves_run, "stopped": self.stopped,
+                "reconciled": self.reconciled, "peak_rebooting": self.peak_rebooting,
+                "peak_rebooting_per_rack": self.peak_rebooting_per_rack}
+
+
+def _reconcile(site: Site, store: StateStore, plan: RolloutPlan, command: str) -> list[str]:
+    """Close the intents a killed apply left, from the inventory the plan was made of."""
+    done = []
+    planned = {h.host for h in plan.hosts}
+    rows = read_rows(store)
+    for intent in open_intents(store, system="bmc", dead_only=True):
+        if intent.action not in ("firmware_update", "bios_settings"):
+            continue
+        row = rows.get(intent.host)
+        still = intent.host in planned
+        line = "still off its baseline: planned again" if still else "on its baseline: not flashed again"
+        reconcile(store, intent.host, [intent], {"on_baseline": bool(row and row.on_baseline), "planned": still},
+                  command=command, lines=[line])
+        done.append(intent.host)
+    return done
+
+
+async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host],
+                options: RunOptions, progress: Progress | None = None) -> RolloutResult:
+    plan = current_plan(site, store, operation, hosts)
+    result = RolloutResult(plan)
+    command = "firmware-apply" if operation == "firmware" else "bios-apply"
+    result.reconciled = _reconcile(site, store, plan, command)
+    if not plan.hosts:
+        return result
+    rollout = site.spec.firmware_rollout
+    gate = RebootGate(rollout.max_rebooting, rollout.max_rebooting_per_rack)
+    by_name = {h.hostname: h for h in site.hosts()}
+    step: FirmwareApplyStep | BiosApplyStep
+    if operation == "firmware":
+        if rollout.image_url is None:
+            raise BringupError("firmware_rollout.image_url is not set: the BMCs need the controller's image server")
+        images = server_for(str(rollout.image_url), rollout.image_listen)
+        urls: dict[str, str] = {}
+        try:
+            for h in plan.hosts:
+                for u in h.updates:
+                    if u.image.file not in urls:
+                        urls[u.image.file] = images.add(site.directory, u.image)
+        except ImageError as exc:  # refused before any BMC is told of it
+            raise BringupError(f"firmware_image_mismatch: {exc}") from None
+        step = FirmwareApplyStep(site, store, plan, gate, images, urls, options)
+        async with images:
+            await _waves(step, plan, by_name, result, progress)
+    else:
+        step = BiosApplyStep(site, store, plan, gate, options)
+        await _waves(step, plan, by_name, result, progress)
+    result.peak_rebooting, result.peak_rebooting_per_rack = gate.peak_site, gate.peak_rack
+    return result
+
+
+async def _waves(step: FirmwareApplyStep | BiosApplyStep, plan: RolloutPlan, by_name: dict[str, Host],
+                 result: RolloutResult, progress: Progress | None) -> None:
+    rollout = step.rollout
+    failures = 0
+    for i, wave in enumerate(plan.waves):
+        results = await step.run([by_name[n] for n in wave], progress)
+        result.results.extend(results)
+        result.waves_run += 1
+        failures += sum(1 for r in results if r.failed)
+        canary = i == 0 and rollout.canary > 0
+        if canary and failures:
+            result.stopped = f"the canary failed ({', '.join(r.host for r in results if r.failed)}): no batch was run"
+            return
+        if failures >= rollout.max_failures and i < len(plan.waves) - 1:
+            result.stopped = (f"{failures} hosts failed (firmware_rollout.max_failures {rollout.max_failures}): "
+                              f"{len(plan.waves) - i - 1} waves not run")
+            return

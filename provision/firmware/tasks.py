@@ -1,0 +1,107 @@
+"""Following a Redfish task to its end, and waiting for a BMC that restarts after its own update.
+
+DMTF Task (REFERENCE-wave3 B2): `TaskState` New, Starting, Running, Suspended, Interrupted, Pending, Stopping,
+Completed, Killed, Exception, Service, Cancelling, Cancelled; done when Completed, Exception, Killed or
+Cancelled. The monitor is the `Location` of the 202 (iDRAC: `/redfish/v1/TaskService/Tasks/JID_...`); one that
+names another host or scheme than the BMC's own is never followed (a BMC must not send the controller, with
+its session token, elsewhere). A task read fails with 503/unreachable while an iDRAC restarts: `wait_for_bmc`
+polls the service root until it answers, within its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from provision.redfish import (
+    RedfishAuthError,
+    RedfishClient,
+    RedfishServerError,
+    RedfishTimeout,
+    RedfishUnreachable,
+    Resource,
+)
+from provision.state.peer_text import shown
+from provision.steps.runner import HostFailure
+
+DONE = frozenset({"Completed", "Exception", "Killed", "Cancelled"})
+GOOD = "Completed"
+_AWAY = (RedfishServerError, RedfishUnreachable, RedfishTimeout, RedfishAuthError)
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    path: str
+    state: str
+    percent: int | None
+    messages: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"task": self.path, "state": self.state, "percent": self.percent, "messages": list(self.messages)}
+
+
+def monitor_path(location: str | None, body: Resource, endpoint: str) -> str:
+    """The task to follow: the 202's Location (a path, or a URL on this BMC), else the Task in the body."""
+    target = location or (body.data.get("@odata.id") if isinstance(body.data.get("@odata.id"), str) else None)
+    if not target:
+        raise HostFailure("firmware_update_refused", "the BMC accepted the update but named no task to follow",
+                          {"answer": dict(body.data)})
+    parts = urlsplit(target)
+    if (parts.scheme or parts.netloc) and (parts.scheme != "https" or parts.netloc != endpoint):
+        raise HostFailure("firmware_task_off_bmc", f"the BMC named a task monitor off itself: {shown(target, 200)} "
+                          "(not followed)", {"location": shown(target, 200), "bmc": endpoint})
+    if not parts.path.startswith("/redfish/"):
+        raise HostFailure("firmware_task_off_bmc", f"task monitor {shown(target, 200)} is no Redfish path",
+                          {"location": shown(target, 200)})
+    return parts.path
+
+
+def _messages(data: Any) -> tuple[str, ...]:
+    raw = data.get("Messages") if isinstance(data, dict) else None
+    if not isinstance(raw, list):
+        return ()
+    return tuple(shown(str(m.get("Message", "")), 300) for m in raw[:8] if isinstance(m, dict))
+
+
+async def follow(bmc: RedfishClient, path: str, *, timeout_s: float, poll_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> TaskEnd:
+    """Read the task until it is done; a BMC briefly away (503, reset connection) is read again. Raises
+    HostFailure firmware_task_timeout past the deadline (the task may still run on the BMC)."""
+    deadline = clock() + timeout_s
+    last: dict[str, Any] = {}
+    while True:
+        try:
+            task = await bmc.get(path)
+            last = dict(task.data)
+            state = str(last.get("TaskState", ""))
+            if state in DONE:
+                pct = last.get("PercentComplete")
+                return TaskEnd(path, state, pct if isinstance(pct, int) else None, _messages(last))
+        except _AWAY:
+            pass
+        if clock() >= deadline:
+            raise HostFailure("firmware_task_timeout", f"task {path} not done after {timeout_s:g} s "
+                              f"(last seen {last.get('TaskState', 'unread')}, {last.get('PercentComplete', '?')}%)",
+                              {"task": path, "last": {k: last.get(k) for k in ("TaskState", "PercentComplete")}})
+        await asyncio.sleep(poll_s)
+
+
+async def wait_for_bmc(open_client: Callable[[], Any], *, timeout_s: float, poll_s: float,
+                       clock: Callable[[], float] = time.monotonic) -> float:
+    """After the BMC's own update: until a new session opens (the old one is gone), or bmc_did_not_return.
+    `open_client` opens and closes one session (raising while the BMC is away); returns the seconds waited."""
+    start = clock()
+    while True:
+        try:
+            await open_client()
+            return clock() - start
+        except _AWAY:
+            pass
+        if clock() - start >= timeout_s:
+            raise HostFailure("bmc_did_not_return", f"the BMC did not answer within {timeout_s:g} s of its own "
+                              "update", {"waited_s": round(clock() - start, 1)})
+        await asyncio.sleep(poll_s)
