@@ -10,6 +10,20 @@ Bounds, as the BMC client has them: each attempt has one deadline (`timeout_s`, 
 byte of the body, so a region answering a byte a second cannot hold a request past it), and the
 answer is streamed under a byte cap (`max_body_bytes`, declared or decoded), never read whole first.
 An answer over the cap, not JSON, or nested too deep to parse is `MaasBadResponse`.
+
+Why this client and not Canonical's python-libmaas (issue 37, item 4). python-libmaas 0.6.8, the last release
+(2022, "Alpha"), installs and runs on Python 3.11 and is asyncio-native; tests/maas/test_libmaas_conformance.py
+drives the MAAS simulator with it through create, commission, deploy and release, beside this client's own
+tests, so both read the same API. It stays a conformance check and does not replace this client, because at
+the scale of a bring-up (hundreds of machines enlisted, then polled every few seconds) it costs what this
+client avoids: every call opens a new aiohttp session and connection, so a new TCP and TLS handshake per
+request (bones `CallAPI.dispatch`); an answer is read whole with no size cap and only aiohttp's default 5-minute
+deadline; nothing is retried, and nothing tells a POST whose answer was lost from one that never arrived; TLS
+is verified against the system store or not at all (`insecure`), with no site CA bundle; its waits poll one
+machine at a time with no deadline; every refusal is one `CallError` (status and raw body) where the bring-up
+maps each status to a typed error and reads MAAS's `{field: [messages]}`. Outside a running loop its
+synchronous wrappers call `asyncio.get_event_loop()`, which Python 3.12 deprecates there. It also pulls
+aiohttp, macaroonbakery and pymongo (about 30 MB) into a venv that needs none of them otherwise.
 """
 
 from __future__ import annotations

@@ -65,24 +65,49 @@ class MaasMachine:
         return self.status in FAILED
 
 
+# What a record may hold before the rest is dropped: a real one has a few interfaces and short texts, and a
+# hostile or broken region must not grow the evidence the bring-up stores.
+MAX_INTERFACES = 64
+MAX_ADDRESSES = 16
+MAX_TEXT = 1024
+
+
+def _text(value: Any, limit: int = MAX_TEXT) -> str:
+    return "" if value is None else str(value)[:limit]
+
+
+def _mac_of(interface: Any) -> str | None:
+    mac = interface.get("mac_address") if isinstance(interface, dict) else None
+    return str(mac).lower()[:64] if isinstance(mac, str) and mac else None
+
+
 def parse_machine(data: Any) -> MaasMachine:
+    """One machine from MAAS's record (MAAS 3.5 shows 79 fields; this reads the ones the bring-up uses).
+
+    `macs` are the interfaces' MACs in MAAS's order, each once: a bond, bridge or VLAN interface carries a
+    MAC of its parent. Lists and texts are cut at fixed bounds."""
     if not isinstance(data, dict):
         raise MaasError(f"MAAS machine record is not an object: {str(data)[:80]}")
     try:
         status = MaasStatus(int(data["status"]))
         interfaces = data.get("interface_set") or []
-        boot = data.get("boot_interface") or {}
+        if not isinstance(interfaces, list):
+            raise TypeError("interface_set")
+        macs = dict.fromkeys(m for m in map(_mac_of, interfaces[:MAX_INTERFACES]) if m)
+        addresses = data.get("ip_addresses") or []
+        if not isinstance(addresses, list):
+            raise TypeError("ip_addresses")
         return MaasMachine(
-            system_id=str(data["system_id"]),
-            hostname=str(data["hostname"]),
+            system_id=_text(data["system_id"], 64),
+            hostname=_text(data["hostname"], 255),
             status=status,
-            status_name=str(data.get("status_name", status.name)),
-            status_message=str(data.get("status_message") or ""),
-            power_state=str(data.get("power_state") or "unknown"),
-            macs=tuple(str(i["mac_address"]).lower() for i in interfaces if i.get("mac_address")),
-            boot_mac=str(boot["mac_address"]).lower() if boot.get("mac_address") else None,
-            distro_series=str(data.get("distro_series") or ""),
-            ip_addresses=tuple(str(a) for a in (data.get("ip_addresses") or []) if isinstance(a, str))[:16],
+            status_name=_text(data.get("status_name") or status.name, 64),
+            status_message=_text(data.get("status_message")),
+            power_state=_text(data.get("power_state") or "unknown", 32),
+            macs=tuple(macs),
+            boot_mac=_mac_of(data.get("boot_interface")),
+            distro_series=_text(data.get("distro_series"), 64),
+            ip_addresses=tuple(str(a)[:64] for a in addresses[:MAX_ADDRESSES] if isinstance(a, str)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise MaasError(f"MAAS machine record lacks or garbles {exc}") from None

@@ -32,7 +32,7 @@ STATUS_NAMES = {
     NodeStatus.ALLOCATED: "Allocated",
     NodeStatus.FAILED_DEPLOYMENT: "Failed deployment",
     NodeStatus.RELEASING: "Releasing",
-    NodeStatus.FAILED_RELEASING: "Failed releasing",
+    NodeStatus.FAILED_RELEASING: "Releasing failed",  # sic: maasserver/enum.py NODE_STATUS_CHOICES
     NodeStatus.DISK_ERASING: "Disk erasing",
     NodeStatus.FAILED_DISK_ERASING: "Failed disk erasing",
     NodeStatus.RESCUE_MODE: "Rescue mode",

@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 from maas.client import connect
+from maas.client.bones import SessionAPI
 from maas.client.enum import NodeStatus, PowerState
 
 from tests.maas.conftest import API_KEY, RunningMaas
@@ -80,4 +81,23 @@ def test_libmaas_sees_a_manual_machine_s_power_as_unknown(maas: RunningMaas) -> 
         return [*states, machine.power_state, await machine.query_power_state()]
 
     assert asyncio.run(walk()) == [PowerState.UNKNOWN] * 3
+    assert maas.power.calls == []
+
+
+def test_libmaas_without_an_api_key_can_only_enlist_and_the_machine_waits_new(maas: RunningMaas) -> None:
+    """An anonymous session binds each resource's anonymous handler from describe/ (bones `SessionAPI`):
+    enlistment only (AnonMachinesHandler.create), held New for an admin, answered with the anonymous fields."""
+
+    async def enlist() -> tuple[Any, Any]:
+        anonymous = await connect(maas.url)
+        machine = await anonymous.machines.create(
+            architecture="amd64/generic", mac_addresses=["b8:ce:f6:00:09:21"], power_type="redfish",
+            power_parameters={"power_address": "127.0.16.9:8443", "power_user": "root", "power_pass": "pw"})
+        session = await SessionAPI.fromURL(maas.url + "api/2.0/")  # what the anonymous client was built from
+        return machine, {name: sorted(a for a, _ in handler.actions) for name, handler in session.handlers}
+
+    machine, handlers = asyncio.run(enlist())
+    assert (machine.status, machine.power_state, machine.system_id in maas.sim.machines) == (
+        NodeStatus.NEW, PowerState.UNKNOWN, True)
+    assert handlers == {"Machines": ["create"], "Version": ["read"]}, "an anonymous session reads no machine"
     assert maas.power.calls == []

@@ -139,7 +139,7 @@ def test_a_machine_in_a_maas_status_the_flow_does_not_handle_fails_as_a_state_co
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-5]")
     by_host = {r["host"]: r for r in rows}
     assert code == 1 and by_host["gpu-r1-05"]["state"] == "deployed"
-    for host, name in zip(held, ("Broken", "Missing", "Retired", "Failed releasing"), strict=True):
+    for host, name in zip(held, ("Broken", "Missing", "Retired", "Releasing failed"), strict=True):
         assert by_host[host]["reason"] == "maas_state_conflict", by_host[host]
         assert name in str(by_host[host]["detail"]) and by_host[host]["remediation"]
         assert maas.sim.machines[ids[host]].status is held[host], "MAAS was asked to act on it anyway"
@@ -215,7 +215,7 @@ def test_a_failed_deployment_is_released_through_releasing_and_a_failed_release_
     by_host = {r["host"]: r for r in rows}
     assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
     assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
-    assert "Failed releasing" in str(by_host["gpu-r1-04"]["detail"])
+    assert "Releasing failed" in str(by_host["gpu-r1-04"]["detail"])
 
 
 def test_a_release_that_erases_disks_is_waited_for_and_a_failed_erase_is_a_release_failure(
