@@ -13,7 +13,7 @@ Modes, as each NOS enters and leaves them:
 
 Paging: until `terminal length 0` (NX-OS, EOS, OS10) the output stops every PAGE_LINES lines at the NOS's
 pager prompt; Space (any key) shows the next page and `q` ends the output. SONiC's `show` prints through
-no pager.
+no pager (sonic-utilities' utilities_common/cli.py run_command writes a command's output with click.echo).
 """
 
 from __future__ import annotations

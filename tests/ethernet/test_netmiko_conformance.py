@@ -91,7 +91,7 @@ def test_enters_sent_together_come_back_one_prompt_per_line(
     ch = _shell(switches[0], name)
     prompt = PROMPTS[name]
     assert _read_until(ch, prompt) == f"\r\n{prompt}"
-    ch.send("\n\n\n")  # one write, three lines: HEAD's simulator answered "\r\n\r\n\r\n" and three prompts glued
+    ch.send("\n\n\n")  # one write, three lines (the simulator before issue 37 echoed all three, then glued three prompts)
     assert _read_until(ch, f"\r\n{prompt}" * 3) == f"\r\n{prompt}" * 3
     ch.send("sh\x7fhow foo\r")  # echoed as the CLI reads it: BS SP BS for the erased character, Enter as CR LF
     assert _read_until(ch, prompt).startswith("sh\b \bhow foo\r\n")
