@@ -3,11 +3,13 @@ anonymous enlistment gets back.
 
 The fields are MAAS 3.5's (`DISPLAYED_MACHINE_FIELDS` in maasserver/api/machines.py, tag 3.5.13: 79 names, of
 which `constraints_by_type` appears only in an allocation's answer, plus `resource_uri`); MAAS 3.4 shows the same
-but `error_description` (78). The shapes of the values (nested domain, zone, pool, interfaces, test statuses,
-hardware_info, numanode_set, default_gateways) follow real MAAS answers: the ystia/yorc capture in
-tests/fixtures/maas/ and a MAAS 3.4.9 `machines accept-all` answer. What the simulator does not model (disks,
-NUMA topology, hardware details, tests) is shown as a machine MAAS never commissioned shows it: empty lists,
-zeros, "Unknown".
+but `error_description` (78, tag 3.4.10). The shapes of the values (nested domain, zone, pool, interfaces and
+their links, test statuses, hardware_info, numanode_set, default_gateways) follow a real MAAS answer, the
+ystia/yorc capture in tests/fixtures/maas/ (72 fields, MAAS 2.x); the fields it predates (workload_annotations,
+last_sync, sync_interval, next_sync, enable_hw_sync, ephemeral_deploy, error_description, parent) follow the
+handler's own methods and model fields in maasserver. What the simulator does not model (disks, NUMA topology,
+hardware details, tests) is shown as MAAS shows a machine it has no such data for: empty lists, zeros, null,
+"Unknown" (a test status with no results is -1, maasserver/api/nodes.py get_script_status_name).
 """
 
 from __future__ import annotations
