@@ -46,9 +46,9 @@ PREPARATION = {"cisco_nxos": ["terminal width 511", "terminal length 0"],
 
 @pytest.fixture(scope="module")
 def switches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EthernetDesign, dict[str, Any], Path]]:
-    """Five racks: NX-OS (a port error-disabled by link flaps), EOS, OS10, SONiC, and a SONiC read with
+    """Five racks: NX-OS and EOS (each with a port error-disabled), OS10, SONiC, and a SONiC read with
     netmiko's edgecore_sonic; tor-r6 is an EOS that falls behind. One stock session per switch."""
-    faults = EthernetFaults(err_disabled=["gpu-r1-02"], switch_faults={"tor-r6": "falls_behind"})
+    faults = EthernetFaults(err_disabled=["gpu-r1-02", "gpu-r2-02"], switch_faults={"tor-r6": "falls_behind"})
     design, asbuilt = lab(6, 2, faults, (*PLATFORMS, "sonic", "arista_eos"))
     for s in asbuilt["switches"]:
         s["port"] = PORT
@@ -152,6 +152,7 @@ def test_ntc_templates_through_netmiko_read_the_facts_the_project_reads(
     if platform == "arista_eos":
         ports = _stock_rows(conn, COMMANDS[platform]["ports"][0])
         assert {normalise_port(r["port"]): r["status"] for r in ports} == {k: p.raw for k, p in view.ports.items()}
+        assert {r["status"] for r in ports} == {"connected", "notconnect", "errdisabled"}  # EOS's own words
         return
     # NX-OS: ntc-templates' status template refuses the real `linkFlapE` word...
     with pytest.raises(TextFSMError, match="linkFlapE"):
