@@ -33,6 +33,8 @@ COMMAND_MODULES = {
     "ship": "job_cmds",
     "anomalies": "job_cmds",
     "slurm": "slurm_cmds",
+    "firmware": "firmware_cmds",
+    "bios": "firmware_cmds",
 }
 
 

@@ -15,6 +15,7 @@ from provision.cli.app import Common, JsonOpt, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
+from provision.firmware.table import read_rows, version_spread
 from provision.hostfiles import HostfileFormat, golden_hosts, render_hostfile
 from provision.site.bounded import MAX_EVIDENCE_BYTES, InputRefused, read_text
 from provision.state import HostRecord, State, parse_state
@@ -52,6 +53,7 @@ def status_payload(ctx: Context, records: list[HostRecord]) -> dict[str, Any]:
         "by_rack": {rack: dict(sorted(c.items())) for rack, c in by_rack.items()},
         "failed": failed,
         "not_in_site": [r.hostname for r in records if not r.in_site],
+        "firmware_versions": version_spread(read_rows(ctx.store).values()),  # per component kind (#40)
     }
 
 
@@ -87,6 +89,14 @@ def _render_status(payload: dict[str, Any]) -> None:
                 esc(f["host"]), esc(f["rack"]), f"[red]{esc(f['reason'])}[/]", f["failed_while"] or "", f["since"]
             )
         console.print(failed)
+    if payload.get("firmware_versions"):
+        spread = Table(title="firmware versions (hosts per version)", title_justify="left")
+        spread.add_column("component")
+        spread.add_column("versions")
+        for kind, versions in payload["firmware_versions"].items():
+            line = ", ".join(f"{esc(v)} ({n})" for v, n in versions.items())
+            spread.add_row(esc(kind), f"[yellow]{line}[/]" if len(versions) > 1 else line)
+        console.print(spread)
     if payload["not_in_site"]:
         gone = ", ".join(esc(host) for host in payload["not_in_site"])
         console.print(f"[yellow]in the state store but no longer in the site:[/] {gone}")

@@ -234,8 +234,8 @@ FIRMWARE_INVENTORY = StepSpec(
     run_by="provision firmware inventory",
     summary="read every BMC's FirmwareInventory and BIOS attributes, judge them against the host class's baseline; "
     "a host off it fails (firmware_drift, bios_drift), a drifted host back on it re-enters the flow",
-    takes=(State.bmc_reachable, *_AFTER_BASELINE, State.healthy, State.burned_in, State.golden),
-    moves_to=_AFTER_BASELINE,
+    takes=(State.declared, State.bmc_reachable, *_AFTER_BASELINE, State.healthy, State.burned_in, State.golden),
+    moves_to=(State.bmc_reachable, *_AFTER_BASELINE),
     reasons={**_BMC_REASONS, **_DRIFT_REASONS},
     concurrency=128,
     host_timeout_s=120.0,
