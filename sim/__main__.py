@@ -29,21 +29,15 @@ _unshadow()
 
 import typer  # noqa: E402  (after _unshadow: every `sim` import below must be this package)
 
-from provision.cli.context import default_site_path  # noqa: E402
 from provision.cli.output import console, emit_json  # noqa: E402
 from provision.cli.runner import command_app, run_app  # noqa: E402
-from provision.site import load_site  # noqa: E402
 from sim import secrets  # noqa: E402
 from sim.lab import (  # noqa: E402
-    Lab,
     LabContext,
-    LabError,
-    Service,
-    discover_services,
     optional_service_names,
-    optional_services,
     parse_with,
 )
+from sim.lab_of_site import open_context, open_lab  # noqa: E402
 
 app = command_app("sim", "The simulated lab: BMCs, MAAS API, UFM, IB fabric and test hosts on loopback addresses.")
 
@@ -52,34 +46,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 WithOpt = Annotated[list[str] | None, typer.Option(
     "--with", help="Also start an opt-in simulator, NAME or NAME=ARG (testhosts=N: N Debian test hosts; "
                    "needs root, the first start runs debootstrap).")]
-
-
-def open_context(site_path: Path | None) -> LabContext:
-    site = load_site(site_path or default_site_path())
-    run_dir = site.paths.lab_run_dir
-    values = secrets.load_or_create(run_dir)
-    secrets.export(values)
-    return LabContext(site=site, run_dir=run_dir, secrets=values)
-
-
-def _running_optional(ctx: LabContext) -> dict[str, str | None]:
-    """The opt-in simulators that have a pid file in the run directory (started by an earlier `up`)."""
-    return {name: None for name in optional_service_names() if (ctx.run_dir / f"{name}.pid").exists()}
-
-
-def open_lab(site_path: Path | None, with_: dict[str, str | None] | None = None) -> Lab:
-    """The lab of the site: its simulators, the opt-in ones asked for, and the opt-in ones running."""
-    ctx = open_context(site_path)
-    wanted = {**_running_optional(ctx), **(with_ or {})}
-    extra: list[Service] = []
-    for name, arg in wanted.items():
-        try:
-            extra += optional_services(ctx, {name: arg})
-        except LabError:
-            if name in (with_ or {}):
-                raise
-            # A running one whose prerequisites went away: still stopped through its pid file.
-    return Lab(discover_services(ctx) + extra, ctx.run_dir)
 
 
 @app.command()

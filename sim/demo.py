@@ -20,11 +20,11 @@ from fabric.cli import main as fabric_main
 from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
 from provision.cli.output import console, get_console
-from sim.__main__ import open_lab
 from sim.demo_progress import Progress
 from sim.demo_slurm import run_slurm_stage
 from sim.demo_training import prepare as prepare_training
 from sim.demo_training import run_training_stage
+from sim.lab_of_site import open_lab
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,11 +18,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return train_main(rest)
     if cmd == "plan":
-        from training.plan import main as plan_main
+        from training.plan_cli import main as plan_main
 
         return plan_main(rest)
     if cmd == "launch":
-        from training.launcher import main as launch_main
+        from training.launch_cli import main as launch_main
 
         return launch_main(rest)
     if cmd == "prepare-data":

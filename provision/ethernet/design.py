@@ -28,7 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from provision.errors import BringupError
-from provision.ethernet.rule import MAX_REPORTED, DesignRule, Position, expand
+from provision.ethernet.rule import MAX_REPORTED, DesignRule, PlatformRule, Position, RoleRule, port_name
 from provision.site.bounded import InputRefused, load_yaml, read_text
 from provision.site.switches import ManagementSwitch
 
@@ -111,6 +111,78 @@ def design_problems(design: EthernetDesign) -> list[str]:
     return out
 
 
+# The rule's expansion (provision/ethernet/rule.py holds the rule itself).
+
+def _tors(design: EthernetDesign, rule: DesignRule, racks: set[str], problems: list[str]) -> dict[str, str]:
+    """rack -> its top-of-rack switch: the rule's `racks` first, else the one switch located in the rack."""
+    located: dict[str, list[str]] = {}
+    for name, spec in sorted(design.switches.items()):
+        if spec.location:
+            located.setdefault(spec.location, []).append(name)
+    tors = {}
+    for rack in sorted(racks):
+        if rack in rule.racks:
+            tors[rack] = rule.racks[rack]
+        elif len(located.get(rack, [])) == 1:
+            tors[rack] = located[rack][0]
+        elif located.get(rack):
+            problems.append(f"rack {rack}: switches {', '.join(located[rack])} are all located there: "
+                            "name its top-of-rack switch in rule.racks")
+    for rack, switch in sorted(rule.racks.items()):
+        if rack not in racks:
+            problems.append(f"rule.racks: unknown rack {rack!r} (not in the site)")
+        if switch not in design.switches:
+            problems.append(f"rule.racks: rack {rack} -> undeclared switch {switch!r}")
+    return tors
+
+
+def _place(design: EthernetDesign, rule: DesignRule, pos: Position, role: str, switch: str,
+           problems: list[str]) -> NicPlacement | None:
+    role_rule: RoleRule = getattr(rule, role)
+    spec = design.switches[switch]
+    platform = rule.platforms.get(spec.platform, PlatformRule())
+    n = pos.u + role_rule.offset + platform.offset
+    if not 1 <= n <= spec.ports:
+        problems.append(f"{pos.host} {role}: U{pos.u} gives port {n} on {switch}, out of range 1..{spec.ports}")
+        return None
+    return NicPlacement(switch=switch, port=port_name(spec.platform, n, platform), vlan=role_rule.vlan)
+
+
+def _expand_host(design: EthernetDesign, rule: DesignRule, pos: Position, tors: dict[str, str],
+                 problems: list[str]) -> HostNics | None:
+    explicit = design.nics.get(pos.host, HostNics())
+    placed = {"bmc": explicit.bmc, "pxe": explicit.pxe}
+    for role in ("bmc", "pxe"):
+        if placed[role] is not None or getattr(rule, role) is None:
+            continue
+        switch = tors.get(pos.rack)
+        if switch is None:
+            problems.append(f"{pos.host} {role}: rack {pos.rack} has no top-of-rack switch "
+                            "(no switch located there, none in rule.racks)")
+        elif switch in design.switches:
+            placed[role] = _place(design, rule, pos, role, switch, problems)
+    if placed["bmc"] is None and placed["pxe"] is None:
+        return None
+    return HostNics(bmc=placed["bmc"], pxe=placed["pxe"])
+
+
+def expand_rule(design: EthernetDesign, positions: list[Position]) -> tuple[EthernetDesign, list[str]]:
+    """(the design with the rule's placements added, every problem found)."""
+    rule = design.rule
+    if rule is None:
+        return design, []
+    problems: list[str] = []
+    tors = _tors(design, rule, {p.rack for p in positions}, problems)
+    nics = dict(design.nics)
+    for pos in sorted(positions, key=lambda p: p.host):
+        if rule.roles and pos.role not in rule.roles:
+            continue
+        host = _expand_host(design, rule, pos, tors, problems)
+        if host is not None:
+            nics[pos.host] = host
+    return design.model_copy(update={"nics": nics, "rule": None}), problems
+
+
 def parse_design(text: str, source: str, positions: list[Position] | None = None,
                  site_switches: dict[str, SwitchSpec] | None = None) -> EthernetDesign:
     """The design; with the site's `positions` (rule.site_positions) its rule is expanded into placements,
@@ -129,7 +201,7 @@ def parse_design(text: str, source: str, positions: list[Position] | None = None
         design = design.model_copy(update={"switches": {**site_switches, **design.switches}})
     if design.rule is not None and positions is None:
         raise EthernetDesignError(f"{source}: its rule needs the site's racks (load it with the site)")
-    design, problems = expand(design, positions or [])
+    design, problems = expand_rule(design, positions or [])
     problems += design_problems(design)
     if problems:
         more = f" (and {len(problems) - MAX_REPORTED} more)" if len(problems) > MAX_REPORTED else ""

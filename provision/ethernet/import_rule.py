@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from provision.ethernet.design import EthernetDesign, HostNics, NicPlacement, normalise_port
-from provision.ethernet.rule import DesignRule, Position, RoleRule, expand, port_name
+from provision.ethernet.design import EthernetDesign, HostNics, NicPlacement, expand_rule, normalise_port
+from provision.ethernet.rule import DesignRule, Position, RoleRule, port_name
 
 MODES = ("auto", "always", "never")
 ROLES = ("bmc", "pxe")
@@ -88,7 +88,7 @@ def fit_rule(design: EthernetDesign, positions: list[Position], mode: str = "aut
     host_roles = sorted({by_host[h].role for h in design.nics if h in by_host})
     rule = DesignRule(bmc=roles["bmc"], pxe=roles["pxe"], roles=host_roles)
     bare = design.model_copy(update={"nics": {}, "rule": rule})
-    expanded, problems = expand(bare, [p for p in positions if p.role in host_roles])
+    expanded, problems = expand_rule(bare, [p for p in positions if p.role in host_roles])
     keep = {h: n for h, n in design.nics.items() if _has_mac(n) or not _reproduced(n, expanded.nics.get(h))}
     extra = sorted(set(expanded.nics) - set(design.nics))
     if mode == "auto" and (keep or extra or problems):

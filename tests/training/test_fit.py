@@ -155,7 +155,7 @@ def test_job_stops_on_every_rank_before_building_when_the_plan_is_over_the_gpu(t
 
 
 def test_plan_cli_prints_the_auto_fit_choice(capsys: pytest.CaptureFixture[str]) -> None:
-    from training.plan import main
+    from training.plan_cli import main
 
     main(["--config", "llama3_8b", "--gpus", "1", "--gpu-mem", "141", "--auto-fit"])
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("auto-fit"))

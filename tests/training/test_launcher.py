@@ -126,7 +126,7 @@ def test_ib_hcas_come_from_the_fabric_design_of_the_job_hosts(tmp_path: Path) ->
 
 
 def test_launch_dry_run_prints_one_command_per_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from training.launcher import main
+    from training.launch_cli import main
 
     hostfile = tmp_path / "golden"
     hostfile.write_text("gpu-r1-01 slots=8\ngpu-r1-02 slots=8\n")
@@ -145,7 +145,8 @@ def test_launch_dry_run_prints_one_command_per_host(tmp_path: Path, capsys: pyte
 def test_the_launcher_refuses_hosts_whose_shipped_environment_is_not_the_jobs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tests.ship.conftest import make_venv
-    from training.launcher import environment_mismatches, main
+    from training.launch_cli import main
+    from training.launcher import environment_mismatches
     from training.pack_env import pack
 
     man = pack(make_venv(tmp_path), tmp_path / "out")

@@ -6,7 +6,8 @@ import pytest
 
 from tests.training.conftest import FIXTURES
 from training.configs import model_config
-from training.plan import main, min_gpus, plan, vendor_gib
+from training.plan import min_gpus, plan, vendor_gib
+from training.plan_cli import main
 
 GIB_80 = vendor_gib(80)
 GIB_141 = vendor_gib(141)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.training.conftest import REPO, step_records, tiny_args
-from training.launcher import main as launch
+from training.launch_cli import main as launch
 
 STEPS, EVERY = 12, 4
 

@@ -105,7 +105,7 @@ def test_deepspeed_on_a_smaller_world_restarts_and_without_universal_checkpoints
     last = _events(tmp_path)[-1]
     assert last["event"] == "gave_up" and "saved by 2 ranks, the restart would have 1" in str(last["reason"])
     assert "0.13.0 has no ZeRO-3 universal" in str(last["reason"])
-    from training.launcher import main
+    from training.launch_cli import main
 
     (tmp_path / "hosts").write_text("a slots=1\n")
     assert main(["--hostfile", str(tmp_path / "hosts"), "--config", "tiny", "--engine", "deepspeed",
