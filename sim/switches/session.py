@@ -11,9 +11,15 @@ Modes, as each NOS enters and leaves them:
   user's own password (`[sudo] password for admin: `, sudo's default prompt, as Debian's `%sudo ALL=(ALL:ALL)
   ALL` rule requires), not echoed, and the root shell's prompt is `root@sw:/home/admin# `; `exit` returns.
 
-Paging: until `terminal length 0` (NX-OS, EOS, OS10) the output stops every PAGE_LINES lines at the NOS's
-pager prompt; Space (any key) shows the next page and `q` ends the output. SONiC's `show` prints through
-no pager (sonic-utilities' utilities_common/cli.py run_command writes a command's output with click.echo).
+Paging (NX-OS, EOS, OS10): a page is as long as the terminal the client asked for (the pty request's rows;
+PAGE_LINES when it gave none), as a real switch detects the window's lines (on EOS, https://lkhill.com/
+ansible-pagination/: the device detects the terminal's lines, `terminal length` overrides them; Cisco's NX-API
+reference shows NX-OS's `show terminal` of an xterm session as 24 lines, 80 columns); the output stops at the
+NOS's pager prompt, Space (any key) shows the next page and `q` ends the output.
+`terminal length 0` turns paging off. netmiko asks for a 511x1000 terminal and then sends
+`terminal length 0`. The `page` fault pages every PAGE_LINES lines whatever the terminal or `terminal length`
+say. SONiC's `show` prints through no pager (sonic-utilities' utilities_common/cli.py run_command writes a
+command's output with click.echo).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ class Mode:
     user: str
     password: str
     privileged: bool = False  # EOS: enable; SONiC: the root shell of `sudo -s`
-    paging: bool = True
+    page_lines: int = PAGE_LINES  # 0: no paging
 
 
 def current_prompt(sw: SimSwitch, mode: Mode) -> str:
@@ -48,11 +54,11 @@ def current_prompt(sw: SimSwitch, mode: Mode) -> str:
     return prompt(sw, mode.user)
 
 
-async def _write_paged(term: Terminal, text: str, paging: bool, more: str) -> bool:
-    """Write `text`, stopping at `more` every PAGE_LINES lines while paging; False if the client went away."""
+async def _write_paged(term: Terminal, text: str, page_lines: int, more: str) -> bool:
+    """Write `text`, stopping at `more` every `page_lines` lines (0: never); False if the client went away."""
     lines = text.splitlines(keepends=True)
     while lines:
-        chunk, lines = (lines[:PAGE_LINES], lines[PAGE_LINES:]) if paging else (lines, [])
+        chunk, lines = (lines[:page_lines], lines[page_lines:]) if page_lines else (lines, [])
         term.write("".join(chunk))
         if lines:
             term.write(more)
@@ -94,8 +100,8 @@ async def _line(term: Terminal, sw: SimSwitch, mode: Mode, line: str) -> bool:
             mode.privileged = False
             return True
         return False
-    if words == "terminal length 0" and sw.fault != "page":
-        mode.paging = False
+    if words == "terminal length 0":
+        mode.page_lines = 0
     privileged = await _privilege(term, sw, mode, words)
     text = answer(sw, words) if privileged is None else privileged
     if words.startswith("show mac") and sw.fault == "hang":
@@ -106,14 +112,15 @@ async def _line(term: Terminal, sw: SimSwitch, mode: Mode, line: str) -> bool:
         text = answer(sw, "show lldp (feature disabled)")
     if words.startswith("show") and sw.fault == "unknown_format":
         text = "Syntax error: Illegal parameter\n"
-    paging = mode.paging and (sw.platform != "sonic" or sw.fault == "page")  # SONiC pages nothing (`page`: as more)
-    return await _write_paged(term, text, paging, pager(sw))
+    page_lines = PAGE_LINES if sw.fault == "page" else 0 if sw.platform == "sonic" else mode.page_lines
+    return await _write_paged(term, text, page_lines, pager(sw))
 
 
 async def run_session(proc: Any, sw: SimSwitch, user: str, password: str) -> None:
     """The CLI of one SSH session until the client exits or goes away."""
     term = Terminal(proc, IDLE_S, BEHIND_S if sw.fault == "falls_behind" else 0.0)
-    mode = Mode(user, password)
+    rows = proc.term_size[1] if proc.term_size else 0
+    mode = Mode(user, password, page_lines=rows or PAGE_LINES)
     try:
         term.write("\n" + current_prompt(sw, mode))
         while True:

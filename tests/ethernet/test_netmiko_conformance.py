@@ -67,11 +67,12 @@ def switches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Etherne
                 c.disconnect()
 
 
-def _shell(design: EthernetDesign, name: str) -> paramiko.Channel:
+def _shell(design: EthernetDesign, name: str, height: int = 1000) -> paramiko.Channel:
+    """A raw shell on a terminal of `height` lines (netmiko's: 1000)."""
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     client.connect(design.switches[name].address, PORT, "admin", PASSWORD, allow_agent=False, look_for_keys=False)
-    return client.invoke_shell(term="vt100", width=511, height=1000)
+    return client.invoke_shell(term="vt100", width=511, height=height)
 
 
 def _read_until(ch: paramiko.Channel, end: str, timeout: float = 3.0) -> str:
@@ -190,13 +191,18 @@ def test_the_project_reads_sonic_alike_with_netmikos_linux_and_edgecore_sonic_dr
 
 
 @pytest.mark.parametrize("name", ["tor-r1", "tor-r2", "tor-r3"])
-def test_output_pages_at_the_more_prompt_until_terminal_length_0(
+def test_output_pages_at_the_terminals_height_until_terminal_length_0(
         switches: tuple[EthernetDesign, dict[str, Any], Path], name: str) -> None:
     design = switches[0]
     platform = design.switches[name].platform
     command, more = COMMANDS[platform]["ports"][0], "--more--" if platform == "dell_os10" else "--More--"
-    ch = _shell(design, name)
-    prompt = _read_until(ch, PROMPTS[name]).strip()
+    tall = _shell(design, name)  # netmiko's 1000 lines: the 51 lines fit one page
+    prompt = _read_until(tall, PROMPTS[name]).strip()
+    tall.send(command + "\n")
+    assert more not in _read_until(tall, prompt)
+    tall.close()
+    ch = _shell(design, name, height=24)  # a person's terminal
+    _read_until(ch, prompt)
     ch.send(command + "\n")
     pages = [_read_until(ch, more)]
     assert pages[0].count("\r\n") == 1 + 24  # the echo, then one page
