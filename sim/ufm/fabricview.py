@@ -6,8 +6,10 @@ watches the fabric with the real tools, turns what changes into UFM events, and 
 - A switch port whose `SymbolErrorCounter` or `LinkDownedCounter` rose between two sweeps (`perfquery -l
   <lid> 255`, every port of a switch at once) is a 110 or 112 threshold event.
 - Disable/enable go through the real `ibportstate`: a switch port over a directed route, an HCA port from
-  the HCA itself (an SMP over the link being disabled loses its answer); ibsim retrains a port disabled
-  through its SMA only when it is cabled again, so after both ends are enabled the link is re-cabled
+  the HCA itself (an SMP over the link being disabled loses its answer), naming its local CA and port
+  (`-C ibsim0 -P <port>`, umad2sim's one CA): left to choose, libibumad opens only a port that is not
+  Disabled, so the enable of a disabled HCA port failed with "can't open UMAD port"; ibsim retrains a port
+  disabled through its SMA only when it is cabled again, so after both ends are enabled the link is re-cabled
   through ibsim's console.
 """
 
@@ -29,6 +31,7 @@ from fabric.toolrun import run_tool
 from fabric.topology import End, Link, NodeType, Topology
 
 FLAP_WINDOW_S = 300.0
+SIM_CA = "ibsim0"  # the one CA umad2sim shows a tool (umad2sim.c: umad2sim_dev_create(0, "ibsim0"))
 
 
 @dataclass
@@ -191,7 +194,8 @@ class FabricView:
             if end.guid in self.nodes and not self.is_switch(end.guid):
                 # from the HCA itself: an SMP over its own link loses its answer when the link goes down
                 action = "enable" if enabled else "disable"
-                self.tool(["ibportstate", "-D", "0", str(end.port), action], sim_host=f"H-{end.guid}", check=True)
+                self.tool(["ibportstate", "-C", SIM_CA, "-P", str(end.port), "-D", "0", str(end.port), action],
+                          sim_host=f"H-{end.guid}", check=True)
                 (self.actuator.down.discard if enabled else self.actuator.down.add)(end)
             else:
                 asyncio.run(self.actuator.set_enabled(end, enabled))

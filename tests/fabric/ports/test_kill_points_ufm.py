@@ -9,10 +9,12 @@ fabric is the lab's ibsim, which the simulated UFM changes with the real `ibport
 
 Three host links (A gpu-r1-05, B gpu-r1-07, C gpu-r2-06), each condemned by one 110 event in its own
 `--events` file so each run plans one link; an apply disables the HCA end first, a re-enable enables the
-switch end first. The issue's case is C: UFM disabled both ends and the run died before the `disabled`
+switch end first, then the HCA end (which the simulated UFM enables from the HCA itself: the path
+that failed with "can't open UMAD port" before sim/ufm/fabricview.py named its CA and port). The issue's
+case is C: UFM disabled both ends and the run died before the `disabled`
 row, so the link is no longer discovered and a plain rerun never planned it again; its host stayed golden.
 
-The module takes about 60 s on this machine (seven CLI runs, five of them killed processes, each with live
+The module takes about 60 s on an idle machine (nine CLI runs, six of them killed processes, each with live
 discovery and UFM jobs): the kill points are the behaviour, and each needs its own process.
 """
 
@@ -29,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from fabric.cli import main as fabric_main
-from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, REENABLING, Ledger, LedgerEntry
+from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, REENABLED, REENABLING, Ledger, LedgerEntry
 from fabric.topology import End
 from provision.cli.context import open_store
 from provision.site import load_site
@@ -70,6 +72,7 @@ FAULTS = """jobs:
     - {node: leaf-A-r3-U28, port: 14, action: disable, times: 1, when: after}     # C: both ends disabled
     - {node: leaf-A-r3-U28, port: 14, action: enable, times: 1, when: before}     # re-enable C: intent only
     - {node: leaf-A-r3-U30, port: 7, action: enable, times: 1, when: after}       # re-enable B: switch end up
+    - {node: gpu-r1-07/mlx5_5, port: 1, action: enable, times: 1, when: after}    # re-enable B: both ends up
 """
 
 
@@ -135,6 +138,11 @@ def _current(lab: Lab) -> tuple[dict[str, LedgerEntry], dict[str, State]]:
         return Ledger(store).current(), {hl.host: store.get(hl.host).state for hl in (A, B, C)}
 
 
+def _history(lab: Lab, link: str) -> list[LedgerEntry]:
+    with open_store(load_site(lab.site), lab.db) as store:
+        return Ledger(store).history(link)
+
+
 def test_apply_killed_at_each_point_is_reconciled_by_the_next_run(
         lab: Lab, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # A: killed after its `planned` row, before anything was sent; its host already left golden
@@ -195,3 +203,16 @@ def test_reenable_killed_at_each_point_is_reconciled_by_the_next_run(
     rows, hosts = _current(lab)
     assert rows[B.link].state == DISABLED and _phys(B.hca, B.switch_end) == ["Disabled", "Disabled"]
     assert hosts[B.host] is State.failed
+    # B again: killed once both ends are enabled (its HCA end from the HCA), before the checks were recorded
+    _killed(lab, "reenable", B.link, "--repaired", "--window", "1s", "--train", "5s")
+    rows, hosts = _current(lab)
+    assert rows[B.link].state == REENABLING and _phys(B.hca, B.switch_end) == ["LinkUp", "LinkUp"]
+    assert hosts[B.host] is State.failed
+    # and the re-enable run after it: B is first put out of service again, then re-enabled and proven
+    code, out = _run(lab, monkeypatch, capsys, "reenable", B.link, "--repaired", "--window", "1s", "--train", "5s")
+    assert code == 0, out
+    assert f"reenabling -> disabled     {B.link}" in out and f"{B.link}: re-enabled (ledger row " in out
+    rows, hosts = _current(lab)
+    history = [r.state for r in _history(lab, B.link)]
+    assert history[-4:] == [REENABLING, DISABLED, REENABLING, REENABLED]
+    assert _phys(B.hca, B.switch_end) == ["LinkUp", "LinkUp"] and hosts[B.host] is State.configured
