@@ -30,12 +30,13 @@ from provision.hostfiles import golden_hosts
 from provision.site import load_site
 from provision.site.index import load_index
 from provision.state import State, StateStore
-from provision.state.intents import RECONCILED, open_intents
+from provision.state.intents import RECONCILED, Outcome, closed, open_intents
 from provision.state.opening import SiteIdentity
+from sim.redfish.faults import Fault
 from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint
 from tests.redfish.simlab import PASSWORD_VAR, free_port, new_password, write_site
 
-HOSTS = 12
+HOSTS = 13
 
 
 @dataclass
@@ -204,3 +205,22 @@ def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finish
             assert history[-2].command == "pxe-boot"
             assert lab.sim.bmc(host).boots[len(boots_before[host]):] == ["Pxe"]  # this run's own boot
         assert open_intents(store, hosts=hosts) == []
+
+
+def test_a_reset_the_bmc_accepts_but_never_carries_out_closes_its_intent_failed_from_the_read_back(
+        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    host = "h012"
+    lab.sim.call(lab.sim.simulator.apply_faults({host: frozenset({Fault.power_fault})}))
+    try:
+        lab.sim.set_power(host, "Off")
+        code, out = _cli(capsys, lab, "power", "on", "--hosts", host, "--power-timeout", "1")
+    finally:
+        lab.sim.call(lab.sim.simulator.apply_faults({}))
+    assert code == 1 and out["hosts"][0]["reason"] == "power_fault"
+    with lab.store() as store:
+        ids = [int(r[0]) for r in store.reader().execute("SELECT id FROM intents WHERE host = ?", (host,))]
+        assert [(outcome, seen["power_state"]) for outcome, seen in closed(store, ids).values()] == \
+            [(Outcome.failed.value, "Off")]
+        code, out = _cli(capsys, lab, "power", "on", "--hosts", host)
+        assert code == 0 and "reconciled" not in out["hosts"][0]  # the run recorded its own outcome
+        assert out["hosts"][0]["data"]["power_state"] == "On"
