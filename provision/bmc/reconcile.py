@@ -24,13 +24,23 @@ from provision.state import StateStore
 from provision.state.intents import Intent, open_intents, reconcile
 
 SYSTEM = "bmc"
+BOOT_OVERRIDE = "boot override"  # the actions these commands ask for: the boot override and `reset <ResetType>`;
+RESET = "reset "  # other steps' BMC intents (firmware, BIOS) are theirs to reconcile
+
+
+def reset_action(kind: str) -> str:
+    return RESET + kind
+
+
+def ours(intent: Intent) -> bool:
+    return intent.action == BOOT_OVERRIDE or intent.action.startswith(RESET)
 Session = Callable[[Host], AbstractAsyncContextManager[RedfishClient]]
 
 
 def said(intent: Intent, observed: Mapping[str, Any]) -> str:
     """What the BMC shows, as it bears on one intent."""
     state = observed["power_state"]
-    if intent.action.startswith("reset "):
+    if intent.action.startswith(RESET):
         how = "as asked" if state == intent.target else \
             "on its way" if state == f"Powering{intent.target}" else "not as asked"
         return f"{state} ({how})"
@@ -67,7 +77,7 @@ async def reconcile_bmcs(store: StateStore, hosts: Sequence[Host], session: Sess
     by_name = {h.hostname: h for h in hosts}
     found = await asyncio.to_thread(open_intents, store, system=SYSTEM, hosts=by_name, dead_only=True)
     grouped: dict[str, list[Intent]] = {}
-    for intent in found:
+    for intent in filter(ours, found):
         grouped.setdefault(intent.host, []).append(intent)
     gate = asyncio.Semaphore(max(1, concurrency))
 

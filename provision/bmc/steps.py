@@ -32,7 +32,7 @@ from provision.bmc.power import (
     reset,
     wait_power,
 )
-from provision.bmc.reconcile import SYSTEM, reconcile_bmcs
+from provision.bmc.reconcile import BOOT_OVERRIDE, SYSTEM, reconcile_bmcs, reset_action
 from provision.bmc.triage import HostProblem, triage
 from provision.errors import StateError
 from provision.ethernet.triage import SwitchTriage
@@ -142,7 +142,7 @@ class BmcStep(Step):
 
     async def reset(self, rec: Recording, host: Host, bmc: RedfishClient, system: Any, kind: str) -> None:
         """A reset, its intent on disk first."""
-        await rec.intend(host.hostname, SYSTEM, base_url(host), f"reset {kind}", RESET_TARGET[kind])
+        await rec.intend(host.hostname, SYSTEM, base_url(host), reset_action(kind), RESET_TARGET[kind])
         await reset(bmc, system, kind)
 
 
@@ -259,7 +259,7 @@ class PxeStep(BmcStep):
             # its check; otherwise the check is a read of its own before the reset.
             off_first = on and policy is PowerPolicy.off_on
             override = "Pxe/Once" + (f"/{boot_mode}" if boot_mode else "")
-            await rec.intend(host.hostname, SYSTEM, base_url(host), "boot override", override)
+            await rec.intend(host.hostname, SYSTEM, base_url(host), BOOT_OVERRIDE, override)
             armed = await arm_pxe_once(bmc, system, boot_mode, verify=not off_first)
             armed, resets = await self._power_cycle(rec, host, bmc, system, armed, on, policy)
             after = await wait_power(bmc, system.path, "On", opts.power_timeout_s, opts.poll_s, resets[-1])
@@ -297,7 +297,7 @@ class PowerStep(BmcStep):
         async def asking(kind: str) -> None:
             # power() asks for a second reset only once the first one's read-back showed it done
             await rec.settle(name, Outcome.confirmed, {"power_state": RESET_TARGET[kind]})
-            await rec.intend(name, SYSTEM, base_url(host), f"reset {kind}", RESET_TARGET[kind])
+            await rec.intend(name, SYSTEM, base_url(host), reset_action(kind), RESET_TARGET[kind])
 
         async with self.session(host) as bmc:
             system = await find_system(bmc)

@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from provision.hostfiles import golden_hosts
 from provision.site import load_site
 from provision.site.index import load_index
 from provision.state import State, StateStore
-from provision.state.intents import RECONCILED, Outcome, closed, open_intents
+from provision.state.intents import RECONCILED, Ask, Outcome, begin_in, close, closed, open_intents
 from provision.state.opening import SiteIdentity
 from sim.redfish.faults import Fault
 from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint
@@ -207,7 +208,7 @@ def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finish
         assert open_intents(store, hosts=hosts) == []
 
 
-def test_a_reset_the_bmc_accepts_but_never_carries_out_closes_its_intent_failed_from_the_read_back(
+def test_a_reset_the_bmc_never_carries_out_closes_its_intent_failed_and_other_steps_intents_are_left_alone(
         lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
     host = "h012"
     lab.sim.call(lab.sim.simulator.apply_faults({host: frozenset({Fault.power_fault})}))
@@ -221,6 +222,12 @@ def test_a_reset_the_bmc_accepts_but_never_carries_out_closes_its_intent_failed_
         ids = [int(r[0]) for r in store.reader().execute("SELECT id FROM intents WHERE host = ?", (host,))]
         assert [(outcome, seen["power_state"]) for outcome, seen in closed(store, ids).values()] == \
             [(Outcome.failed.value, "Off")]
+        with store.transaction() as db:  # another step's BMC intent, left by a dead run: not power's to close
+            firmware = begin_in(db, Ask(host, "bmc", "https://bmc", "firmware_update", "2.19.1", "firmware apply"))
+            db.execute("UPDATE intents SET run = ? WHERE id = ?", (f"{socket.gethostname()}:1:1", firmware))
         code, out = _cli(capsys, lab, "power", "on", "--hosts", host)
         assert code == 0 and "reconciled" not in out["hosts"][0]  # the run recorded its own outcome
         assert out["hosts"][0]["data"]["power_state"] == "On"
+        assert [i.id for i in open_intents(store, hosts=[host], dead_only=True)] == [firmware]
+        with store.transaction() as db:
+            close(db, [firmware], Outcome.failed, None)
