@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import gpu, ib, kernel_log, long_checks, nvlink, pcie, storage, system, topology
+from . import gpu, ib, kernel_log, long_checks, mlxfw, nvlink, pcie, storage, system, topology
 from .check import Check
 from .collectors import adjtimex, cpu_governors, ib_sysfs, pcie_links, proc_file
 from .config import Expectations
 from .probes import Probe
 
 CHECKS: tuple[Check, ...] = (
-    *gpu.CHECKS, *nvlink.CHECKS, *topology.CHECKS, *kernel_log.CHECKS, *pcie.CHECKS, *ib.CHECKS,
+    *gpu.CHECKS, *nvlink.CHECKS, *topology.CHECKS, *kernel_log.CHECKS, *pcie.CHECKS, *ib.CHECKS, *mlxfw.CHECKS,
     *system.CHECKS, *storage.CHECKS, *long_checks.CHECKS,
 )
 
@@ -40,6 +40,8 @@ def probes(exp: Expectations) -> dict[str, Probe]:
               timeout_s=t),
         Probe("zpool-status", ("zpool", "status", "-p"), timeout_s=t),
     ]
+    if exp.ib.firmware_query:
+        items.append(Probe(mlxfw.PROBE, ("mlxfwmanager", "--query"), timeout_s=t))
     if exp.system.docker_image:
         items.append(Probe("docker-gpus", ("docker", "run", "--rm", "--gpus", "all", exp.system.docker_image,
                                            "nvidia-smi", "-L"), timeout_s=exp.timeouts.docker_s))

@@ -73,6 +73,7 @@ class IbExpect:
     width: str | None = None  # e.g. "4X"
     link_layer: str = "InfiniBand"
     firmware: tuple[str, ...] = ()
+    firmware_query: bool = False  # also read the HCAs' firmware with `mlxfwmanager --query` (mlxfw.py)
     pcie_gen: int | None = None
     pcie_width: int | None = None
     gpu_nic_affinity: bool = False  # every GPU must have a NIC at PIX/PXB in `nvidia-smi topo -m`
