@@ -137,12 +137,8 @@ def describe(base: str) -> dict[str, Any]:
         "resources": resources,
         "handlers": [r["anon"] for r in resources if r["anon"]] + [r["auth"] for r in resources if r["auth"]],
     }
-    # MAAS hashes the description with relative URIs, so the hash is the same whichever host asked.
-    relative = describe_relative()
+    # MAAS hashes the description before it makes the URIs absolute: the same hash whichever host asked.
+    relative = [[r.name, r.anon.describe("") if r.anon else None, r.auth.describe("") if r.auth else None]
+                for r in RESOURCES]
     document["hash"] = hashlib.sha1(json.dumps(relative, sort_keys=True).encode()).hexdigest()
     return document
-
-
-def describe_relative() -> list[Any]:
-    return [[r.name, r.anon.describe("") if r.anon else None, r.auth.describe("") if r.auth else None]
-            for r in RESOURCES]

@@ -96,6 +96,10 @@ def test_describe_is_served_without_credentials_in_maas_s_shape_with_absolute_ur
     assert deploy == {"name": "deploy", "method": "POST", "op": "deploy", "restful": False, "doc": deploy["doc"]}
     assert doc["handlers"] == [r["anon"] for r in doc["resources"] if r["anon"]] + [
         r["auth"] for r in doc["resources"] if r["auth"]]
+    # asked by another name: the URIs follow it, the hash (of the relative description) does not
+    other = _api(maas, "GET", "describe/", auth=False, headers={"Host": "maas.example:5240"}).json()
+    assert other["handlers"][0]["uri"].startswith("http://maas.example:5240/MAAS/api/2.0/")
+    assert other["hash"] == doc["hash"]
 
 
 def test_every_action_the_description_lists_is_served(maas: RunningMaas) -> None:
