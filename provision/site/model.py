@@ -9,10 +9,9 @@ import ipaddress
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Literal, Self
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,6 +21,7 @@ from pydantic import (
 )
 
 from provision.site.endpoints import split_host_port
+from provision.site.fields import Address, Hostname, Port
 from provision.site.firmware import FirmwareBaseline, FirmwareRollout
 from provision.site.paths import SitePaths
 from provision.site.port_policy import PortPolicy
@@ -30,34 +30,9 @@ from provision.site.slurm import Slurm
 from provision.site.switches import ManagementSwitch
 from provision.site.versions import Versions
 
-_HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _check_address(value: str) -> str:
-    """An IPv4/IPv6 literal or an RFC 1123 host name."""
-    try:
-        ipaddress.ip_address(value)
-        return value
-    except ValueError:
-        pass
-    if re.fullmatch(r"[0-9.]+", value):
-        raise ValueError("not an IP address or hostname")
-    labels = value.rstrip(".").split(".")
-    if len(value) > 253 or not all(_HOSTNAME_LABEL.match(label) for label in labels):
-        raise ValueError("not an IP address or hostname")
-    return value
-
-
-def _check_hostname(value: str) -> str:
-    if not _HOSTNAME_LABEL.match(value):
-        raise ValueError("not a valid host name (letters, digits and '-', at most 63, no leading '-')")
-    return value
-
-
-Address = Annotated[str, AfterValidator(_check_address)]
-Hostname = Annotated[str, AfterValidator(_check_hostname)]
-Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 class _Model(BaseModel):

@@ -22,6 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from provision.site.fields import check_address
+
 Platform = Literal["cisco_nxos", "arista_eos", "dell_os10", "sonic"]
 PLATFORMS: tuple[str, ...] = ("cisco_nxos", "arista_eos", "dell_os10", "sonic")
 
@@ -39,9 +41,7 @@ class ManagementSwitch(BaseModel):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        from provision.site.model import _check_address  # the model imports this module: no cycle at import
-
-        return _check_address(value)
+        return check_address(value)
 
 
 def switch_problems(switches: Mapping[str, ManagementSwitch],
