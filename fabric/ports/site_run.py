@@ -93,7 +93,8 @@ def open_ports_site(site_file: Path, db: Path | None) -> PortsSite:
         points = live.sim_attachments(state)
         if points:
             wrapper = (points[0].argv[0],)
-            env = {k: v for k, v in points[0].env.items() if k == "IBSIM_SOCKNAME"}
+            # the tools attach where the first discovery did: in-band routes start at its node
+            env = {k: v for k, v in points[0].env.items() if k in ("IBSIM_SOCKNAME", "SIM_HOST")}
     return PortsSite(site, open_store(site, db), design, wrapper, env, state)
 
 
