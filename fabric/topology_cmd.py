@@ -19,7 +19,8 @@ import typer
 from fabric import render
 from fabric.options import CapturesOrNone, DesignFileOrNone, JsonOutput, SiteFile
 from fabric.slurm_topology import SlurmTopology, rank_order_text, to_json, topology_conf
-from fabric.topology_inputs import TopologyRequest, escape, load_slurm_topology
+from fabric.topology_inputs import escape
+from fabric.topology_load import TopologyRequest, load_slurm_topology
 from provision.errors import BringupError
 
 

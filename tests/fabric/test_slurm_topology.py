@@ -25,7 +25,8 @@ from fabric.parsers import parse_ibnetdiscover
 from fabric.ports.ledger import DISABLED, REENABLED, Ledger, LedgerEnd, LedgerEntry, link_id
 from fabric.slurm_topology import SlurmTopology, build, rank_order, rank_order_text, to_json, topology_conf
 from fabric.topology import End, Node, NodeType, Topology, TopologyBuilder
-from fabric.topology_inputs import TopologyRequest, host_map, load_slurm_topology, read_exclusions
+from fabric.topology_inputs import host_map, read_exclusions
+from fabric.topology_load import TopologyRequest, load_slurm_topology
 from provision.state import StateStore
 from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec
 from tests.fabric.conftest import FIXTURES, REPO, realdata_text
