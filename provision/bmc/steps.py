@@ -131,11 +131,14 @@ class BmcStep(Step):
     def skipped_data(self, host: Host, record: HostRecord) -> dict[str, Any]:
         return inventory_view(self.store.facts(host.hostname))
 
+    reconciles = False  # the steps that change a BMC (pxe-boot, power on|off|cycle) read back a dead run's changes
+
     async def reconcile(self, hosts: Sequence[Host]) -> None:
         """Before acting: the BMC changes a dead run asked for and never recorded, read back and recorded."""
-        self._reconciled = await reconcile_bmcs(self.store, hosts, self.session, command=self.command,
-                                                concurrency=self.options.concurrency,
-                                                timeout_s=self.options.host_timeout_s)
+        if self.reconciles:
+            self._reconciled = await reconcile_bmcs(self.store, hosts, self.session, command=self.command,
+                                                    concurrency=self.options.concurrency,
+                                                    timeout_s=self.options.host_timeout_s)
 
     def reconciled(self, host: str) -> tuple[str, ...]:
         return tuple(getattr(self, "_reconciled", {}).get(host, ()))
@@ -203,6 +206,7 @@ class HarvestStep(BmcStep):
 
 class PxeStep(BmcStep):
     spec = PXE
+    reconciles = True
 
     @functools.cached_property
     def _switches(self) -> SwitchTriage:
@@ -219,7 +223,6 @@ class PxeStep(BmcStep):
         await super().prepare(hosts)
         # One query, in a thread: in the host tasks it would hold the loop 500 BMC conversations need.
         self._facts = await asyncio.to_thread(self.store.facts_many, [h.hostname for h in hosts])
-        await self.reconcile(hosts)
 
     async def _power_cycle(self, rec: Recording, host: Host, bmc: RedfishClient, system: Any, armed: dict[str, Any],
                            on: bool, policy: PowerPolicy) -> tuple[dict[str, Any], list[str]]:
@@ -280,15 +283,11 @@ class PowerStep(BmcStep):
     def __init__(self, site: Site, store: StateStore, action: PowerAction, options: RunOptions | None = None) -> None:
         super().__init__(site, store, options)
         self.action = action
+        self.reconciles = action is not PowerAction.status
 
     @property
     def command(self) -> str:
         return f"power {self.action.value}"
-
-    async def prepare(self, hosts: Sequence[Host]) -> None:
-        await super().prepare(hosts)
-        if self.action is not PowerAction.status:
-            await self.reconcile(hosts)
 
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         opts = self.options

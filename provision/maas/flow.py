@@ -37,6 +37,7 @@ from provision.site.endpoints import join_host_port
 from provision.site.model import Host, Site
 from provision.state import HostRecord, State, StateStore, reached
 from provision.state.facts import HostFacts
+from provision.state.intents import open_intents
 from provision.steps.pipeline import MAAS_DEPLOY
 from provision.steps.runner import HostFailure, HostResult, Progress, Recording, RunLimits, Step
 
@@ -133,11 +134,17 @@ class MaasDeployStep(Step):
         self._known = {m.hostname: m for m in machines}
         self._by_mac = {mac: m for m in machines for mac in identity_macs(m)}
         self._facts = await asyncio.to_thread(self.store.facts_many, [h.hostname for h in hosts])
-        self._reconciled = await asyncio.to_thread(reconcile_maas, self.store, [h.hostname for h in hosts],
-                                                   machines, self._by_mac, command=self.command)
         # ansible-vault runs in a thread: not on the event loop. Hosts MAAS already holds need no credential.
         fresh = [h for h in hosts if h.hostname not in self._known and self._pxe_mac(h) not in self._by_mac]
         await asyncio.to_thread(self._resolve_logins, fresh)
+
+    async def reconcile(self, hosts: Sequence[Host]) -> None:
+        names = [h.hostname for h in hosts]
+        if await asyncio.to_thread(open_intents, self.store, system=SYSTEM, hosts=names, dead_only=True):
+            machines = await self.client.machines()
+            by_mac = {mac: m for m in machines for mac in identity_macs(m)}
+            self._reconciled = await asyncio.to_thread(reconcile_maas, self.store, names, machines, by_mac,
+                                                       command=self.command)
 
     def reconciled(self, host: str) -> tuple[str, ...]:
         return tuple(self._reconciled.get(host, ()))

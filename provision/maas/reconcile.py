@@ -2,10 +2,10 @@
 
 The deploy step writes an intent before each action it asks of MAAS (enlist, commission, allocate, deploy,
 release; `provision.state.intents`), closed by the host's next move. One left open by a run that is gone is
-read back here from the machine list the step reads anyway (by system id; an enlistment by its PXE MAC): the
-intent is closed `reconciled` with MAAS's status, the host's history says so (`intent_reconciled`), and the
-step then goes on from that status as on any re-run (MAAS's status decides what happens next, so a deployment
-the dead run started is waited for, not asked again).
+read back here, before the run selects its hosts, from MAAS's machine list (by system id; an enlistment by its
+PXE MAC): the intent is closed `reconciled` with MAAS's status, the host's history says so
+(`intent_reconciled`), and the step then goes on from that status as on any re-run (MAAS's status decides what
+happens next, so a deployment the dead run started is waited for, not asked again).
 """
 
 from __future__ import annotations

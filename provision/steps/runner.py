@@ -144,9 +144,12 @@ class Step(ABC):
         """What a skipped host's result shows (e.g. what an earlier run learnt)."""
         return {}
 
+    async def reconcile(self, hosts: Sequence[Host]) -> None:  # noqa: B027 (steps that ask peers nothing: none)
+        """Once, before hosts are selected, for every given host: the changes a dead run asked of this step's
+        peer and never recorded, read back from the peer and recorded (`provision.state.intents`)."""
+
     def reconciled(self, host: str) -> tuple[str, ...]:
-        """What `prepare` found of a dead run's unrecorded changes to the host, read back from the peer and
-        recorded (`provision.state.intents`); a line each."""
+        """What `reconcile` found of a dead run's unrecorded changes to the host and recorded; a line each."""
         return ()
 
     async def prepare(self, hosts: Sequence[Host]) -> None:  # noqa: B027 (most steps need nothing first)
@@ -204,7 +207,10 @@ async def run_step(step: Step, store: StateStore | None, hosts: Sequence[Host], 
     if store is None and (select or record_failures):
         raise StateError(f"{step.command}: a run without a state store can neither select nor record")
     started = time.time()
+    if store is not None:
+        await step.reconcile(hosts)
     todo, skipped = split_hosts(step, store, hosts) if select and store is not None else (list(hosts), [])
+    skipped = _with_reconciled(step, skipped)
     for result in skipped:
         _report(progress, result)
     if not todo:
@@ -229,7 +235,7 @@ async def run_step(step: Step, store: StateStore | None, hosts: Sequence[Host], 
     finally:
         if recorder is not None:
             await recorder.close()
-    done = [replace(r, reconciled=lines) if (lines := step.reconciled(r.host)) else r for r in done]
+    done = _with_reconciled(step, done)
     if store is not None:  # every stage leaves its Prometheus textfile metrics (provision/metrics/stages.py)
         write_stage(store, step.spec.name, done + skipped, started, time.time())
     return done + skipped
@@ -255,6 +261,10 @@ async def _one(step: Step, host: Host, rec: Recording, limits: RunLimits, record
     remediation = failure.remediation if failure.remediation is not None else step.spec.remediation(failure.reason)
     return HostResult(host.hostname, False, reason=failure.reason, detail=detail, data=failure.evidence,
                       remediation=remediation, state=State.failed if record_failures else None)
+
+
+def _with_reconciled(step: Step, results: list[HostResult]) -> list[HostResult]:
+    return [replace(r, reconciled=lines) if (lines := step.reconciled(r.host)) else r for r in results]
 
 
 def _report(progress: Progress | None, result: HostResult) -> None:

@@ -37,7 +37,7 @@ from sim.redfish.faults import Fault
 from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint
 from tests.redfish.simlab import PASSWORD_VAR, free_port, new_password, write_site
 
-HOSTS = 13
+HOSTS = 14
 
 
 @dataclass
@@ -157,6 +157,7 @@ def test_power_cycle_killed_at_every_point_is_recorded_from_the_bmc_by_the_next_
         assert code == 0 and all("reconciled" not in r for r in out["hosts"])  # nothing left to reconcile
 
 
+ARMED = "h013"
 # Hosts off before pxe-boot: PATCH the override, On. Hosts on (the site's off-on policy): PATCH, ForceOff, On.
 PXE_BOOT = {
     "h005": ("Off", KillPoint("override PATCH arriving", "PATCH", acted=False),
@@ -188,15 +189,22 @@ def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finish
         for host, (power, _, _) in PXE_BOOT.items():
             lab.sim.set_power(host, power)
         lab.killed_runs(["pxe-boot"], {h: point for h, (_, point, _) in PXE_BOOT.items()})
+        # A host pxe-boot passes over (armed already) with a power cycle a dead run left: read back all the same.
+        store.transition(ARMED, State.pxe_armed, command="test")
+        lab.sim.set_power(ARMED, "On")
+        lab.killed_runs(["power", "cycle"], {ARMED: KillPoint("ForceOff arriving", "POST", acted=False,
+                                                              reset="ForceOff")})
         for host, (_, point, said) in PXE_BOOT.items():
             assert store.get(host).state is State.macs_harvested, point.name  # nothing recorded
             assert len(open_intents(store, hosts=[host], dead_only=True)) == len(said), point.name
             lab.sim.settled(host)
         boots_before = {h: list(lab.sim.bmc(h).boots) for h in hosts}
 
-        code, out = _cli(capsys, lab, "pxe-boot", "--hosts", ",".join(hosts))
+        code, out = _cli(capsys, lab, "pxe-boot", "--hosts", ",".join([*hosts, ARMED]))
         assert code == 0
         results = {r["host"]: r for r in out["hosts"]}
+        assert results[ARMED]["skipped"] and results[ARMED]["reconciled"][0].endswith(
+            "reset ForceOff of h013 (to Off); BMC says On (not as asked), recorded")
         for host, (_, point, said) in PXE_BOOT.items():
             lines = results[host]["reconciled"]
             assert [f"{line.split(' for ')[1].split(' of ')[0]}: {line.split('; ')[1]}" for line in lines] == \
@@ -205,7 +213,7 @@ def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finish
             assert [e.reason or e.to_state.value for e in history[-2:]] == [RECONCILED, "pxe_armed"], point.name
             assert history[-2].command == "pxe-boot"
             assert lab.sim.bmc(host).boots[len(boots_before[host]):] == ["Pxe"]  # this run's own boot
-        assert open_intents(store, hosts=hosts) == []
+        assert open_intents(store, hosts=[*hosts, ARMED]) == []
 
 
 def test_a_reset_the_bmc_never_carries_out_closes_its_intent_failed_and_other_steps_intents_are_left_alone(
