@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from provision.cli.step_view import render_failures, result_json
 from provision.errors import IllegalTransition
 from provision.health.promotion import promote_golden
 from provision.hostfiles import golden_hosts
@@ -34,7 +35,7 @@ from provision.state.intents import (
 )
 from provision.state.secret_values import forget_all, hold
 from provision.steps.recorder import Recorder
-from provision.steps.runner import Recording, RunLimits, Step, run_step
+from provision.steps.runner import HostResult, Recording, RunLimits, Step, run_step
 from provision.steps.spec import StepSpec
 from tests.redfish.simlab import write_site
 
@@ -154,3 +155,13 @@ def test_a_host_with_an_open_intent_is_neither_promoted_nor_in_the_golden_hostfi
         close(db, pending, Outcome.confirmed, {"power_state": "Off"})
     assert [m.host for m in promote_golden(site, store)] == ["h001"]
     assert {h.hostname for h in golden_hosts(load_index(site_path), store)} == {"h000", "h001", "h002"}
+
+
+def test_reconciled_lines_are_printed_before_the_failures_and_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    said = "a run of `power on` died after asking BMC https://b for reset On of h1 (to On); BMC says [/bold]\x1b]0;x\x07"
+    results = [HostResult("h1", True, reconciled=(said,)), HostResult("h2", False, reason="power_fault", detail="no")]
+    render_failures(results)
+    out = capsys.readouterr().out
+    assert "reconciled a run of `power on` died after asking BMC" in out and "[/bold]" in out
+    assert "\x1b" not in out and out.index("reconciled") < out.index("power_fault")
+    assert result_json(results[0])["reconciled"] == [said] and "reconciled" not in result_json(results[1])
