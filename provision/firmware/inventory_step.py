@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from provision.bmc.steps import BmcStep, base_url
@@ -23,7 +24,9 @@ from provision.site import Host
 from provision.state import State
 from provision.state.lifecycle import RANK
 from provision.steps.pipeline import FIRMWARE_INVENTORY
-from provision.steps.runner import HostFailure, Recording
+from provision.steps.runner import HostFailure, HostResult, Progress, Recording
+
+FLUSH_ROWS = 64
 
 
 def reentry(resume_from: State | None) -> State:
@@ -43,6 +46,23 @@ def drift_failure(judged: Judgement, evidence: dict[str, Any]) -> HostFailure:
 
 class InventoryStep(BmcStep):
     spec = FIRMWARE_INVENTORY
+    _rows: list[FirmwareRow]
+
+    async def prepare(self, hosts: Sequence[Host]) -> None:
+        await super().prepare(hosts)
+        self._rows = []
+
+    async def flush(self) -> None:
+        """The rows gathered so far, in one transaction (one per host cost 512 fsyncs at Imbue's scale)."""
+        rows, self._rows = self._rows, []
+        await asyncio.to_thread(write_rows, self.store, rows)
+
+    async def run(self, hosts: Sequence[Host], progress: Progress | None = None) -> list[HostResult]:
+        try:
+            return await super().run(hosts, progress)
+        finally:
+            if getattr(self, "_rows", None):
+                await self.flush()
 
     def judged(self, host: Host, found: HostFirmware) -> Judgement:
         return judge(self.site.host_class(host).firmware, found.components, found.bios)
@@ -51,7 +71,9 @@ class InventoryStep(BmcStep):
         """The row, then the lifecycle: drift fails the host, a drifted host back on baseline re-enters."""
         row = FirmwareRow(host.hostname, time.time(), found.as_json(), judged.as_json(), judged.on_baseline,
                           rec.command)
-        await asyncio.to_thread(write_rows, self.store, [row])
+        self._rows.append(row)
+        if len(self._rows) >= FLUSH_ROWS:
+            await self.flush()
         evidence = {"bmc": base_url(host), "components": len(found.components or ()), "notes": list(found.notes)}
         record = self.store.get(host.hostname)
         if judged.firmware or judged.bios:

@@ -61,7 +61,7 @@ async def _components(bmc: RedfishClient, root: Resource, notes: list[str]
         if inventory is None:
             notes.append("the UpdateService has no FirmwareInventory")
             return None, service_path, simple_update_target(service.data)
-        listing = await bmc.get(inventory)
+        listing = await bmc.get_expanded(inventory, 1)  # members inline where the BMC offers $expand
         raw = listing.data.get("Members")
         if isinstance(raw, list) and len(raw) > MAX_COMPONENTS:
             notes.append(f"FirmwareInventory lists {len(raw)} members; the first {MAX_COMPONENTS} were read")

@@ -19,7 +19,7 @@ import itertools
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from sim.addresses import check_loopback
 from sim.redfish import tree
@@ -146,6 +146,8 @@ class SimFirmware:
             return message(401, "The authentication credentials included with this request are missing or invalid.",
                            "NoValidSession", "Log in with valid credentials and retry.")
         if req.method == "GET" and found is not None:
+            if path == INVENTORY and "$expand" in unquote(req.query):  # members inline, as an iDRAC does
+                found = {**found, "Members": [self.resource(bmc, m["@odata.id"]) for m in found["Members"]]}
             return Response.of(200, found)
         if req.method == "POST" and path == SIMPLE_UPDATE:
             return self._simple_update(bmc, req)
