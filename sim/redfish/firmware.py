@@ -145,6 +145,9 @@ class SimFirmware:
         if not bmc._authorized(req):
             return message(401, "The authentication credentials included with this request are missing or invalid.",
                            "NoValidSession", "Log in with valid credentials and retry.")
+        if req.method == "GET" and path.startswith(TASKS + "/") and found is not None:
+            # A running task answers 202 (DSP0266 task monitor; sushy's TaskMonitor polls until it is not 202).
+            return Response.of(200 if found["TaskState"] in ("Completed", "Exception") else 202, found)
         if req.method == "GET" and found is not None:
             if path == INVENTORY and "$expand" in unquote(req.query):  # members inline, as an iDRAC does
                 found = {**found, "Members": [self.resource(bmc, m["@odata.id"]) for m in found["Members"]]}
