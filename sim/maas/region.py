@@ -105,6 +105,13 @@ class MaasSim:
         params, problems = power_parameters(form, power_type)
         if problems:
             errors["power_parameters"] = problems
+        again = self._enlisting_again(macs) if anonymous and not errors else None
+        if again is not None:  # the same machine enlisting again (it PXE-booted twice): MAAS updates it
+            with again.lock:
+                again.architecture = arch
+                if form.get("power_type") or params:
+                    again.power_type, again.power_parameters = power_type, params
+            return again
         with self.lock:
             for other in self.machines.values():
                 if hostname and other.hostname == hostname:
@@ -123,6 +130,13 @@ class MaasSim:
         if (form.get("commission") or [default])[0].lower() not in {"false", "0"}:
             self.commission(machine)
         return machine
+
+    def _enlisting_again(self, macs: list[str]) -> Machine | None:
+        """The New or Commissioning machine that has one of these MACs (AnonMachinesHandler.create's "MAC
+        enlistment": an anonymous enlistment from a known NIC updates that machine instead of adding one)."""
+        with self.lock:
+            return next((m for m in self.machines.values()
+                         if m.status in (NodeStatus.NEW, NodeStatus.COMMISSIONING) and set(m.macs) & set(macs)), None)
 
     def _run_later(self, machine: Machine, delay: float, generation: int, finish: Any) -> None:
         def run() -> None:

@@ -239,3 +239,19 @@ def test_a_manual_machine_s_power_state_stays_unknown_through_commissioning_and_
     states.append(_until(maas, system_id, "Ready")["power_state"])
     states.append(_api(maas, "GET", f"machines/{system_id}/", params={"op": "query_power_state"}).json()["state"])
     assert states == ["unknown"] * 4 and maas.power.calls == []
+
+
+def test_an_anonymous_enlistment_from_a_known_new_machine_s_nic_updates_that_machine(maas: RunningMaas) -> None:
+    """AnonMachinesHandler.create, "MAC enlistment": a machine in New or Commissioning with one of the MACs
+    is updated (architecture, power) and returned; once it is past them, the MAC is in use (400)."""
+    first = _enlist(maas, {"power_type": "manual"}, auth=False).json()
+    again = _enlist(maas, {"hostname": "other", "power_type": "redfish", "power_parameters": json.dumps(REDFISH),
+                           "mac_addresses": ["b8:ce:f6:00:07:09", "b8:ce:f6:00:07:01"]}, auth=False)
+    assert again.status_code == 200 and again.json()["system_id"] == first["system_id"]
+    machine = maas.sim.machines[first["system_id"]]
+    assert (len(maas.sim.machines), machine.hostname, machine.power_type, machine.power_parameters) == (
+        1, "gpu-s-1", "redfish", REDFISH)
+    _api(maas, "POST", f"machines/{first['system_id']}/", params={"op": "commission"})
+    _until(maas, first["system_id"], "Ready")
+    taken = _enlist(maas, {"hostname": "third", "power_type": "manual"}, auth=False)
+    assert (taken.status_code, taken.json()) == (400, {"mac_addresses": ["b8:ce:f6:00:07:01 is already in use on gpu-s-1."]})
