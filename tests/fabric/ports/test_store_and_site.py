@@ -5,6 +5,7 @@
   error, not a new tree.
 - `fabric.ufm.job_timeout_s` (validated, default 120 s) is how long a UFM job may run; `--job-timeout` wins.
 - `fabric ports list` shows a link whose latest row is an intent as in flight.
+- One acting run per store: while another holds the site's ports lock, `apply --apply` is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from fabric.cli import main as fabric_main
 from fabric.ports.ledger import PLANNED, Ledger, LedgerEnd, LedgerEntry, link_id
-from fabric.ports.site_run import open_ports_site, ufm_client
+from fabric.ports.site_run import open_ports_site, ports_lock, ufm_client
 from provision.cli.context import open_store
 from provision.site import load_site
 from provision.site.loader import SiteError
@@ -87,3 +88,17 @@ def test_the_ufm_job_deadline_comes_from_the_site_unless_the_option_says(
         site.write_text(text.replace(UFM_LINE, UFM_LINE[:-1] + f", job_timeout_s: {bad}}}"))
         with pytest.raises(SiteError, match="job_timeout_s"):
             load_site(site)
+
+
+def test_an_acting_run_is_refused_while_another_holds_the_ports_lock(
+        sites: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ours = sites[0]
+    db = tmp_path / "ours.db"
+    ps = open_ports_site(ours, db)
+    try:
+        with ports_lock(ps):
+            assert fabric_main(["ports", "apply", "--apply", "--site", str(ours), "--db", str(db)]) == 1
+            err = capsys.readouterr().err
+            assert "another `fabric ports` run is changing this site's ports" in err
+    finally:
+        ps.close()
