@@ -24,6 +24,7 @@ from provision.state import StateStore
 from provision.state.intents import Intent, open_intents, reconcile
 
 SYSTEM = "bmc"
+SHOWN = 64  # characters of a value the BMC reports
 BOOT_OVERRIDE = "boot override"  # the actions these commands ask for: the boot override and `reset <ResetType>`;
 RESET = "reset "  # other steps' BMC intents (firmware, BIOS) are theirs to reconcile
 
@@ -35,6 +36,10 @@ def reset_action(kind: str) -> str:
 def ours(intent: Intent) -> bool:
     return intent.action == BOOT_OVERRIDE or intent.action.startswith(RESET)
 Session = Callable[[Host], AbstractAsyncContextManager[RedfishClient]]
+
+
+def _short(value: Any) -> str | None:
+    return None if value is None else str(value)[:SHOWN]
 
 
 def said(intent: Intent, observed: Mapping[str, Any]) -> str:
@@ -64,8 +69,9 @@ async def _one(store: StateStore, host: Host, intents: list[Intent], session: Se
         return [line(i, f"the BMC cannot be read now ({failure.reason}: {failure.detail}): left open")
                 for i in intents]
     boot = system.data.get("Boot")
-    observed = {"power_state": power_state(system),
-                "boot": {k: boot.get(k) for k in BOOT_KEYS} if isinstance(boot, Mapping) else {}}
+    # Short values: what a hostile BMC puts in them goes into a line of output and a history note.
+    observed = {"power_state": power_state(system)[:SHOWN],
+                "boot": {k: _short(boot.get(k)) for k in BOOT_KEYS} if isinstance(boot, Mapping) else {}}
     lines = [line(i, f"BMC says {said(i, observed)}, recorded") for i in intents]
     await asyncio.to_thread(reconcile, store, host.hostname, intents, observed, command=command, lines=lines)
     return lines

@@ -18,14 +18,16 @@ from provision.state import StateStore
 from provision.state.intents import Intent, open_intents, reconcile
 
 SYSTEM = "maas"
+SHOWN = 64  # characters of a value MAAS reports
 ENLIST = "enlist"  # its subject is the PXE MAC: MAAS gives the system id only in its answer
 
 
 def observed(machine: MaasMachine | None) -> dict[str, Any]:
     if machine is None:
         return {"machine": None}
-    return {"system_id": machine.system_id, "status_name": machine.status_name,
-            "status_message": machine.status_message, "power_state": machine.power_state}
+    # Short values: what a hostile region puts in them goes into a line of output and a history note.
+    return {"system_id": machine.system_id[:SHOWN], "status_name": machine.status_name[:SHOWN],
+            "status_message": machine.status_message[:4 * SHOWN], "power_state": machine.power_state[:SHOWN]}
 
 
 def reconcile_maas(store: StateStore, hosts: Iterable[str], machines: Iterable[MaasMachine],
@@ -41,7 +43,7 @@ def reconcile_maas(store: StateStore, hosts: Iterable[str], machines: Iterable[M
         last = intents[-1]
         machine = by_mac.get(last.subject) if last.action == ENLIST else by_id.get(last.subject)
         seen = observed(machine)
-        said = f"MAAS says {machine.status_name}" if machine else f"MAAS has no machine {last.subject}"
+        said = f"MAAS says {seen['status_name']}" if machine else f"MAAS has no machine {last.subject}"
         lines = [f"a run of `{i.command}` died after asking MAAS to {i.action} {host} (machine {i.subject}, to "
                  f"{i.target}); {said}, recorded" for i in intents]
         reconcile(store, host, intents, seen, command=command, lines=lines)

@@ -37,7 +37,7 @@ from sim.redfish.faults import Fault
 from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint
 from tests.redfish.simlab import PASSWORD_VAR, free_port, new_password, write_site
 
-HOSTS = 14
+HOSTS = 15
 
 
 @dataclass
@@ -239,3 +239,21 @@ def test_a_reset_the_bmc_never_carries_out_closes_its_intent_failed_and_other_st
         assert [i.id for i in open_intents(store, hosts=[host], dead_only=True)] == [firmware]
         with store.transaction() as db:
             close(db, [firmware], Outcome.failed, None)
+
+
+def test_what_a_hostile_bmc_reports_for_a_dead_runs_change_is_shown_short_and_escaped(
+        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    host = "h014"
+    with lab.store() as store:
+        with store.transaction() as db:  # what a run killed right after asking leaves
+            found = begin_in(db, Ask(host, "bmc", "https://bmc", "reset On", "On", "power on"))
+            db.execute("UPDATE intents SET run = ? WHERE id = ?", (f"{socket.gethostname()}:1:1", found))
+        lab.sim.set_power(host, "Off\x1b]0;owned\x07[/bold]" + "x" * 5000)
+        capsys.readouterr()
+        code = main(["power", "on", "--site", str(lab.site), "--db", str(lab.db), "--hosts", host, "--poll", "0.05"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "\x1b" not in out and "\x07" not in out and "x" * 100 not in out
+        assert "reconciled a run of `power on` died after asking BMC https://bmc for reset On of h014" in out
+        note = store.history(host)[-1]
+        assert note.reason == RECONCILED and len(note.evidence["observed"]["power_state"]) <= 64
