@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sim.switches.render import SimSwitch
+    from sim.switches.model import SimSwitch
 
 OS10_RULE = "-" * 81 + "\n"
 OS10_MAC_HEAD = ("Codes: pv <vlan-id> - private vlan where the mac is originally learnt\n"

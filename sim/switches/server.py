@@ -24,7 +24,7 @@ from typing import Any
 import asyncssh
 
 from sim.addresses import check_loopback
-from sim.switches.render import SimPort, SimSwitch
+from sim.switches.model import SimPort, SimSwitch
 from sim.switches.session import run_session
 
 

@@ -30,7 +30,8 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from sim.switches.render import PAGE_LINES, SimSwitch, answer, pager, prompt
+from sim.switches.model import SimSwitch
+from sim.switches.render import PAGE_LINES, answer, pager, prompt
 from sim.switches.terminal import Terminal
 
 IDLE_S = 300.0

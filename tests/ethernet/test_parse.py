@@ -16,7 +16,8 @@ from provision.ethernet.parse import (
     parse_macs,
     parse_ports,
 )
-from sim.switches.render import SimPort, SimSwitch, answer
+from sim.switches.model import SimPort, SimSwitch
+from sim.switches.render import answer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "ethernet"
 
