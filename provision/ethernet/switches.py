@@ -91,24 +91,23 @@ def _ask(conn: object, command: str, timeout: float) -> str:
     echo, prompt = _patterns(base, command)
     deadline = time.monotonic() + timeout
     conn.write_channel(conn.RETURN + command + conn.RETURN)  # type: ignore[attr-defined]
-    seen, start, scan = "", -1, 0
+    seen, start, scan = "", -1, 0  # scan: where the last line not yet searched begins
     while True:
         new = str(conn.read_channel())  # type: ignore[attr-defined]  # linefeeds normalised to \n
         if new:
             seen += new
-            if start < 0 and (found := echo.search(seen)):
+            if start < 0 and (found := echo.search(seen, scan)):
                 start = scan = found.end()
-            if start >= 0:
-                if end := prompt.search(seen, scan):
-                    return seen[start:end.start()]
-                scan = max(scan, seen.rfind("\n", scan) + 1)  # complete lines are never searched again
+            if start >= 0 and (end := prompt.search(seen, scan)):
+                return seen[start:end.start()]
+            scan = max(scan, seen.rfind("\n", scan) + 1)
             if len(seen) > MAX_ANSWER_BYTES:
                 raise UnknownFormat(f"'{command}' answered more than {MAX_ANSWER_BYTES} bytes")
-        elif seen.rstrip(" ").lower().endswith(_PAGER):  # the pager waits for a key
+        elif seen[-2 * len(_PAGER):].rstrip(" ").lower().endswith(_PAGER):  # the pager waits for a key
             raise UnknownFormat(f"'{command}' paged its output (--More--) although paging was turned off")
-        elif time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
             raise SwitchHung(f"'{command}': no prompt within {timeout:g} s (hung mid-output)")
-        else:
+        if not new:
             time.sleep(POLL_S)
 
 
