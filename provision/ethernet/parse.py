@@ -34,7 +34,8 @@ COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
               "ports": ("show interfaces status", "Lanes"),
               "lldp": ("show lldp neighbors", "LLDP neighbors")},
 }
-# our platform -> netmiko's device type (SONiC's shell is a Linux login: netmiko's edgecore_sonic is LinuxSSH too)
+# our platform -> netmiko's device type (SONiC's shell is a Linux login: netmiko's edgecore_sonic is LinuxSSH too,
+# but under that name ntc-templates applies Edgecore's own OS's templates, which refuse SONiC's tables)
 NETMIKO_TYPE = {"cisco_nxos": "cisco_nxos", "arista_eos": "arista_eos", "dell_os10": "dell_os10", "sonic": "linux"}
 
 # port status words of each NOS -> up | down | err-disabled | admin-down

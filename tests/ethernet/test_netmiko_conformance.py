@@ -182,12 +182,17 @@ def test_ntc_templates_has_no_template_for_os10_and_sonic_so_the_projects_own_re
     assert len(view.macs) == 4 and len(view.ports) == 48 and sum(len(n) for n in view.lldp.values()) == 2
 
 
-def test_the_project_reads_sonic_alike_with_netmikos_linux_and_edgecore_sonic_drivers(
+def test_sonic_reads_alike_with_netmikos_linux_and_edgecore_sonic_but_ntc_misapplies_edgecore_templates(
         switches: tuple[EthernetDesign, dict[str, Any], Path]) -> None:
     design, conns, _ = switches
     assert NETMIKO_TYPE["sonic"] == "linux" and isinstance(conns["tor-r5"], LinuxSSH)  # edgecore_sonic is linux
     stock = parse_macs("sonic", str(conns["tor-r5"].send_command("show mac")))
     assert {(m.mac, m.key) for m in stock} == {(m.mac, m.key) for m in _project(design, "tor-r5").macs}
+    # ntc-templates' index matches the platform as a prefix: edgecore_sonic picks Edgecore's own OS's
+    # `show interfaces status` template, which refuses SONiC's intfutil table; `linux` picks none
+    with pytest.raises(TextFSMError, match=r"Interface +Lanes"):
+        _stock_rows(conns["tor-r5"], "show interfaces status")
+    assert isinstance(_stock_rows(conns["tor-r4"], "show interfaces status"), str)
 
 
 @pytest.mark.parametrize("name", ["tor-r1", "tor-r2", "tor-r3"])
