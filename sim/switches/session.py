@@ -88,8 +88,8 @@ async def _privilege(term: Terminal, sw: SimSwitch, mode: Mode, words: str) -> s
     if sw.platform == "arista_eos" and words in ("enable", "disable"):
         mode.privileged = words == "enable"
         return ""
-    if sw.platform == "sonic" and words in ("sudo -s", "sudo su") and not mode.privileged:
-        return await _sudo(term, mode)
+    if sw.platform == "sonic" and words in ("sudo -s", "sudo su"):
+        return "" if mode.privileged else await _sudo(term, mode)  # root's sudo asks nothing (shells not nested)
     return None
 
 
