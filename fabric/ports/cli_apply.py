@@ -22,8 +22,8 @@ from typing import Annotated, Any
 import typer
 
 from fabric.ports.apply import ApplyReport
-from fabric.ports.cli import _events, _zone, burnin_evidence, parse_duration, parse_now
 from fabric.ports.hosts import hosts_follow
+from fabric.ports.inputs import burnin_evidence, parse_duration, parse_now, read_events, zone
 from fabric.ports.ledger import DISABLED
 from fabric.ports.metrics import write_port_metrics
 from fabric.ports.reconcile import Reconciled
@@ -109,9 +109,9 @@ def apply_command(
         ps = open_ports_site(site, db)
         try:
             policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric else None
-            tz = _zone(policy.ufm_timezone if policy else "UTC")
+            tz = zone(policy.ufm_timezone if policy else "UTC")
             inputs = ApplyInputs(parse_duration(since) if since else None, parse_now(now) if now else None,
-                                 tuple(_events(events, tz)) if events else None,
+                                 tuple(read_events(events, tz)) if events else None,
                                  parse_duration(sweep).total_seconds() if sweep else None, apply, force,
                                  tuple(burnin_evidence(burnin or [])),
                                  parse_duration(job_timeout).total_seconds() if job_timeout else None)

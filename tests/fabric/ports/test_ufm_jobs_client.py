@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fabric.ports.apply import ApplyReport, apply_plan
-from fabric.ports.cli import ports_app  # before cli_apply, which it registers (and imports from)
+from fabric.ports.cli import ports_app  # registers cli_apply's commands
 from fabric.ports.cli_apply import report_text
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, PLANNED, REENABLE_REFUSED, Ledger
 from fabric.ports.plan import PlannedLink, PortPlan, plan_ports

@@ -1,0 +1,90 @@
+"""What the `fabric ports` commands read from their options and files: durations, times, time zones, UFM
+event files (event.log, its syslog form, or REST JSON) and burn-in judgements, each refused with a
+`PortsInputError` naming the option."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from fabric.errors import FabricError
+from fabric.ports.evidence import Evidence
+from fabric.ufm.events import Rejected, UfmEvent, iter_event_log, parse_rest_events
+from provision.site.bounded import MAX_CAPTURE_BYTES, InputRefused, read_bytes
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class PortsInputError(FabricError):
+    """An option or input file of `fabric ports` that cannot be used."""
+
+
+def parse_duration(text: str) -> timedelta:
+    m = _DURATION.match(text.strip())
+    if m is None:
+        raise PortsInputError(f"--since {text!r}: expected a duration such as 24h, 90m, 2d or 3600s")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+
+
+def parse_now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise PortsInputError(f"--now {text!r}: expected an ISO time such as 2026-12-01T19:00:00Z") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def read_capture(path: Path, what: str) -> str:
+    try:
+        return read_bytes(path, limit=MAX_CAPTURE_BYTES, what=what).decode("utf-8", errors="replace")
+    except InputRefused as e:
+        raise PortsInputError(str(e)) from None
+    except OSError as e:
+        raise PortsInputError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def zone(name: str) -> tzinfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise PortsInputError(f"--events-tz {name!r}: not a time zone name (e.g. UTC, America/Los_Angeles)") from None
+
+
+def read_events(paths: list[Path], tz: tzinfo) -> Iterator[UfmEvent | Rejected]:
+    for path in paths:
+        try:
+            with path.open(errors="replace") as f:
+                head = f.read(1)
+                while head.isspace():
+                    head = f.read(1)
+                f.seek(0)
+                if head in ("[", "{"):
+                    log = parse_rest_events(f.read(), str(path), tz)
+                    yield from log.rejected
+                    yield from log.events
+                else:
+                    yield from iter_event_log(f, str(path), tz)
+        except OSError as e:
+            raise PortsInputError(f"--events {path}: {e.strerror or e}") from None
+
+
+def burnin_evidence(paths: list[Path]) -> list[Evidence]:
+    """The port-plan evidence of burn-in judgements (their `port_plan_evidence`)."""
+    out: list[Evidence] = []
+    for path in paths:
+        try:
+            doc = json.loads(read_capture(path, "--burnin"))
+            items = doc["port_plan_evidence"] if isinstance(doc, dict) else None
+            if not isinstance(items, list):
+                raise ValueError("no port_plan_evidence list: expected `fabric burnin judge --json` output")
+            out.extend(Evidence.from_dict(item, f"{path}: port_plan_evidence[{i}]") for i, item in enumerate(items))
+        except ValueError as e:
+            raise PortsInputError(f"--burnin {path}: {e}") from None
+    return out
