@@ -23,6 +23,7 @@ from fabric.ports.ticket import entry_ticket
 from provision.cli.context import default_site_path, open_store
 from provision.errors import BringupError
 from provision.site.index import load_index
+from provision.state.secret_values import mask, mask_tree
 
 SiteOption = Annotated[Path | None, typer.Option(
     "--site", help="Site file (default: $BRINGUP_SITE, else the embedded simulated site).")]
@@ -51,12 +52,13 @@ def list_links(site: SiteOption = None, db: DbOption = None,
         raise typer.Exit(1) from None
     if json_out:
         rows = [{**row.to_dict(), "in_flight": row.state in IN_FLIGHT} for row in current]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(mask(json.dumps(mask_tree(rows), indent=2)) + "\n")  # the site's credentials masked
         return
     for row in current:
         when = datetime.fromtimestamp(row.at, UTC).isoformat(timespec="seconds")
         ends = " <-> ".join(x.describe() for x in row.ends)
-        sys.stdout.write(f"{row.state:<16} {ends}  [{row.link}]\n    {when} by {row.actor} via {row.via}: {row.why}\n")
+        sys.stdout.write(mask(f"{row.state:<16} {ends}  [{row.link}]\n    {when} by {row.actor} via {row.via}: "
+                              f"{row.why}\n"))
         if row.state in IN_FLIGHT:
             sys.stdout.write(f"    {IN_FLIGHT_NOTE}\n")
     if not current:
@@ -71,4 +73,4 @@ def ticket(link: Annotated[str, typer.Argument(help="Ledger link id, or one end 
     except BringupError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
-    sys.stdout.write(entry_ticket(entry))
+    sys.stdout.write(mask(entry_ticket(entry)))

@@ -23,7 +23,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from provision.state.peer_text import shown
-from provision.state.secret_values import held_count, mask
+from provision.state.secret_values import mask, mask_tree
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,19 +61,9 @@ console: Console = _LazyConsole(stderr=False)  # type: ignore[assignment]
 err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
-def _masked(value: Any) -> Any:
-    """`value` with the held secrets masked in every string (before JSON escapes them differently)."""
-    if isinstance(value, str):
-        return mask(value)
-    if isinstance(value, dict):
-        return {_masked(k): _masked(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_masked(item) for item in value]
-    return value
-
-
 def emit_json(payload: Any) -> None:
-    text = json.dumps(_masked(payload) if held_count() else payload, indent=2, sort_keys=False, default=str)
+    # masked in each string before JSON escapes them differently, then in the text (what `default=str` made)
+    text = json.dumps(mask_tree(payload), indent=2, sort_keys=False, default=str)
     sys.stdout.write(mask(text) + "\n")
 
 

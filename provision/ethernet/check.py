@@ -31,7 +31,7 @@ from provision.ethernet.compare import NicResult, compare
 from provision.ethernet.design import EthernetDesign, SwitchSpec
 from provision.ethernet.switches import SwitchView, read_switch
 from provision.site.credentials import Login
-from provision.state.secret_values import mask
+from provision.state.secret_values import mask, mask_tree
 
 SCHEMA = "bringup.ethernet-check/1"
 DEFAULT_CONCURRENCY = 16
@@ -49,7 +49,9 @@ class EthernetReport:
         return [r for r in self.nics if r.status != "ok"]
 
     def to_json(self) -> dict[str, object]:
-        return {
+        """The report as ethernet-check.json holds it: every credential the site names masked in each text
+        (switches echo what they were sent: an LLDP system name quoting the login password)."""
+        masked: dict[str, object] = mask_tree({
             "schema": SCHEMA, "ok": not self.findings, "seconds": round(self.seconds, 3),
             "counts": dict(sorted(Counter(r.status for r in self.nics).items())),
             "switches": [{"name": v.name, "platform": v.spec.platform, "address": v.spec.address,
@@ -59,7 +61,8 @@ class EthernetReport:
                          for v in sorted(self.switches.values(), key=lambda v: v.name)],
             "nics": [r.to_json() for r in self.nics],
             "findings": [r.to_json() for r in self.findings],
-        }
+        })
+        return masked
 
 
 def read_switches(switches: dict[str, SwitchSpec], logins: Callable[[str], Login], *,

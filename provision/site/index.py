@@ -17,6 +17,7 @@ from pathlib import Path
 
 from provision.site.bounded import MAX_SITE_BYTES, InputRefused, read_text
 from provision.site.cache import IndexedHost, content_key, index_hosts, read_index
+from provision.site.named_secrets import hold_site_file_secrets
 from provision.site.paths import SitePaths, resolve_site_path
 
 
@@ -49,6 +50,7 @@ def load_index(path: Path | str) -> SiteIndex:
         indexed = None  # the loader reports an unreadable file with its own message
     if indexed is not None:
         name, hosts = indexed
+        hold_site_file_secrets(file)  # every credential it names is masked in what we print (load_site does too)
         return SiteIndex(name=name, path=file.resolve(), hosts=hosts)
     from provision.site.loader import load_site
 

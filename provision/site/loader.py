@@ -27,6 +27,7 @@ from provision.site.cache import (
     write_index,
 )
 from provision.site.model import Site, SiteSpec
+from provision.site.named_secrets import hold_site_secrets
 from provision.site.paths import resolve_site_path
 from provision.site.switches import switch_problems
 from provision.state.redact import is_secret_name
@@ -227,6 +228,7 @@ def load_site(path: Path | str) -> Site:
         problems = _cross_checks(spec) + _file_checks(spec, file.parent)
         if not problems:
             site = Site(spec=spec, path=file.resolve())
+            hold_site_secrets(data, file.parent)  # every credential it names is masked in what we write
             if blob is not None:
                 write_cached(file, content_key(text), PARSED, blob)
             write_index(file, content_key(text), site.name, index_hosts(site))

@@ -13,16 +13,27 @@ Bypass or Compass.
 A secret a peer sends back unlabelled (a BMC echoing the Basic header in its 401 body) has no name to
 go by: every string is also passed through `secret_values.mask`, which masks each secret this process
 holds, in each of its encodings.
+
+Tables other packages keep in the state store (the port ledger's evidence and tickets, burn-in history,
+Slurm intents) are written with whatever text a peer sent: `masked_writes` is the connection their
+transactions get, which masks every held secret in each text it binds (`mask_stored`: a JSON document
+stays one, its strings masked, never a number or its syntax). The site loader holds every credential
+the site names (`provision.site.named_secrets`), so what is masked is the site's secrets, not only
+those this process happened to resolve.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
-from typing import Any
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from provision.state.secret_values import mask as mask_held
+from provision.state.secret_values import mask_tree
 
 MASK = "********"
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -92,3 +103,46 @@ def redact(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     return value
+
+
+def mask_stored(text: str) -> str:
+    """`text` with every held secret masked, as it may be stored: a JSON document (a ledger's evidence) has
+    its strings masked and is written again, so a secret matching a number never breaks it."""
+    masked = mask_held(text)
+    if masked == text or text.lstrip()[:1] not in ("[", "{"):
+        return masked
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        return masked
+    cleaned = mask_tree(document)
+    return text if cleaned == document else json.dumps(cleaned)
+
+
+def _bound(parameters: Any) -> Any:
+    if isinstance(parameters, Mapping):
+        return {k: mask_stored(v) if isinstance(v, str) else v for k, v in parameters.items()}
+    if isinstance(parameters, Sequence) and not isinstance(parameters, str | bytes):
+        return tuple(mask_stored(v) if isinstance(v, str) else v for v in parameters)
+    return parameters
+
+
+class _MaskingConnection:
+    """A connection whose `execute`/`executemany` mask held secrets in every text parameter they bind."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self._conn.execute(sql, _bound(parameters))
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> sqlite3.Cursor:
+        return self._conn.executemany(sql, (_bound(p) for p in seq_of_parameters))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def masked_writes(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """`conn` for a transaction writing text from peers: each held secret masked in what it binds."""
+    return cast(sqlite3.Connection, _MaskingConnection(conn))

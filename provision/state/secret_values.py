@@ -6,8 +6,9 @@ quotes the OAuth header with its signature. So every secret the process resolves
 forms it travels in, and every string that leaves (evidence, CLI output, error lines) passes `mask`.
 
 Held forms of a value: the value itself, URL-encoded (`quote` and `quote_plus`), JSON-escaped (as
-`json.dumps` writes it, ASCII or not), its `repr` body, base64 of it, and, for a login, base64 of
-`user:password` (HTTP Basic). A MAAS API key is also held as its three parts (consumer key, token
+`json.dumps` writes it, ASCII or not), its `repr` body, HTML-escaped (as Jinja2's autoescape and
+`html.escape` write it: the report is HTML), base64 of it, and, for a login, base64 of `user:password`
+(HTTP Basic). A MAAS API key is also held as its three parts (consumer key, token
 key, token secret): the OAuth header carries them separately, the signature as `%26<token secret>`.
 
 A value shorter than `MIN_LENGTH` is not held: masking every `abc` in the output would say nothing
@@ -23,9 +24,11 @@ once, and a longer one costs one `in` (C substring search) per form, about a doz
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import threading
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 MASK = "********"
@@ -44,6 +47,9 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode("utf-8", "surrogateescape")).decode("ascii")
 
 
+_MARKUPSAFE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "'": "&#39;", '"': "&#34;"})
+
+
 def forms(value: str, username: str | None = None) -> set[str]:
     """The forms `value` is held in (see the module's docstring)."""
     out = {
@@ -53,6 +59,8 @@ def forms(value: str, username: str | None = None) -> set[str]:
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
         repr(value)[1:-1],
+        html.escape(value),
+        value.translate(_MARKUPSAFE),  # what Jinja2's autoescape (markupsafe) writes
         _b64(value),
     }
     if username is not None:
@@ -97,6 +105,20 @@ def mask(text: str) -> str:
         if form in text:
             text = text.replace(form, MASK)
     return short.sub(MASK, text) if short is not None else text
+
+
+def mask_tree(value: Any) -> Any:
+    """`value` with every held secret masked in each string of it, keys included (lists, tuples and dicts
+    walked as JSON is; numbers and the structure untouched, so a JSON document stays one)."""
+    if not held_count():
+        return value
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {mask_tree(k): mask_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_tree(item) for item in value]
+    return value
 
 
 def held_count() -> int:

@@ -42,6 +42,7 @@ from provision.state.opening import (
     wants_read_only,
 )
 from provision.state.records import Change, Event, HostRecord, Move, counts, dumps, event, host_record
+from provision.state.redact import masked_writes
 
 __all__ = ["SCHEMA_VERSION", "Change", "Event", "HostRecord", "Move", "StateStore", "counts"]
 _REASON = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -162,9 +163,10 @@ class StateStore:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A `BEGIN IMMEDIATE` transaction on this store's file, for a package that keeps a table of its
         own beside the lifecycle (it creates the table with `CREATE TABLE IF NOT EXISTS` in here).
-        Committed on success, rolled back on any exception; writers serialise as the lifecycle's do."""
+        Committed on success, rolled back on any exception; writers serialise as the lifecycle's do. Its
+        tables hold peers' text: every held secret is masked in what it binds (`redact.masked_writes`)."""
         with self._tx() as db:
-            yield db
+            yield masked_writes(db)
 
     def reader(self) -> sqlite3.Connection:
         """This thread's connection, for reads of such a table (rows as `sqlite3.Row`)."""
