@@ -16,7 +16,7 @@ Each behaviour names its source:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,8 @@ PREPARATION = {"cisco_nxos": ["terminal width 511", "terminal length 0"],
 
 @pytest.fixture(scope="module")
 def switches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EthernetDesign, dict[str, Any], Path]]:
-    """Five racks: NX-OS and EOS (each with a port error-disabled), OS10, SONiC, and a SONiC read with
-    netmiko's edgecore_sonic; tor-r6 is an EOS that falls behind. One stock session per switch."""
+    """Six racks: NX-OS and EOS (each with a port error-disabled), OS10, SONiC, a SONiC read with netmiko's
+    edgecore_sonic, and an EOS that falls behind (tor-r6). One stock session per switch but the last."""
     faults = EthernetFaults(err_disabled=["gpu-r1-02", "gpu-r2-02"], switch_faults={"tor-r6": "falls_behind"})
     design, asbuilt = lab(6, 2, faults, (*PLATFORMS, "sonic", "arista_eos"))
     for s in asbuilt["switches"]:
@@ -67,12 +67,21 @@ def switches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Etherne
                 c.disconnect()
 
 
-def _shell(design: EthernetDesign, name: str, height: int = 1000) -> paramiko.Channel:
-    """A raw shell on a terminal of `height` lines (netmiko's: 1000)."""
-    client = paramiko.SSHClient()
-    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-    client.connect(design.switches[name].address, PORT, "admin", PASSWORD, allow_agent=False, look_for_keys=False)
-    return client.invoke_shell(term="vt100", width=511, height=height)
+@pytest.fixture
+def shell(switches: tuple[EthernetDesign, dict[str, Any], Path]) -> Iterator[Callable[..., paramiko.Channel]]:
+    """Raw shells (no driver) on a terminal of `height` lines (netmiko's: 1000), closed after the test."""
+    clients: list[paramiko.SSHClient] = []
+
+    def open_shell(name: str, height: int = 1000) -> paramiko.Channel:
+        client = paramiko.SSHClient()
+        clients.append(client)
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        client.connect(switches[0].switches[name].address, PORT, "admin", PASSWORD, allow_agent=False,
+                       look_for_keys=False)
+        return client.invoke_shell(term="vt100", width=511, height=height)
+    yield open_shell
+    for c in clients:
+        c.close()
 
 
 def _read_until(ch: paramiko.Channel, end: str, timeout: float = 3.0) -> str:
@@ -87,29 +96,26 @@ def _read_until(ch: paramiko.Channel, end: str, timeout: float = 3.0) -> str:
 
 
 @pytest.mark.parametrize("name", ["tor-r1", "tor-r2", "tor-r3", "tor-r4"])
-def test_enters_sent_together_come_back_one_prompt_per_line(
-        switches: tuple[EthernetDesign, dict[str, Any], Path], name: str) -> None:
-    ch = _shell(switches[0], name)
+def test_enters_sent_together_come_back_one_prompt_per_line(shell: Callable[..., paramiko.Channel], name: str) -> None:
+    ch = shell(name)
     prompt = PROMPTS[name]
     assert _read_until(ch, prompt) == f"\r\n{prompt}"
     ch.send("\n\n\n")  # one write, three lines (the simulator before issue 37 echoed all three, then glued three prompts)
     assert _read_until(ch, f"\r\n{prompt}" * 3) == f"\r\n{prompt}" * 3
     ch.send("sh\x7fhow foo\r")  # echoed as the CLI reads it: BS SP BS for the erased character, Enter as CR LF
     assert _read_until(ch, prompt).startswith("sh\b \bhow foo\r\n")
-    ch.close()
 
 
 def test_a_busy_cli_echoes_a_line_as_it_arrives_and_again_after_its_prompt(
-        switches: tuple[EthernetDesign, dict[str, Any], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        shell: Callable[..., paramiko.Channel], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session, "BEHIND_S", 0.6)  # this session's lines: room for the next one to arrive
-    ch = _shell(switches[0], "tor-r6")
+    ch = shell("tor-r6")
     _read_until(ch, "tor-r6>")
     ch.send("terminal width 511\n")
     assert _read_until(ch, "terminal width 511\r\n")
     ch.send("show version\n")  # while `terminal width 511` runs, as netmiko's preparation does
     seen = _read_until(ch, "% Invalid input\r\ntor-r6>")
     assert seen == ("show version\r\nWidth set to 511 columns.\r\ntor-r6>show version\r\n% Invalid input\r\ntor-r6>")
-    ch.close()
 
 
 @pytest.mark.parametrize("name", sorted(STOCK))
@@ -197,16 +203,15 @@ def test_sonic_reads_alike_with_netmikos_linux_and_edgecore_sonic_but_ntc_misapp
 
 @pytest.mark.parametrize("name", ["tor-r1", "tor-r2", "tor-r3"])
 def test_output_pages_at_the_terminals_height_until_terminal_length_0(
-        switches: tuple[EthernetDesign, dict[str, Any], Path], name: str) -> None:
+        switches: tuple[EthernetDesign, dict[str, Any], Path], shell: Callable[..., paramiko.Channel], name: str) -> None:
     design = switches[0]
     platform = design.switches[name].platform
     command, more = COMMANDS[platform]["ports"][0], "--more--" if platform == "dell_os10" else "--More--"
-    tall = _shell(design, name)  # netmiko's 1000 lines: the 51 lines fit one page
+    tall = shell(name)  # netmiko's 1000 lines: the 51 lines fit one page
     prompt = _read_until(tall, PROMPTS[name]).strip()
     tall.send(command + "\n")
     assert more not in _read_until(tall, prompt)
-    tall.close()
-    ch = _shell(design, name, height=24)  # a person's terminal
+    ch = shell(name, height=24)  # a person's terminal
     _read_until(ch, prompt)
     ch.send(command + "\n")
     pages = [_read_until(ch, more)]
@@ -220,7 +225,6 @@ def test_output_pages_at_the_terminals_height_until_terminal_length_0(
     ch.send(command + "\n")
     whole = _read_until(ch, prompt)
     assert more not in whole and whole.count("\r\n") == sum(p.count("\r\n") for p in pages)
-    ch.close()
 
 
 @pytest.mark.parametrize("name", ["tor-r1", "tor-r2", "tor-r3", "tor-r4"])
