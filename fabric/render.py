@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fabric.errors import FabricError
 from provision.state.peer_text import shown
+from provision.state.secret_values import mask, mask_tree
 
 if TYPE_CHECKING:
     from fabric.design import Design
@@ -27,13 +28,13 @@ UNPLACED_SHOWN = 10
 
 
 def emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+    sys.stdout.write(mask(json.dumps(mask_tree(payload), indent=2, default=str)) + "\n")  # held secrets masked
 
 
 def error_line(message: str) -> None:
     """`fabric: error: <message>` as one line on stderr (a multi-line message is joined with "; ")."""
     with contextlib.suppress(Exception):  # it reports an error: it never raises one itself
-        sys.stderr.write(f"fabric: error: {message}".replace("\n", "; ") + "\n")
+        sys.stderr.write(mask(f"fabric: error: {message}".replace("\n", "; ")) + "\n")
 
 
 def warning_line(message: str) -> None:
@@ -43,7 +44,7 @@ def warning_line(message: str) -> None:
 def write_file(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_text(mask(text), encoding="utf-8")
     except OSError as e:
         raise FabricError(f"{path}: cannot write: {e.strerror or e}") from None
 

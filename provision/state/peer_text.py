@@ -10,6 +10,9 @@ One sanitiser for every way such text reaches an operator:
 - `csv_cell`: a cell a spreadsheet would read as a formula (`=`, `@`, `+`, `-`, tab, CR first) gets a
   leading single quote (OWASP's rule for CSV injection), for every CSV this project writes.
 
+Both mask every secret the process holds first (`secret_values.mask`: the site's credentials, in their
+encodings): a peer's text may quote one, and these are the ways it reaches an operator or a file.
+
 Standard library only: `provision` and `fabric` alike import it.
 """
 
@@ -19,6 +22,8 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
+
+from provision.state.secret_values import mask
 
 # C0 (ESC, BEL, BS, CR, LF ...), DEL, C1 (0x9b CSI, 0x9d OSC ...), and the Unicode controls that reorder or
 # break what a terminal shows: LRM/RLM, line/paragraph separators, bidi embeddings, overrides and isolates.
@@ -37,10 +42,10 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def shown(text: str, limit: int | None = None, *, ascii_only: bool = False, ellipsis: str = "…") -> str:
-    """`text` as a terminal may show it: control characters escaped, never interpreted (`\\x1b[31m` stays
-    those characters), with `ascii_only` every non-ASCII character escaped too; longer than `limit`, cut
-    to `limit` characters ending in `ellipsis`."""
-    out = (_NON_ASCII_OR_CONTROL if ascii_only else _CONTROL).sub(_escape, text)
+    """`text` as a terminal may show it: held secrets masked, control characters escaped, never interpreted
+    (`\\x1b[31m` stays those characters), with `ascii_only` every non-ASCII character escaped too; longer
+    than `limit`, cut to `limit` characters ending in `ellipsis`."""
+    out = (_NON_ASCII_OR_CONTROL if ascii_only else _CONTROL).sub(_escape, mask(text))
     if limit is None or len(out) <= limit:
         return out
     return out[: max(limit - len(ellipsis), 0)] + ellipsis
@@ -48,7 +53,7 @@ def shown(text: str, limit: int | None = None, *, ascii_only: bool = False, elli
 
 def csv_cell(value: object) -> str:
     """`value` as a CSV cell no spreadsheet evaluates: one starting like a formula gets a leading `'`."""
-    text = "" if value is None else str(value)
+    text = "" if value is None else mask(str(value))
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 

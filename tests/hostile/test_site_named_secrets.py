@@ -116,3 +116,36 @@ def test_mask_stored_keeps_text_without_a_held_secret_as_it_is() -> None:
         assert mask_stored(text) == text
     assert mask_stored(f"[1, \"{UFM}\"") == "[1, \"********\""  # not JSON after all: masked as text
     assert yaml.safe_load(mask_stored(json.dumps({"k": UFM}, indent=4))) == {"k": "********"}
+
+
+def test_history_shows_an_event_already_holding_an_echoed_credential_masked(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An event written before this masking (straight into the database): `provision history` resolves no
+    credential, yet masks the ones the site names, in its JSON and its table."""
+    from provision.cli import main
+
+    monkeypatch.setenv("BRINGUP_SIM_BMC_PASSWORD", BMC)
+    for name in ("BRINGUP_STATE_DB", "BRINGUP_SITE"):
+        monkeypatch.delenv(name, raising=False)
+    site = copy_sim_site(tmp_path / "sim")
+    db = tmp_path / "state.db"
+    assert main(["status", "--site", str(site), "--db", str(db), "--json"]) == 0
+    host = load_site(site).hosts()[0].hostname
+    secret_values.forget_all()
+    with sqlite3.connect(db) as raw:
+        raw.execute("INSERT INTO events (ts, host, from_state, to_state, command, reason, evidence, actor) VALUES "
+                    "(2.0, ?, 'declared', 'failed', 'harvest-macs', 'bmc_auth', ?, 'old')",
+                    (host, json.dumps({"body": f"401: bad password {BMC} for root"})))
+    capsys.readouterr()
+    assert main(["history", host, "--site", str(site), "--db", str(db), "--json"]) == 0
+    assert main(["history", host, "--site", str(site), "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "bad password ********" in out and BMC not in out
+
+
+def test_peer_text_shown_or_exported_has_held_secrets_masked() -> None:
+    from provision.state.peer_text import csv_cell, shown
+
+    secret_values.hold(UFM)
+    assert shown(f"\x1b]0;{UFM}\x07") == "\\x1b]0;********\\x07"
+    assert csv_cell(f"={UFM}") == "'=********"
