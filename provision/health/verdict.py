@@ -16,6 +16,7 @@ from typing import Any
 
 from provision.ssh import RemoteRun
 from provision.ssh.errors import SshError
+from provision.state import peer_json
 
 
 class Verdict(StrEnum):
@@ -123,7 +124,7 @@ def judge(run: RemoteRun, *, expected_host: str, level: str) -> HostHealth:
         reason = "agent_missing" if run.rc == 127 else "agent_no_output"
         return _unknown(run, reason, f"the health agent gave {what}")
     try:
-        report = json.loads(run.stdout)
+        report = peer_json.loads(run.stdout, what="the agent's report")
     except json.JSONDecodeError as exc:
         return _unknown(run, "agent_output_garbled", f"the agent's report is not JSON ({exc.msg} at {exc.pos})")
     if isinstance(report, dict) and report.get("error") == "config":

@@ -26,6 +26,7 @@ from provision.ship.tree import CONTROLLER, Copy, replan
 from provision.ssh import SshSettings
 from provision.ssh.client import run_command
 from provision.ssh.errors import SshError
+from provision.state import peer_json
 
 ARCHIVE = "bringup-env.tar.gz"
 DEST = "/opt/bringup/env-ship"
@@ -87,7 +88,7 @@ def check_reply(stdout: str, manifest: Mapping[str, Any]) -> tuple[bool, str, di
     if len(lines) < 2:
         return False, "no checksum and summary in the reply", {}
     try:
-        summary = json.loads(lines[-1])
+        summary = peer_json.loads(lines[-1], what="the unpacked summary")
     except json.JSONDecodeError:
         return False, "the unpacked summary is not JSON", {}
     found = {"archive_sha256": lines[0].strip(), "env_id": summary.get("env_id"), "versions": summary.get("versions")}

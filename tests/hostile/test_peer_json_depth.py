@@ -133,3 +133,12 @@ def test_the_ufm_client_says_a_200000_deep_answer_is_a_protocol_error() -> None:
 def test_slurm_answer_nested_too_deep_is_an_invalid_answer() -> None:
     with pytest.raises(SlurmAnswerInvalid, match="nested deeper than"):
         parse_sinfo_json('{"nodes": ' + DEEP + "}")
+
+
+def test_a_health_agent_report_nested_200000_deep_is_an_unknown_verdict_saying_so() -> None:
+    from provision.health.verdict import Verdict, judge
+    from provision.ssh.client import RemoteRun
+
+    result = judge(RemoteRun("gpu-01", 0, DEEP, "", 0.1), expected_host="gpu-01", level="fast")
+    assert (result.verdict, result.reason) == (Verdict.unknown, "agent_output_garbled")
+    assert f"JSON nested deeper than {MAX_DEPTH} levels" in str(result.evidence)
