@@ -1,7 +1,7 @@
 """A UFM whose event texts echo the site's credentials leaves no copy of one in the port ledger, its tickets,
 `fabric ports list --json` or `fabric ports ticket` (issue 38): neither the UFM login `fabric ports apply`
 resolves, nor the BMC password it never needs, which the site also names. And a state database that already
-holds an echoed credential (a row an older bringup wrote) is shown masked.
+holds an echoed credential (a row an older bringup wrote) is shown masked, by the report too.
 
 The UFM stand-in is tests/fabric/ports/fakeufm.py (UFM's REST shapes: events, ports, actions, jobs); its
 events are the 6.24 schema of GET /ufmRest/app/events (sim/ufm/fabricview.py, realdata/3_ufm), with the
@@ -135,3 +135,8 @@ def test_a_ledger_row_already_holding_an_echoed_credential_is_shown_masked(
     out = capsys.readouterr()
     assert out.out.count("********") >= 5 and "bad password" in out.out
     assert _leaks("output", (out.out + out.err).encode()) == []
+    secret_values.forget_all()
+    page = tmp_path / "report.html"
+    assert provision_main(["report", "--site", str(site), "--db", str(db), "--run-dir", str(tmp_path),
+                           "--out", str(page)]) == 0
+    assert "bad password" in page.read_text() and _leaks("report.html", page.read_bytes()) == []
