@@ -70,6 +70,9 @@ def _render_plan(plan: RolloutPlan) -> None:
     console.print(table)
     for b in plan.blocked:
         console.print(f"[yellow]{esc(b.host)}[/]: {esc(b.blocked or '')}")
+    for label in plan.unmatched:
+        console.print(f"[red]baseline pin {esc(label)} matches no component any inventoried host reports[/]: "
+                      "fix its kind or id in the site file")
     console.print(f"{len(plan.hosts)} hosts to change in {len(plan.waves)} waves, {plan.on_baseline} on baseline, "
                   f"{len(plan.blocked)} blocked")
 

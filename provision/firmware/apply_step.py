@@ -29,7 +29,7 @@ from provision.firmware.plan import HostPlan, RolloutPlan, Update
 from provision.firmware.read import HostFirmware, read_firmware
 from provision.firmware.reasons import BASELINE_REASONS
 from provision.firmware.table import FirmwareRow, write_rows
-from provision.firmware.tasks import GOOD, follow, monitor_path, wait_for_bmc
+from provision.firmware.tasks import simple_update, wait_for_bmc
 from provision.redfish import RedfishClient, RedfishRequestRejected, RedfishUnsupported
 from provision.site import Host, Site
 from provision.state import State, StateStore
@@ -147,16 +147,8 @@ class FirmwareApplyStep(ApplyStep):
             raise HostFailure("firmware_update_refused", "the BMC's UpdateService offers no SimpleUpdate action",
                               {"update_service": found.update_service})
         url = self.urls[update.image.file]
-        body = {"ImageURI": url, "TransferProtocol": "HTTP"}
-        try:
-            answer, location = await bmc.post_located(found.simple_update, body)
-        except (RedfishRequestRejected, RedfishUnsupported) as exc:
-            raise HostFailure("firmware_update_refused", f"SimpleUpdate refused: {exc}", exc.evidence()) from None
-        path = monitor_path(location, answer, bmc.endpoint)
-        end = await follow(bmc, path, timeout_s=self.rollout.task_timeout_s, poll_s=self.rollout.poll_s)
-        if end.state != GOOD:
-            raise HostFailure("firmware_update_failed", f"update task {end.state}: {'; '.join(end.messages)}",
-                              end.as_json())
+        end = await simple_update(bmc, found.simple_update, url, timeout_s=self.rollout.task_timeout_s,
+                                  poll_s=self.rollout.poll_s)
         if self.images.served_ok(url) is False:
             raise HostFailure("firmware_image_mismatch", f"the bytes served for {update.image.file} were not the "
                               "pinned image (the file changed on disk)", {"image": update.image.file})

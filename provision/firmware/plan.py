@@ -63,6 +63,7 @@ class RolloutPlan:
     blocked: tuple[HostPlan, ...]
     waves: tuple[tuple[str, ...], ...]
     on_baseline: int
+    unmatched: tuple[str, ...] = ()  # baseline pins that no inventoried host reports a component for
 
     def host(self, name: str) -> HostPlan:
         return next(h for h in self.hosts if h.host == name)
@@ -70,7 +71,7 @@ class RolloutPlan:
     def as_json(self) -> dict[str, Any]:
         return {"operation": self.operation, "hosts": [h.as_json() for h in self.hosts],
                 "blocked": [h.as_json() for h in self.blocked], "waves": [list(w) for w in self.waves],
-                "on_baseline": self.on_baseline}
+                "on_baseline": self.on_baseline, "unmatched": list(self.unmatched)}
 
 
 def waves(names: Sequence[str], rollout: FirmwareRollout) -> tuple[tuple[str, ...], ...]:
@@ -104,6 +105,8 @@ def plan_rollout(site: Site, operation: Operation, judgements: Mapping[str, Judg
     todo: list[HostPlan] = []
     blocked: list[HostPlan] = []
     on_baseline = 0
+    pinned_on: dict[str, int] = {}  # pin label -> inventoried hosts whose class pins it
+    absent_on: dict[str, int] = {}  # pin label -> of those, hosts that report no component for it
     for h in site.hosts():
         if wanted is not None and h.hostname not in wanted:
             continue
@@ -116,6 +119,11 @@ def plan_rollout(site: Site, operation: Operation, judgements: Mapping[str, Judg
             blocked.append(HostPlan(h.hostname, h.rack, blocked="never inventoried: run `provision firmware "
                                     "inventory` first"))
             continue
+        for pin in baseline.components:
+            pinned_on[pin.label] = pinned_on.get(pin.label, 0) + 1
+        for d in judged.firmware:
+            if d.seen is None and d.pin == d.component:
+                absent_on[d.component] = absent_on.get(d.component, 0) + 1
         drifts = judged.firmware if operation == "firmware" else judged.bios
         if not drifts:
             on_baseline += 1
@@ -136,4 +144,6 @@ def plan_rollout(site: Site, operation: Operation, judgements: Mapping[str, Judg
                 continue
         todo.append(HostPlan(h.hostname, h.rack, updates))
     names = [p.host for p in todo]
-    return RolloutPlan(operation, tuple(todo), tuple(blocked), waves(names, site.spec.firmware_rollout), on_baseline)
+    unmatched = tuple(sorted(label for label, n in pinned_on.items() if absent_on.get(label) == n))
+    return RolloutPlan(operation, tuple(todo), tuple(blocked), waves(names, site.spec.firmware_rollout), on_baseline,
+                       unmatched)

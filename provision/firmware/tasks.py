@@ -20,9 +20,12 @@ from urllib.parse import urlsplit
 from provision.redfish import (
     RedfishAuthError,
     RedfishClient,
+    RedfishNotFound,
+    RedfishRequestRejected,
     RedfishServerError,
     RedfishTimeout,
     RedfishUnreachable,
+    RedfishUnsupported,
     Resource,
 )
 from provision.state.peer_text import shown
@@ -105,3 +108,18 @@ async def wait_for_bmc(open_client: Callable[[], Any], *, timeout_s: float, poll
             raise HostFailure("bmc_did_not_return", f"the BMC did not answer within {timeout_s:g} s of its own "
                               "update", {"waited_s": round(clock() - start, 1)})
         await asyncio.sleep(poll_s)
+
+
+async def simple_update(bmc: RedfishClient, target: str, image_uri: str, *, timeout_s: float, poll_s: float) -> TaskEnd:
+    """POST SimpleUpdate `{"ImageURI", "TransferProtocol": "HTTP"}` (sushy's body; no Targets: the BMC matches the
+    image to its component), then follow the task it names to its end. A refusal (400, 405, 501) is one failure,
+    never retried; a task that ends other than Completed fails firmware_update_failed with its messages."""
+    try:
+        answer, location = await bmc.post_located(target, {"ImageURI": image_uri, "TransferProtocol": "HTTP"})
+    except (RedfishRequestRejected, RedfishUnsupported, RedfishNotFound) as exc:
+        raise HostFailure("firmware_update_refused", f"SimpleUpdate refused: {exc}", exc.evidence()) from None
+    end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s)
+    if end.state != GOOD:
+        raise HostFailure("firmware_update_failed", f"update task {end.state}: {'; '.join(end.messages)}",
+                          end.as_json())
+    return end
