@@ -148,3 +148,20 @@ def test_bad_inputs_are_refused_with_a_clear_reason(tmp_path: Path, monkeypatch:
         assert [len(firmware_of(sim, h).updates) for h in ("h01", "h02", "h03")] == before  # no BMC was told
 
     run(site, store, tmp_path, body)
+
+
+@pytest.mark.parametrize(("per_rack", "site_wide"), [(1, 1), (2, 3)])
+def test_reboots_never_exceed_the_site_and_rack_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       per_rack: int, site_wide: int) -> None:
+    drifted = {f"h{i:02d}": {"ProcCStates": "Enabled"} for i in range(8)}
+    site, store = lab(tmp_path, monkeypatch, {"bios": drifted}, hosts=8, racks=2, canary=0, batch_size=8,
+                      max_rebooting_per_rack=per_rack, max_rebooting=site_wide)
+
+    async def body(sim: Simulator) -> None:
+        result = await inventory_then(site, store, "bios")
+        assert sum(r.ok for r in result.results) == 8
+        assert result.peak_rebooting_per_rack <= per_rack and result.peak_rebooting <= site_wide
+        assert result.peak_rebooting == site_wide  # the limit is reached, not just respected by running one at a time
+        assert all(firmware_of(sim, f"h{i:02d}").bios["ProcCStates"] == "Disabled" for i in range(8))
+
+    run(site, store, tmp_path, body)
