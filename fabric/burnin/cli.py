@@ -21,6 +21,7 @@ from typing import Any
 import typer
 
 from fabric.burnin.actions import judge_run, link_rows, load_plan, open_site, plan_site, run_site
+from fabric.burnin.engine import MAX_LOG, parse_opensm_log
 from fabric.burnin.lft import parse_lfts
 from fabric.burnin.nightly_cli import nightly_command
 from fabric.burnin.plan import make_plan
@@ -52,9 +53,19 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(1)
 
 
-def _plan_files(discovered: Path, routing: Path, hosts: str | None) -> dict[str, Any]:
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _plan_files(discovered: Path, routing: Path, hosts: str | None, opensm_log: Path | None) -> dict[str, Any]:
     top = parse_ibnetdiscover(_read(discovered), str(discovered))
-    dump = parse_lfts(_read(routing), str(routing))
+    dump = parse_lfts(_read_bytes(routing), str(routing))
+    engine = None
+    if opensm_log is not None:
+        engine = parse_opensm_log(_read(opensm_log)[-MAX_LOG:], str(opensm_log))
     chosen = None
     if hosts is not None:
         chosen = {label.split("/", 1)[0] for n in top.nodes.values() if n.type is not NodeType.SWITCH
@@ -62,7 +73,7 @@ def _plan_files(discovered: Path, routing: Path, hosts: str | None) -> dict[str,
         chosen = {h for h in chosen if fnmatch.fnmatchcase(h, hosts)}
         if not chosen:
             raise FabricError(f"no host in {discovered} matches --hosts {hosts!r}")
-    return plan_json(make_plan(build_routing(top, dump, chosen)))
+    return plan_json(make_plan(build_routing(top, dump, chosen)), engine)
 
 
 @burnin_app.command("plan")
@@ -72,6 +83,8 @@ def plan_command(
                                 "`live`: read from the switches (with --site)."),
     site: Path | None = SITE,
     hosts: str | None = typer.Option(None, "--hosts", help="Only hosts matching this glob take part."),
+    opensm_log: Path | None = typer.Option(None, "--opensm-log", help="opensm's log of the routing that "  # noqa: B008
+                                           "programmed the tables: the plan names the engine, warns of a fallback."),
     as_json: bool = typer.Option(False, "--json", help="The plan as JSON (what `fabric burnin run` reads)."),
     all_hosts: bool = typer.Option(False, "--all-hosts", help="With --site: hosts in any state, not only "
                                    "healthy, burned_in or golden ones."),
@@ -84,7 +97,7 @@ def plan_command(
         elif discovered is None or routing == "live":
             raise FabricError("without --site, give --discovered FILE and --routing FILE")
         else:
-            plan = _plan_files(discovered, Path(routing), hosts)
+            plan = _plan_files(discovered, Path(routing), hosts, opensm_log)
     except FabricError as exc:
         raise _fail(exc) from None
     sys.stdout.write(json.dumps(plan, indent=1) + "\n" if as_json else plan_summary(plan))

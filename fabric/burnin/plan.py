@@ -6,10 +6,12 @@ Over all stages every directed link that some HCA-to-HCA route crosses (`routed`
 least once. Links no route crosses are `not_routed`: no data traffic uses them under this routing, so no
 burn-in can reach them until the routing changes.
 
-Planning is greedy per stage: receivers whose own links are hardest to reach go first, each taking the
-sender (on any leaf, any rail) whose route crosses the most links not yet burned and no link already
-busy in the stage. `plan_loads` then recomputes every flow's path from the tables and refuses a plan in
-which a link carries two flows in one stage: never a silent overload.
+Planning (`make_plan`) reads every receiver's routes at once (`reach`), proves the fewest stages any
+plan needs with its witness (`bound`), and searches for a plan with that many (`search`: scarcest links
+first, then repair by local search); when it needs more, the plan names the links that forced them.
+`plan_loads` then recomputes every flow's path from the tables and refuses a plan in which a link
+carries two flows in one stage: never a silent overload. `retry_stages` (a few links again, around
+failed ones) keeps the per-stage greedy.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fabric.burnin.bound import Witness, lower_bound
+from fabric.burnin.reach import reach
 from fabric.burnin.routes import Excluded, Hca, Routing, RoutingError, Unknown, flow_path, route_from, uplink_index
+from fabric.burnin.search import search
 from fabric.topology import End
 
 
@@ -54,6 +59,8 @@ class Plan:
     routed: frozenset[int]
     uncovered: tuple[int, ...]  # routed links no stage burned (empty unless flows were unknown)
     unknown: tuple[tuple[str, int], ...]
+    witness: Witness | None = None  # the links and HCAs that prove the lower bound
+    forced: tuple[int, ...] = ()  # links no plan found fitted in lower_bound stages (empty at the bound)
 
     @property
     def not_routed(self) -> tuple[int, ...]:
@@ -92,81 +99,6 @@ def route_table(routing: Routing) -> RouteTable:
                       tuple(sorted(unknown.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
-def lower_bound(routing: Routing, table: RouteTable) -> tuple[int, str]:
-    """Fewest stages any plan needs under these tables, and the receiver that forces it.
-
-    Routing is by destination LID, so the routes into one receiver b form a tree rooted at b (each
-    switch has one out-port for b's LID). Call a routed link *b's own* when every route that crosses it
-    goes to b (b's link from its leaf always is; so is, say, a spine's down-link that the tables give to
-    b alone). b receives at most one flow per stage, and that flow crosses one root-ward path of the
-    tree, so b needs at least as many stages as there are own links with no other own link of b farther
-    up the tree (no single path crosses two of them, and one path through each covers every own link
-    below it, so for b this count is exact). A sender's uplink likewise needs a stage of its own, which
-    gives the bound 1 whenever anything is routed. The bound is the largest count over all receivers;
-    it ignores interactions between receivers (two receivers' paths competing for one shared link), so
-    a plan may need more, never fewer.
-    """
-    owns = own_links(table)
-    best, reason = _counting_bound(routing, table)
-    lone = _lone_uplinks(routing, table)
-    for j, routes in enumerate(table.routes):
-        own = owns[j]
-        lone_uplinks = lone.get(j, {})
-        if len(own) <= 1 and not lone_uplinks:
-            continue
-        heads: set[int] = set()
-        below: set[int] = set()
-        for leaf, route in routes.items():
-            mine = [link for link in route if link in own]
-            if leaf in lone_uplinks:
-                heads.update(lone_uplinks[leaf])
-                below.update(mine)
-            elif mine:
-                heads.add(mine[0])
-                below.update(mine[1:])
-        need = len(heads - below)
-        if need > best:
-            names = ", ".join(routing.link_name(routing.links[i]) for i in sorted(heads - below)[:4])
-            best, reason = need, (f"{routing.hcas[j].name} is the only receiver routed over {need} links that no "
-                                  f"one path crosses together ({names}{', ...' if need > 4 else ''})")
-    return best, reason
-
-
-def _lone_uplinks(routing: Routing, table: RouteTable) -> dict[int, dict[int, list[int]]]:
-    """Receiver index -> {leaf: uplinks of senders there whose only receiver it is} (tiny fabrics)."""
-    up = uplink_index(routing)
-    out: dict[int, dict[int, list[int]]] = {}
-    for leaf, hs in table.senders.items():
-        for h in hs:
-            if table.reach[h.end] != 1:
-                continue
-            [j] = [j for j, routes in enumerate(table.routes) if leaf in routes and routing.hcas[j].host != h.host]
-            out.setdefault(j, {}).setdefault(leaf, []).append(up[h.end])
-    return out
-
-
-def _counting_bound(routing: Routing, table: RouteTable) -> tuple[int, str]:
-    """Each HCA sends (and receives) at most one flow a stage, so a stage burns at most the sum, over
-    senders (or receivers), of the longest path that HCA's flows can take."""
-    if not table.routed:
-        return 0, "nothing is routed"
-    longest_from_leaf: Counter[int] = Counter()
-    by_receiver = 0
-    for j, routes in enumerate(table.routes):
-        dst = routing.hcas[j]
-        longest = 0
-        for leaf, route in routes.items():
-            longest = max(longest, len(route) + 1)
-            if len(route) + 1 > longest_from_leaf[leaf]:
-                longest_from_leaf[leaf] = len(route) + 1
-        by_receiver += longest if routes and dst else 0
-    by_sender = sum(longest_from_leaf[leaf] * len(hs) for leaf, hs in table.senders.items())
-    capacity = min(by_sender, by_receiver)
-    need = max(1, -(-len(table.routed) // capacity))
-    return need, (f"{len(table.routed)} routed links, and one stage's flows cross at most {capacity} links "
-                  f"(each of the {len(routing.hcas)} HCAs sends and receives at most one flow)")
-
-
 def own_links(table: RouteTable) -> list[frozenset[int]]:
     """Per receiver: the routed links that only routes to it cross."""
     first_dst: dict[int, int] = {}
@@ -179,20 +111,13 @@ def own_links(table: RouteTable) -> list[frozenset[int]]:
 
 
 def make_plan(routing: Routing, max_stages: int = 64) -> Plan:
-    table = route_table(routing)
-    bound, why = lower_bound(routing, table)
-    up = uplink_index(routing)
-    owns = own_links(table)
-    uncovered = set(table.routed)
-    stages: list[tuple[Flow, ...]] = []
-    while uncovered and len(stages) < max_stages:
-        stage = _one_stage(routing, table, owns, up, uncovered)
-        if not stage:
-            break
-        for flow in stage:
-            uncovered.difference_update(flow.links)
-        stages.append(tuple(stage))
-    return Plan(routing, tuple(stages), bound, why, table.routed, tuple(sorted(uncovered)), table.unknown)
+    r = reach(routing)
+    bound = lower_bound(r)
+    found = search(r, bound.stages, max_stages=max_stages)
+    hcas = routing.hcas
+    stages = tuple(tuple(Flow(hcas[i], hcas[j], links) for i, j, links in stage) for stage in found.stages)
+    return Plan(routing, stages, bound.stages, bound.reason, r.routed, found.uncovered, r.unknown, bound.witness,
+                found.forced)
 
 
 def _one_stage(routing: Routing, table: RouteTable, owns: list[frozenset[int]], up: dict[End, int],

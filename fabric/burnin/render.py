@@ -1,14 +1,17 @@
 """A burn-in plan as JSON (what the runner reads) and as text.
 
 The JSON states the proof: each routed directed link's load in every stage (recomputed from the
-tables by `plan_loads`, at most 1), the lower bound and why, links no route crosses (`not_routed`, with
-what to do), down ports, HCAs that cannot take part, and flows whose route is unknown.
+tables by `plan_loads`, at most 1), the lower bound, why and its witness (the links and HCAs that force
+it), the links that forced any stage beyond it, the routing engine opensm's log names (a fallback is a
+warning), links no route crosses (`not_routed`, with what to do), down ports, HCAs that cannot take part,
+and flows whose route is unknown.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fabric.burnin.engine import RoutingEngine
 from fabric.burnin.plan import Flow, Plan, plan_loads
 from fabric.burnin.rates import line_rate_gbps
 from fabric.burnin.routes import DirectedLink, Routing
@@ -39,16 +42,36 @@ def _rate(trained: dict[frozenset[End], Link], link: DirectedLink) -> dict[str, 
     return {"width": seen.width, "speed": seen.speed, "trained_gbps": line_rate_gbps(seen.width, seen.speed)}
 
 
-def plan_json(plan: Plan) -> dict[str, Any]:
+def _names(routing: Routing, links: tuple[int, ...]) -> list[dict[str, str]]:
+    return [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i])} for i in links]
+
+
+def witness_json(plan: Plan) -> dict[str, Any] | None:
+    """The group of links and HCAs that proves the lower bound (re-derivable from the tables)."""
+    w, routing = plan.witness, plan.routing
+    if w is None:
+        return None
+    return {"kind": w.kind, "links": _names(routing, w.links),
+            "hcas": [routing.hcas[i].name for i in w.hcas],
+            "switches": [routing.names[routing.switch_guids[x]] for x in w.switches]}
+
+
+def plan_json(plan: Plan, engine: RoutingEngine | None = None) -> dict[str, Any]:
+    """`engine`: what opensm's log says programmed the tables (its fallback is one of the warnings)."""
     routing = plan.routing
     loads = plan_loads(plan)
     top = routing.topology
     trained = {frozenset((lk.a, lk.b)): lk for lk in top.links}
+    warning = engine.warning() if engine is not None else None
     return {
         "stages": [[flow_json(routing, f) for f in stage] for stage in plan.stages],
         "lower_bound": plan.lower_bound,
         "lower_bound_reason": plan.bound_reason,
+        "lower_bound_witness": witness_json(plan),
         "stages_needed": len(plan.stages),
+        "at_lower_bound": len(plan.stages) == plan.lower_bound,
+        "forced_extra_stages": _names(routing, plan.forced),
+        "routing_engine": engine.to_dict() if engine is not None else None,
         "hcas": len(routing.hcas),
         "links": [{"link": str(routing.links[i]), "name": routing.link_name(routing.links[i]),
                    "kind": routing.links[i].kind, "load": load, **_rate(trained, routing.links[i])}
@@ -63,7 +86,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
                  for d in top.down_ports],
         "excluded": [{"what": e.what, "reason": e.reason} for e in routing.excluded],
         "unknown": [{"reason": reason, "flows": n} for reason, n in plan.unknown],
-        "warnings": list(routing.warnings),
+        "warnings": [*([warning] if warning else []), *routing.warnings],
         "switches": [{"guid": g, "name": routing.names.get(g, g), "lid": top.nodes[g].lid}
                      for g in routing.switch_guids if top.nodes[g].lid is not None],
     }
@@ -73,6 +96,9 @@ def plan_text(plan: Plan) -> str:
     routing = plan.routing
     lines = [f"{len(plan.stages)} stages for {len(plan.routed)} routed directed links "
              f"({len(routing.hcas)} HCAs); lower bound {plan.lower_bound}: {plan.bound_reason}"]
+    if plan.forced:
+        lines.append(f"{len(plan.forced)} links did not fit in {plan.lower_bound} stages and forced the rest:")
+        lines += [f"  {routing.link_name(routing.links[i])}" for i in plan.forced[:20]]
     for n, stage in enumerate(plan.stages, start=1):
         lines.append(f"stage {n}: {len(stage)} flows")
         lines += [f"  {f.src.name} -> {f.dst.name} ({len(f.links)} links)" for f in stage]

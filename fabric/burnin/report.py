@@ -16,6 +16,15 @@ def plan_summary(plan: Mapping[str, Any]) -> str:
     stages = plan.get("stages", [])
     lines = [f"{len(stages)} stages for {len(plan.get('links', []))} routed directed links ({plan.get('hcas')} HCAs); "
              f"lower bound {plan.get('lower_bound')}: {plan.get('lower_bound_reason')}"]
+    engine = plan.get("routing_engine")
+    if engine and engine.get("used"):
+        lines.append(f"routing engine: {engine['used']}" + (f" (fell back from {', '.join(engine['failed'])})"
+                                                            if engine.get("fell_back") else ""))
+    lines += [f"warning: {w}" for w in plan.get("warnings", [])[:5]]
+    if plan.get("forced_extra_stages"):
+        forced = plan["forced_extra_stages"]
+        lines.append(f"{len(forced)} links did not fit in {plan.get('lower_bound')} stages and forced the rest: "
+                     + ", ".join(e["name"] for e in forced[:6]) + (", ..." if len(forced) > 6 else ""))
     if plan.get("floor_gbps"):
         lines.append(f"floor {plan['floor_gbps']:g} Gb/s per direction ({plan.get('line_rate_gbps'):g} Gb/s line rate)")
     for n, stage in enumerate(stages, start=1):

@@ -37,7 +37,7 @@ from provision.state import StateStore
 @dataclass(frozen=True)
 class SiteFabric:
     topology: Topology
-    lfts: str
+    lfts: str | bytes
     lfts_source: str
 
 
@@ -67,7 +67,11 @@ def read_fabric(site: Site, discovered: Path | None, routing: str, timeout_s: fl
         top = tools.discover(site.path, timeout_s)
     if routing == "live":
         return SiteFabric(top, tools.dump_lfts(timeout_s), "dump_lfts (live)")
-    return SiteFabric(top, _read(Path(routing)), routing)
+    try:
+        lfts = Path(routing).read_bytes()
+    except OSError as e:
+        raise FabricError(f"{routing}: cannot read: {e.strerror or e}") from None
+    return SiteFabric(top, lfts, routing)
 
 
 def _read(path: Path) -> str:
