@@ -1,12 +1,12 @@
 """Applying a `PortPlan`: disable both ends of every condemned link, each step in the port ledger.
 
 Dry-run unless asked: without `apply` nothing is sent and nothing is written. A plan over its caps
-(`needs_force`) applies nothing without `force`. For each link the ledger gets `planned` first (who, why,
-evidence, ticket) and the hosts behind it leave golden (`on_planned`), then each end is read, disabled only if
-it is not already (a rerun sends nothing twice), and read again once the change is done (through UFM: once its
-job has completed, not when UFM accepted it); the link ends `disabled`, `apply_failed` with what was done to
-each end and the error (a UFM job's status and summary), or `job_timeout` when a job was still running at the
-deadline.
+(`needs_force`) applies nothing without `force`. For each link the hosts behind it leave golden (`hold`: a
+kill from then on leaves none of them golden), the ledger gets `planned` (who, why, evidence, ticket), then
+each end is read, disabled only if it is not already (a rerun sends nothing twice), and read again once the
+change is done (through UFM: once its job has completed, not when UFM accepted it); the link ends `disabled`,
+`apply_failed` with what was done to each end and the error (a UFM job's status and summary), or `job_timeout`
+when a job was still running at the deadline.
 
 The first link goes alone (a UFM that answers 401 or 503 fails one link, not twenty), then up to
 `parallel` links at once, each link's ends one after the other (the HCA end first); UFM's jobs take
@@ -111,11 +111,11 @@ async def disable_ends(actuator: Actuator, ends: tuple[LedgerEnd, ...]) -> tuple
 async def apply_plan(plan: PortPlan, actuator: Actuator, ledger: Ledger, *, apply: bool, force: bool,
                      actor: str, ticket: Callable[[PlannedLink], tuple[str, Mapping[str, Any]]],
                      parallel: int = 1,
-                     on_planned: Callable[[LedgerEntry], Awaitable[None]] | None = None) -> ApplyReport:
+                     hold: Callable[[LedgerEntry], Awaitable[None]] | None = None) -> ApplyReport:
     """`ticket(link)`: its ticket text and what the ledger keeps besides (design cable id, design rate).
     `parallel`: links in flight at once after the first (1 in-band: directed routes must not cross a link
-    being changed; UFM reaches every port itself). `on_planned(row)`: run once the link's `planned` row is
-    written and before any port is touched (the hosts behind it leave golden first)."""
+    being changed; UFM reaches every port itself). `hold(row)`: given the `planned` row about to be written,
+    moves the hosts behind it out of golden, before the row and before any port is touched."""
     if plan.needs_force and not force:
         return ApplyReport(False, actuator.via, (), tuple(plan.cap.reasons()))
     if not apply:
@@ -132,9 +132,9 @@ async def apply_plan(plan: PortPlan, actuator: Actuator, ledger: Ledger, *, appl
         text, extra = ticket(pl)
         base = LedgerEntry(link_id(ends), time.time(), actor, COMMAND, PLANNED, actuator.via, pl.reason, ends,
                            tuple(e.to_dict() for e in pl.evidence), text, "", pl.cable_serial, extra=extra)
-        planned = ledger.record(base)
-        if on_planned is not None:
-            await on_planned(planned)
+        if hold is not None:
+            await hold(base)
+        ledger.record(base)
         done, error = await disable_ends(actuator, ends)
         state = (JOB_TIMEOUT if isinstance(error, ActionTimeout) else APPLY_FAILED) if error else DISABLED
         detail = "; ".join(e.outcome() for e in done)

@@ -118,8 +118,8 @@ class PortsStep(Step):
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         down = self.down.get(host.hostname)
         if down:
-            links = "; ".join(f"{' <-> '.join(f'{e.name}[{e.port}]' for e in x.ends)} (ledger {x.link} row {x.id}: "
-                              f"{x.state}, {x.why})" for x in down)
+            links = "; ".join(f"{' <-> '.join(f'{e.name}[{e.port}]' for e in x.ends)} (ledger {x.link} "
+                              f"{f'row {x.id}' if x.id is not None else 'now'}: {x.state}, {x.why})" for x in down)
             raise HostFailure(REASON, f"HCA link out of service: {links}",
                               {"links": [_link_evidence(x) for x in down]})
         record = self.store.get(host.hostname) if self.store is not None else None

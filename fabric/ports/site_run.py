@@ -11,8 +11,8 @@ once), else in-band (`ibportstate`, one link at a time).
 The store is opened as every command opens it (`provision.cli.context.open_store`: this site's database
 only, no directory made for a mistyped `--db`). An acting run (`apply --apply`, `reenable`) holds the site's
 ports lock, first reconciles the links a cut-short run left in flight (reconcile.py) and has the hosts
-behind them follow, then moves the hosts behind each link out of golden as soon as its `planned` row is
-written, before any port is touched.
+behind them follow, then moves the hosts behind each link out of golden before its `planned` row is written
+and any port is touched.
 The UFM credential is resolved here (environment or vault, `provision.site.credentials`) and handed to
 the client only: it is never in argv, a log line, the ledger or the output.
 """
@@ -226,16 +226,20 @@ class ApplyRun:
 
 
 class HostsFollow:
-    """Runs the `ports` step over the ledger now (one run at a time), keeping every host it moved."""
+    """Runs the `ports` step over the ledger now (one run at a time), keeping every host it moved; given a row
+    about to be written (a `planned` link), as if it were its link's latest."""
 
     def __init__(self, ps: PortsSite) -> None:
         self.ps = ps
         self.moved: list[HostResult] = []
         self.lock = asyncio.Lock()
 
-    async def __call__(self, _row: LedgerEntry | None = None) -> None:
+    async def __call__(self, row: LedgerEntry | None = None) -> None:
         async with self.lock:
-            self.moved += await hosts_follow(self.ps.site, self.ps.store, list(self.ps.ledger.current().values()))
+            current = self.ps.ledger.current()
+            if row is not None:
+                current[row.link] = row
+            self.moved += await hosts_follow(self.ps.site, self.ps.store, list(current.values()))
 
 
 async def reconcile_in_flight(ps: PortsSite, actuator: Actuator, follow: Callable[[], Awaitable[None]]
@@ -312,7 +316,7 @@ async def _plan_and_apply(ps: PortsSite, inputs: ApplyInputs, policy: PortPolicy
                           under_repair=under_repair(ps.ledger), unfinished=unfinished(ps.ledger))
         report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
                                   actor=actor(), ticket=ticket_for(ps.design),
-                                  parallel=UFM_PARALLEL if client is not None else 1, on_planned=follow)
+                                  parallel=UFM_PARALLEL if client is not None else 1, hold=follow)
     return ApplyRun(plan, report, reconciled, tuple(follow.moved))
 
 

@@ -8,51 +8,21 @@ rerun against the healed UFM finishes without sending any port twice.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, Ledger
-from fabric.ports.plan import PlannedLink, PortPlan, plan_ports
-from fabric.topology import Link, NodeType, Topology
+from fabric.ports.plan import PlannedLink, PortPlan
 from fabric.ufm.client import UfmActuator, UfmClient
-from fabric.ufm.events import iter_event_log
 from provision.site.credentials import Login, Secret
 from provision.site.port_policy import PortPolicy
 from provision.state import StateStore
 from tests.fabric.ports.fakeufm import UfmState, fake_ufm
-from tests.fabric.ports.helpers import IBSIM
+from tests.fabric.ports.helpers import down_line, ibsim_topology, plan_from_lines, uplinks
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 PASSWORD = "ufm-Pa55-test"
-
-
-def _topology() -> Topology:
-    return parse_ibnetdiscover((IBSIM / "ibnetdiscover.txt").read_text())
-
-
-def uplinks(top: Topology, n: int) -> list[Link]:
-    """`n` switch-to-switch links, each from a different switch (so no switch's uplink share is capped)."""
-    out: list[Link] = []
-    used: set[str] = set()
-    for link in top.links:
-        if all(top.nodes[e.guid].type is NodeType.SWITCH for e in (link.a, link.b)) and \
-                not {link.a.guid, link.b.guid} & used:
-            out.append(link)
-            used |= {link.a.guid, link.b.guid}
-    return out[:n]
-
-
-def down_line(link: Link, ms: int = 0, second: str = "11:00:00") -> str:
-    return (f"2026-12-01 {second}.{ms:03d} [{ms}] [329] WARNING [Fabric_Topology] Link [Source "
-            f"{link.a.guid}_{link.a.port}  TO Dest: {link.b.guid}_{link.b.port}]: Link went down")
-
-
-def _plan(lines: list[str], policy: PortPolicy | None = None) -> PortPlan:
-    return plan_ports(_topology(), iter_event_log(lines, "event.log"), [], [], policy or PortPolicy(), NOW)
 
 
 def _ticket(pl: PlannedLink) -> tuple[str, dict[str, str]]:
@@ -71,7 +41,7 @@ def _apply(url: str, plan: PortPlan, ledger: Ledger, *, apply: bool = True, forc
                                              ("503", "UFM answered HTTP 503"),
                                              ("hang", "UFM did not answer within 0.5 s")])
 def test_a_fault_mid_apply_is_recorded_and_a_rerun_converges(fault: str, says: str, tmp_path: Path) -> None:
-    plan = _plan([down_line(link) for link in uplinks(_topology(), 2)])
+    plan = plan_from_lines([down_line(link) for link in uplinks(ibsim_topology(), 2)])
     assert len(plan.disable) == 2 and not plan.needs_force
     ledger = Ledger(StateStore(tmp_path / "state.db"))
     state = UfmState("admin", PASSWORD, fault=fault, fail_after=1, hang_s=1.0)
@@ -96,8 +66,8 @@ def test_a_fault_mid_apply_is_recorded_and_a_rerun_converges(fault: str, says: s
 
 
 def test_a_wave_above_the_cap_applies_nothing_without_force(tmp_path: Path) -> None:
-    links = uplinks(_topology(), 3)
-    plan = _plan([down_line(link, i) for i, link in enumerate(links)], PortPolicy(max_ports=4))
+    links = uplinks(ibsim_topology(), 3)
+    plan = plan_from_lines([down_line(link, i) for i, link in enumerate(links)], PortPolicy(max_ports=4))
     assert plan.needs_force and "6 ports to disable > the cap of 4 per run" in plan.cap.reasons()
     ledger = Ledger(StateStore(tmp_path / "state.db"))
     state = UfmState("admin", PASSWORD)
@@ -110,10 +80,10 @@ def test_a_wave_above_the_cap_applies_nothing_without_force(tmp_path: Path) -> N
 
 
 def test_a_restart_burst_of_10000_link_downs_disables_nothing(tmp_path: Path) -> None:
-    top = _topology()
+    top = ibsim_topology()
     links = list(top.links)
     lines = [down_line(links[i % len(links)], i // 10) for i in range(10_000)]  # all within one second
-    plan = _plan(lines)
+    plan = plan_from_lines(lines)
     assert plan.disable == () and plan.summary["events_in_bursts"] == 10_000 and not plan.needs_force
     ledger = Ledger(StateStore(tmp_path / "state.db"))
     state = UfmState("admin", PASSWORD)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fabric.ports.apply import apply_plan
 from fabric.ports.hosts import down_links_by_host, link_is_down
 from fabric.ports.ledger import (
     APPLY_FAILED,
@@ -29,6 +30,7 @@ from fabric.ufm.client import UfmActuator, UfmClient
 from provision.site.credentials import Login, Secret
 from provision.state import StateStore
 from tests.fabric.ports.fakeufm import UfmState, fake_ufm
+from tests.fabric.ports.helpers import down_line, ibsim_topology, plan_from_lines, uplinks
 
 PASSWORD = "ufm-Pa55-reconcile"
 HCA = LedgerEnd("b8599f0300000210", 1, "gpu-r1-05/mlx5_1", False, "row A rack r1 U5")
@@ -115,3 +117,24 @@ def test_a_host_behind_a_link_in_flight_is_out_of_service(ledger: Ledger) -> Non
         entry = _intent(ledger, state)
         assert link_is_down(entry)  # no end marked done yet: still never golden
         assert down_links_by_host([entry], {}) == {"gpu-r1-05": [entry]}
+
+
+def test_the_hold_comes_before_the_planned_row_and_before_any_port(ledger: Ledger) -> None:
+    """`apply_plan` hands each link's `planned` row to `hold` (the hosts behind it leave golden) before it is
+    written and before anything is sent: a kill at any later point leaves no host behind it golden."""
+    plan = plan_from_lines([down_line(link) for link in uplinks(ibsim_topology(), 1)])
+    ufm = UfmState("admin", PASSWORD)
+    seen: list[tuple[str, str | None, int]] = []
+
+    async def hold(row: LedgerEntry) -> None:
+        latest = ledger.current().get(row.link)
+        seen.append((row.state, latest.state if latest else None, len(ufm.actions)))
+
+    async def go(url: str) -> None:
+        async with UfmClient(url, Login("admin", Secret(PASSWORD)), timeout_s=1.0) as client:
+            await apply_plan(plan, UfmActuator(client), ledger, apply=True, force=False, actor="t",
+                             ticket=lambda pl: ("ticket", {}), hold=hold)
+    with fake_ufm(ufm) as url:
+        asyncio.run(go(url))
+    assert seen == [(PLANNED, None, 0)]
+    assert [r.state for r in ledger.history()] == [PLANNED, DISABLED] and len(ufm.actions) == 2

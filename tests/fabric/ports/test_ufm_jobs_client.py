@@ -29,7 +29,8 @@ from provision.site.credentials import Login, Secret
 from provision.site.port_policy import PortPolicy
 from provision.state import StateStore
 from tests.fabric.ports.fakeufm import UfmState, fake_ufm
-from tests.fabric.ports.test_apply_faults import NOW, PASSWORD, _topology, down_line, uplinks
+from tests.fabric.ports.helpers import NOW, down_line, ibsim_topology, uplinks
+from tests.fabric.ports.test_apply_faults import PASSWORD
 
 assert ports_app is not None
 
@@ -40,7 +41,7 @@ def _switch_links(top: Topology, n: int) -> list[Link]:
 
 def _plan(links: list[Link]) -> PortPlan:
     lines = [down_line(link, 0, f"11:00:{i:02d}") for i, link in enumerate(links)]
-    return plan_ports(_topology(), iter_event_log(lines, "event.log"), [], [], PortPolicy(), NOW)
+    return plan_ports(ibsim_topology(), iter_event_log(lines, "event.log"), [], [], PortPolicy(), NOW)
 
 
 def _ticket(pl: PlannedLink) -> tuple[str, dict[str, str]]:
@@ -64,7 +65,7 @@ def _name(end: End) -> str:
 
 
 def test_a_disable_is_recorded_only_once_its_job_completed(tmp_path: Path) -> None:
-    plan = _plan(uplinks(_topology(), 1))
+    plan = _plan(uplinks(ibsim_topology(), 1))
     ledger = Ledger(StateStore(tmp_path / "state.db"))
     state = UfmState("admin", PASSWORD, job_s=0.6)
     with fake_ufm(state) as url:
@@ -77,7 +78,7 @@ def test_a_disable_is_recorded_only_once_its_job_completed(tmp_path: Path) -> No
 
 
 def test_a_job_that_fails_leaves_apply_failed_with_its_error_in_the_ledger_and_the_output(tmp_path: Path) -> None:
-    links = uplinks(_topology(), 2)
+    links = uplinks(ibsim_topology(), 2)
     plan = _plan(links)
     second = plan.disable[1]
     ledger = Ledger(StateStore(tmp_path / "state.db"))
@@ -99,7 +100,7 @@ def test_a_job_that_fails_leaves_apply_failed_with_its_error_in_the_ledger_and_t
 
 
 def test_a_job_that_never_finishes_is_job_timeout_at_the_deadline_and_a_rerun_converges(tmp_path: Path) -> None:
-    plan = _plan(uplinks(_topology(), 2))
+    plan = _plan(uplinks(ibsim_topology(), 2))
     second = plan.disable[1]
     hung = End(second.a.guid, second.a.port)
     ledger = Ledger(StateStore(tmp_path / "state.db"))
@@ -122,7 +123,7 @@ def test_a_job_that_never_finishes_is_job_timeout_at_the_deadline_and_a_rerun_co
 
 
 def test_twenty_ports_with_slow_jobs_run_concurrently_within_the_bound(tmp_path: Path) -> None:
-    links = _switch_links(_topology(), 10)
+    links = _switch_links(ibsim_topology(), 10)
     plan = _plan(links)
     assert len(plan.disable) == 10
     ledger = Ledger(StateStore(tmp_path / "state.db"))
@@ -137,7 +138,7 @@ def test_twenty_ports_with_slow_jobs_run_concurrently_within_the_bound(tmp_path:
 
 
 def test_a_202_without_a_job_and_an_oversized_job_answer_are_failures_never_disabled(tmp_path: Path) -> None:
-    plan = _plan(uplinks(_topology(), 1))
+    plan = _plan(uplinks(ibsim_topology(), 1))
     ledger = Ledger(StateStore(tmp_path / "state.db"))
     with fake_ufm(UfmState("admin", PASSWORD, location=False)) as url:
         report, _took = _apply(url, plan, ledger)
@@ -151,7 +152,7 @@ def test_a_202_without_a_job_and_an_oversized_job_answer_are_failures_never_disa
 
 
 def test_reenable_whose_enable_job_fails_is_refused_and_stays_disabled(tmp_path: Path) -> None:
-    plan = _plan(uplinks(_topology(), 1))
+    plan = _plan(uplinks(ibsim_topology(), 1))
     ledger = Ledger(StateStore(tmp_path / "state.db"))
     state = UfmState("admin", PASSWORD, job_s=0.1)
     with fake_ufm(state) as url:
