@@ -138,7 +138,7 @@ class SimFirmware:
         if path == tree.V1 and req.method == "GET":
             root = tree.service_root(bmc.ident.uuid)
             return Response.of(200, {**root, "UpdateService": tree.ref(UPDATE),
-                                     "TaskService": tree.ref(f"{tree.V1}/TaskService")})
+                                     "Tasks": tree.ref(f"{tree.V1}/TaskService")})  # ServiceRoot names it Tasks
         found = self.resource(bmc, path)
         if found is None and path != SIMPLE_UPDATE:
             return None
