@@ -24,6 +24,8 @@ from provision.state import StateStore
 from provision.state.intents import open_intents, reconcile
 from provision.steps.runner import HostResult, Progress
 
+ACTIONS = ("firmware_update", "bios_settings")  # the intents the apply steps write
+
 
 def current_plan(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host] | None = None
                  ) -> RolloutPlan:
@@ -56,7 +58,7 @@ def _reconcile(site: Site, store: StateStore, plan: RolloutPlan, command: str) -
     planned = {h.host for h in plan.hosts}
     rows = read_rows(store)
     for intent in open_intents(store, system="bmc", dead_only=True):
-        if intent.action not in ("firmware_update", "bios_settings"):
+        if intent.action not in ACTIONS:
             continue
         row = rows.get(intent.host)
         still = intent.host in planned
@@ -67,8 +69,19 @@ def _reconcile(site: Site, store: StateStore, plan: RolloutPlan, command: str) -
     return done
 
 
+async def _read_again(site: Site, store: StateStore, options: RunOptions) -> None:
+    """The BMCs a killed apply had asked for a change: read them again before planning, so that an update that
+    landed after the controller died is seen (recorded, the host back into the flow) and never flashed twice."""
+    from provision.firmware.inventory_step import InventoryStep
+
+    asked = {i.host for i in open_intents(store, system="bmc", dead_only=True) if i.action in ACTIONS}
+    if asked:
+        await InventoryStep(site, store, options).run([h for h in site.hosts() if h.hostname in asked])
+
+
 async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host],
                 options: RunOptions, progress: Progress | None = None) -> RolloutResult:
+    await _read_again(site, store, options)
     plan = current_plan(site, store, operation, hosts)
     result = RolloutResult(plan)
     command = "firmware-apply" if operation == "firmware" else "bios-apply"

@@ -119,11 +119,36 @@ def test_a_rollout_killed_mid_batch_resumes_without_flashing_finished_hosts(
             await killed
         with store.transaction() as db:  # as a killed process leaves it: its run is gone
             db.execute("UPDATE intents SET run = ? WHERE closed_at IS NULL", (f"{socket.gethostname()}:1:0",))
-        firmware_of(sim, "h02").task_s = 0.2
         again = await apply(site, store, "firmware", site.hosts(), FAST)
-        assert again.reconciled == ["h02"] and [r.host for r in again.results] == ["h02"]
+        assert again.reconciled == ["h02"] and [r.host for r in again.results] == ["h02"]  # still off: once more
         assert [len(firmware_of(sim, h).updates) for h in ("h01", "h02", "h03")] == [1, 2, 1]
         assert store.get("h02").state is State.configured and open_intents(store) == []
+
+
+def test_an_update_that_landed_after_the_controller_died_is_read_back_not_flashed_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site, store = lab(tmp_path, monkeypatch, {"installed": {"h02": {"hca": "28.39.1002"}}}, canary=0)
+
+    async def body(sim: Simulator) -> None:
+        await InventoryStep(site, store).run(site.hosts())
+        firmware_of(sim, "h02").task_s = 30.0
+        killed = asyncio.create_task(apply(site, store, "firmware", site.hosts(), FAST))
+        while not firmware_of(sim, "h02").updates:
+            await asyncio.sleep(0.05)
+        killed.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await killed
+        with store.transaction() as db:
+            db.execute("UPDATE intents SET run = ? WHERE closed_at IS NULL", (f"{socket.gethostname()}:1:0",))
+        for comp in firmware_of(sim, "h02").components.values():  # the BMC finished it on its own
+            if comp.kind == "hca":
+                comp.version = "28.43.1014"
+        again = await apply(site, store, "firmware", site.hosts(), FAST)
+        assert again.reconciled == ["h02"] and again.results == [] and again.plan.hosts == ()
+        assert len(firmware_of(sim, "h02").updates) == 1 and store.get("h02").state is State.configured
+        assert open_intents(store) == []
+
+    run(site, store, tmp_path, body)
 
     run(site, store, tmp_path, body)
 
