@@ -18,10 +18,11 @@ from typing import Any
 from provision.bmc.steps import BmcStep, base_url
 from provision.firmware.drift import Judgement, judge
 from provision.firmware.read import HostFirmware, read_firmware
-from provision.firmware.reasons import BASELINE_REASONS
-from provision.firmware.table import FirmwareRow, write_rows
+from provision.firmware.reasons import ACTIONS, BASELINE_REASONS, DRIFT_REASONS
+from provision.firmware.table import FirmwareRow, read_rows, write_rows
 from provision.site import Host
 from provision.state import State
+from provision.state.intents import Intent, open_intents, reconcile
 from provision.state.lifecycle import RANK
 from provision.steps.pipeline import FIRMWARE_INVENTORY
 from provision.steps.runner import HostFailure, HostResult, Progress, Recording
@@ -47,6 +48,7 @@ def drift_failure(judged: Judgement, evidence: dict[str, Any]) -> HostFailure:
 class InventoryStep(BmcStep):
     spec = FIRMWARE_INVENTORY
     _rows: list[FirmwareRow]
+    closed_intents: tuple[str, ...] = ()  # hosts whose dead apply intents this run closed
 
     async def prepare(self, hosts: Sequence[Host]) -> None:
         await super().prepare(hosts)
@@ -59,10 +61,29 @@ class InventoryStep(BmcStep):
 
     async def run(self, hosts: Sequence[Host], progress: Progress | None = None) -> list[HostResult]:
         try:
-            return await super().run(hosts, progress)
+            results = await super().run(hosts, progress)
         finally:
             if getattr(self, "_rows", None):
                 await self.flush()
+        read = [r.host for r in results if not r.skipped and (r.ok or r.reason in DRIFT_REASONS)]
+        self.closed_intents = tuple(await asyncio.to_thread(self.reconcile_dead, read))
+        return results
+
+    def reconcile_dead(self, hosts: Sequence[str]) -> list[str]:
+        """Close, with what the BMC showed now, the changes a killed apply had asked of the BMCs just read."""
+        if not hosts:
+            return []
+        rows = read_rows(self.store, hosts)
+        done: dict[str, list[Intent]] = {}
+        for intent in open_intents(self.store, system="bmc", hosts=hosts, dead_only=True):
+            if intent.action in ACTIONS:
+                done.setdefault(intent.host, []).append(intent)
+        for host, intents in done.items():
+            on = bool(rows[host].on_baseline) if host in rows else False
+            line = "the BMC shows the host on its baseline: not changed again" if on else \
+                "the BMC shows the host still off its baseline: the next apply changes it"
+            reconcile(self.store, host, intents, {"on_baseline": on}, command=self.command, lines=[line])
+        return sorted(done)
 
     def judged(self, host: Host, found: HostFirmware) -> Judgement:
         return judge(self.site.host_class(host).firmware, found.components, found.bios)

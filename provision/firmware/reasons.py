@@ -9,3 +9,5 @@ BASELINE_REASONS = DRIFT_REASONS | {
     "firmware_image_mismatch", "firmware_update_refused", "firmware_update_failed", "firmware_task_timeout",
     "firmware_task_off_bmc", "bmc_did_not_return", "firmware_version_unchanged", "bios_setting_refused",
     "bios_not_applied", "reboot_timeout"}
+# The intents the apply steps write (system "bmc"): a killed apply leaves them open for the next inventory.
+ACTIONS = ("firmware_update", "bios_settings")

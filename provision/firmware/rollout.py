@@ -18,13 +18,12 @@ from provision.firmware.apply_step import BiosApplyStep, FirmwareApplyStep, Rebo
 from provision.firmware.drift import Judgement
 from provision.firmware.images import ImageError, server_for
 from provision.firmware.plan import Operation, RolloutPlan, plan_rollout
+from provision.firmware.reasons import ACTIONS
 from provision.firmware.table import read_rows
 from provision.site import Host, Site
 from provision.state import StateStore
-from provision.state.intents import open_intents, reconcile
+from provision.state.intents import open_intents
 from provision.steps.runner import HostResult, Progress
-
-ACTIONS = ("firmware_update", "bios_settings")  # the intents the apply steps write
 
 
 def current_plan(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host] | None = None
@@ -52,40 +51,25 @@ class RolloutResult:
                 "peak_rebooting_per_rack": self.peak_rebooting_per_rack}
 
 
-def _reconcile(site: Site, store: StateStore, plan: RolloutPlan, command: str) -> list[str]:
-    """Close the intents a killed apply left, from the inventory the plan was made of."""
-    done = []
-    planned = {h.host for h in plan.hosts}
-    rows = read_rows(store)
-    for intent in open_intents(store, system="bmc", dead_only=True):
-        if intent.action not in ACTIONS:
-            continue
-        row = rows.get(intent.host)
-        still = intent.host in planned
-        line = "still off its baseline: planned again" if still else "on its baseline: not flashed again"
-        reconcile(store, intent.host, [intent], {"on_baseline": bool(row and row.on_baseline), "planned": still},
-                  command=command, lines=[line])
-        done.append(intent.host)
-    return done
-
-
-async def _read_again(site: Site, store: StateStore, options: RunOptions) -> None:
+async def _read_again(site: Site, store: StateStore, options: RunOptions) -> list[str]:
     """The BMCs a killed apply had asked for a change: read them again before planning, so that an update that
-    landed after the controller died is seen (recorded, the host back into the flow) and never flashed twice."""
+    landed after the controller died is seen (recorded, the host back into the flow) and never flashed twice; the
+    inventory closes those intents reconciled. The hosts it reconciled."""
     from provision.firmware.inventory_step import InventoryStep
 
     asked = {i.host for i in open_intents(store, system="bmc", dead_only=True) if i.action in ACTIONS}
-    if asked:
-        await InventoryStep(site, store, options).run([h for h in site.hosts() if h.hostname in asked])
+    if not asked:
+        return []
+    step = InventoryStep(site, store, options)
+    await step.run([h for h in site.hosts() if h.hostname in asked])
+    return list(step.closed_intents)
 
 
 async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host],
                 options: RunOptions, progress: Progress | None = None) -> RolloutResult:
-    await _read_again(site, store, options)
+    reconciled = await _read_again(site, store, options)
     plan = current_plan(site, store, operation, hosts)
-    result = RolloutResult(plan)
-    command = "firmware-apply" if operation == "firmware" else "bios-apply"
-    result.reconciled = _reconcile(site, store, plan, command)
+    result = RolloutResult(plan, reconciled=reconciled)
     if not plan.hosts:
         return result
     rollout = site.spec.firmware_rollout
