@@ -11,6 +11,7 @@ from typing import Any
 
 from provision.report.model import Ethernet, Point, Restart, Table, Training
 from provision.site.bounded import InputRefused, read_bytes
+from provision.state import peer_json
 from training.jsonl import read_jsonl
 
 VALIDATION_FILE = "fabric-validate.json"
@@ -30,7 +31,7 @@ def read_json(path: Path) -> tuple[Any, str]:
     if not path.exists():
         return None, f"no {path.name} in {path.parent}"
     try:
-        return json.loads(read_bytes(path, limit=MAX_JSON_BYTES, what=path.name)), str(path)
+        return peer_json.loads(read_bytes(path, limit=MAX_JSON_BYTES, what=path.name), what=path.name), str(path)
     except (InputRefused, OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, f"{path}: unreadable: {exc}"
 

@@ -142,3 +142,11 @@ def test_a_health_agent_report_nested_200000_deep_is_an_unknown_verdict_saying_s
     result = judge(RemoteRun("gpu-01", 0, DEEP, "", 0.1), expected_host="gpu-01", level="fast")
     assert (result.verdict, result.reason) == (Verdict.unknown, "agent_output_garbled")
     assert f"JSON nested deeper than {MAX_DEPTH} levels" in str(result.evidence)
+
+
+def test_a_run_directory_file_nested_200000_deep_is_an_unreadable_section_of_the_report(tmp_path: Path) -> None:
+    from provision.report.gather_files import ethernet
+
+    (tmp_path / "ethernet-check.json").write_text(DEEP)
+    section = ethernet(tmp_path)
+    assert not section.ran and f"JSON nested deeper than {MAX_DEPTH} levels" in section.source
