@@ -3,7 +3,10 @@
 Redaction by name (`redact.py`) masks what is labelled a secret. A peer can send one back unlabelled:
 a BMC whose 401 body echoes the request (`Authorization: Basic cm9vdDpwYXNzd29yZA==`), a MAAS that
 quotes the OAuth header with its signature. So every secret the process resolves is held here, in the
-forms it travels in, and every string that leaves (evidence, CLI output, error lines) passes `mask`.
+forms it travels in, and so is every credential the site file names, resolved or not by this command
+(`provision.site.named_secrets`, when a site is read: a peer may echo any of them); every string that
+leaves (evidence, other packages' tables, CLI output, files, error lines) passes `mask` (`mask_tree` for
+a JSON document, so its numbers and syntax stay as they are).
 
 Held forms of a value: the value itself, URL-encoded (`quote` and `quote_plus`), JSON-escaped (as
 `json.dumps` writes it, ASCII or not), its `repr` body, HTML-escaped (as Jinja2's autoescape and
