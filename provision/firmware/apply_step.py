@@ -148,7 +148,7 @@ class FirmwareApplyStep(ApplyStep):
                               {"update_service": found.update_service})
         url = self.urls[update.image.file]
         end = await simple_update(bmc, found.simple_update, url, timeout_s=self.rollout.task_timeout_s,
-                                  poll_s=self.rollout.poll_s)
+                                  poll_s=self.rollout.poll_s, own=update.kind == "bmc")
         if self.images.served_ok(url) is False:
             raise HostFailure("firmware_image_mismatch", f"the bytes served for {update.image.file} were not the "
                               "pinned image (the file changed on disk)", {"image": update.image.file})

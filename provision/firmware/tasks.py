@@ -33,6 +33,7 @@ from provision.steps.runner import HostFailure
 
 DONE = frozenset({"Completed", "Exception", "Killed", "Cancelled"})
 GOOD = "Completed"
+AWAY = "BmcRestarting"  # not a Redfish TaskState: the BMC restarting after its own update ended our reads
 _AWAY = (RedfishServerError, RedfishUnreachable, RedfishTimeout, RedfishAuthError)
 
 
@@ -70,9 +71,10 @@ def _messages(data: Any) -> tuple[str, ...]:
     return tuple(shown(str(m.get("Message", "")), 300) for m in raw[:8] if isinstance(m, dict))
 
 
-async def follow(bmc: RedfishClient, path: str, *, timeout_s: float, poll_s: float,
+async def follow(bmc: RedfishClient, path: str, *, timeout_s: float, poll_s: float, away_ends: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> TaskEnd:
-    """Read the task until it is done; a BMC briefly away (503, reset connection) is read again. Raises
+    """Read the task until it is done; a BMC briefly away (503, reset connection) is read again, unless
+    `away_ends` (the BMC's own update: it restarts when the update is done, ending the task as AWAY). Raises
     HostFailure firmware_task_timeout past the deadline (the task may still run on the BMC)."""
     deadline = clock() + timeout_s
     last: dict[str, Any] = {}
@@ -84,8 +86,10 @@ async def follow(bmc: RedfishClient, path: str, *, timeout_s: float, poll_s: flo
             if state in DONE:
                 pct = last.get("PercentComplete")
                 return TaskEnd(path, state, pct if isinstance(pct, int) else None, _messages(last))
-        except _AWAY:
-            pass
+        except _AWAY as exc:
+            if away_ends:
+                return TaskEnd(path, AWAY, None, (f"the BMC went away ({type(exc).__name__}) after "
+                                                  f"{last.get('TaskState', 'an unread state')}",))
         if clock() >= deadline:
             raise HostFailure("firmware_task_timeout", f"task {path} not done after {timeout_s:g} s "
                               f"(last seen {last.get('TaskState', 'unread')}, {last.get('PercentComplete', '?')}%)",
@@ -110,16 +114,19 @@ async def wait_for_bmc(open_client: Callable[[], Any], *, timeout_s: float, poll
         await asyncio.sleep(poll_s)
 
 
-async def simple_update(bmc: RedfishClient, target: str, image_uri: str, *, timeout_s: float, poll_s: float) -> TaskEnd:
+async def simple_update(bmc: RedfishClient, target: str, image_uri: str, *, timeout_s: float, poll_s: float,
+                        own: bool = False) -> TaskEnd:
     """POST SimpleUpdate `{"ImageURI", "TransferProtocol": "HTTP"}` (sushy's body; no Targets: the BMC matches the
     image to its component), then follow the task it names to its end. A refusal (400, 405, 501) is one failure,
-    never retried; a task that ends other than Completed fails firmware_update_failed with its messages."""
+    never retried; a task that ends other than Completed fails firmware_update_failed with its messages. `own`: the
+    BMC's own firmware, whose task may end with the BMC going away (AWAY: the caller waits for it to return)."""
     try:
         answer, location = await bmc.post_located(target, {"ImageURI": image_uri, "TransferProtocol": "HTTP"})
     except (RedfishRequestRejected, RedfishUnsupported, RedfishNotFound) as exc:
         raise HostFailure("firmware_update_refused", f"SimpleUpdate refused: {exc}", exc.evidence()) from None
-    end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s)
-    if end.state != GOOD:
+    end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s,
+                       away_ends=own)
+    if end.state not in (GOOD, AWAY):
         raise HostFailure("firmware_update_failed", f"update task {end.state}: {'; '.join(end.messages)}",
                           end.as_json())
     return end

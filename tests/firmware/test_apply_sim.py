@@ -190,3 +190,23 @@ def test_reboots_never_exceed_the_site_and_rack_limits(tmp_path: Path, monkeypat
         assert all(firmware_of(sim, f"h{i:02d}").bios["ProcCStates"] == "Disabled" for i in range(8))
 
     run(site, store, tmp_path, body)
+
+
+def test_the_simulators_update_faults_each_fail_their_host_with_its_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """version_unchanged (a staged update lost at the reboot), bmc_gone_long (the iDRAC away past the site's
+    bmc_return_timeout_s after its own update), bios_not_applied (pending attributes dropped at the reboot)."""
+    faults = {"h01": ["version_unchanged"], "h03": ["bmc_gone_long"], "h04": ["bios_not_applied"]}
+    site, store = lab(tmp_path, monkeypatch, {**OFF, "faults": faults}, canary=0, max_failures=10,
+                      bmc_return_timeout_s=0.5)
+
+    async def body(sim: Simulator) -> None:
+        result = await inventory_then(site, store, "firmware")
+        outcome = {r.host: r.reason for r in result.results}
+        assert outcome == {"h01": "firmware_version_unchanged", "h02": None, "h03": "bmc_did_not_return"}
+        assert "BIOS.Setup.1-1: 1.14.1 (wanted 1.15.0)" in next(r.detail for r in result.results if r.host == "h01")
+        bios = await apply(site, store, "bios", site.hosts(), FAST)
+        assert [(r.host, r.reason) for r in bios.results] == [("h04", "bios_not_applied")]
+        assert open_intents(store) == []  # every one closed failed, none left for a later run to wonder about
+
+    run(site, store, tmp_path, body)
