@@ -29,6 +29,9 @@ from provision.state.secret_values import hold, hold_maas_key
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST_LISTS = frozenset({"racks"})  # hosts name credentials by name, never hold a reference: not walked
+# Vault entries that could not be read, by (path, mtime, size, key): each try runs ansible-vault (~0.5 s), and a site is
+# read more than once in a process; an edited vault is tried again.
+_UNREADABLE: set[tuple[str, int, int, str]] = set()
 
 
 def _refs(node: Any, key: str | None = None, parent: Mapping[str, Any] | None = None,
@@ -64,8 +67,16 @@ def _vault_value(ref: Mapping[str, str], directory: Path) -> str | None:
     from provision.site.model import CredentialRef
 
     try:
+        st = (directory / ref["vault"]).stat()
+    except OSError:
+        return None
+    tried = (str(directory / ref["vault"]), st.st_mtime_ns, st.st_size, ref["key"])
+    if tried in _UNREADABLE:
+        return None
+    try:
         return resolve(CredentialRef(vault=ref["vault"], key=ref["key"]), directory).reveal()
     except (BringupError, ValueError, OSError):
+        _UNREADABLE.add(tried)
         return None
 
 
