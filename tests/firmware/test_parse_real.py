@@ -113,3 +113,14 @@ def test_a_part_that_could_not_be_read_is_unknown_not_on_baseline() -> None:
     baseline = FirmwareBaseline(components=[ComponentPin(kind="bmc", min_version="1")], bios={"SysProfile": "X"})
     judged = judge(baseline, None, None)
     assert not judged.on_baseline and judged.unknown == ("firmware inventory not read", "BIOS attributes not read")
+
+
+def test_which_update_action_each_real_update_service_offers() -> None:
+    """HPE iLO offers SimpleUpdate (HTTP, HTTPS); the GB300's NVIDIA BMC offers only MultipartHttpPushUri (and OEM
+    actions): `firmware apply` refuses it with firmware_update_refused, saying so (multipart push: not built)."""
+    from provision.firmware.read import simple_update_target
+
+    hpe = load(HPE, "_redfish_v1_UpdateService.json")
+    assert simple_update_target(hpe) == "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
+    gb = load(GB300, "_redfish_v1_UpdateService.json")
+    assert simple_update_target(gb) is None and gb["MultipartHttpPushUri"] == "/redfish/v1/UpdateService/update-multipart"
