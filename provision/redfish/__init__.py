@@ -1,6 +1,6 @@
 """Redfish: an async client for one BMC, typed errors, and resource discovery by `@odata.id` links."""
 
-from provision.redfish.client import ClientOptions, RedfishClient
+from provision.redfish.client import RedfishClient
 from provision.redfish.errors import (
     NOT_SERVED,
     RedfishAuthError,
@@ -14,6 +14,7 @@ from provision.redfish.errors import (
     RedfishUnreachable,
     RedfishUnsupported,
 )
+from provision.redfish.options import ClientOptions
 from provision.redfish.resource import Resource, odata_id
 from provision.redfish.tls import tls_context
 

@@ -26,6 +26,7 @@ import httpx
 
 _IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
 _READ_SIZE = 64 * 1024
+_CLOSE_WAIT_S = 0.5  # for the BMC to answer our TLS close_notify; a hung BMC's connection is aborted after
 
 
 def _timeout(request: httpx.Request, key: str) -> float | None:
@@ -314,4 +315,12 @@ class BmcTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         if self._conn is not None:
-            self._discard(self._conn)
+            conn = self._conn
+            self._discard(conn)
+            # Closing a TLS stream waits for the BMC's close_notify; left to the event loop, a loop that
+            # ends first (asyncio.run returning) leaves the socket open until garbage collection.
+            try:
+                async with asyncio.timeout(_CLOSE_WAIT_S):
+                    await conn.writer.wait_closed()
+            except (TimeoutError, OSError, ssl.SSLError):
+                conn.writer.transport.abort()

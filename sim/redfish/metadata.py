@@ -23,6 +23,8 @@ DMTF_SCHEMAS = "http://redfish.dmtf.org/schemas/v1"
 SERVICE_ROOT_TYPE = "ServiceRoot.v1_11_0"
 # Namespace → the versioned namespaces of it the resources use; each is in DSP8010 as `<Namespace>_v1.xml`.
 # Those without versions hold types the resources use inside their own (Resource.Status, IPAddresses...).
+# Settings, SoftwareInventory, Task and UpdateService are those of firmware.py (UpdateService, TaskService,
+# Bios/Settings).
 SCHEMAS: dict[str, tuple[str, ...]] = {
     "AccountService": ("AccountService.v1_5_0",),
     "Bios": ("Bios.v1_2_1",),
@@ -54,6 +56,13 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
     "Session": ("Session.v1_3_0",),
     "SessionCollection": (),
     "SessionService": ("SessionService.v1_1_8",),
+    "Settings": ("Settings.v1_3_5",),
+    "SoftwareInventory": ("SoftwareInventory.v1_5_0",),
+    "SoftwareInventoryCollection": (),
+    "Task": ("Task.v1_5_1",),
+    "TaskCollection": (),
+    "TaskService": ("TaskService.v1_1_4",),
+    "UpdateService": ("UpdateService.v1_11_0",),
     "VLanNetworkInterface": (),
 }
 

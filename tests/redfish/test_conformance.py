@@ -1,6 +1,6 @@
-"""Conformance against third-party Redfish implementations, both ways round:
-our client against OpenStack's `sushy-emulator --fake`, and OpenStack's `sushy` client against our
-simulator (list systems, NICs, one-time PXE, reset)."""
+"""Our client against a third-party Redfish service: OpenStack's `sushy-emulator --fake` (list systems,
+NICs, one-time PXE, reset). The other way round, official clients against our simulator, is
+test_conformance_clients.py; DMTF's Service Validator against it is test_conformance_validator.py."""
 
 from __future__ import annotations
 
@@ -22,11 +22,9 @@ from provision.bmc.harvest import find_system, harvest
 from provision.bmc.power import PowerAction, arm_pxe_once, power
 from provision.bmc.triage import HostProblem
 from provision.redfish import RedfishClient
-from provision.site import load_site
 from provision.site.credentials import Login, Secret
-from provision.site.model import Host, HostClass, Site
-from sim.redfish.identity import identity
-from tests.redfish.simlab import SimProcess, free_port, new_password, write_site
+from provision.site.model import HostClass
+from tests.redfish.simlab import free_port
 
 UUID = "8a0e8a4c-2f3b-4d52-9c5e-0c7b2f1d9a11"
 NIC_MACS = ["52:54:00:6b:3c:01", "52:54:00:6b:3c:02"]
@@ -110,46 +108,3 @@ def test_our_reset_powers_on_sushy_emulator(emulator: str) -> None:
     done = asyncio.run(go())
     assert done["resets"] == ["On"] and done["power_state"] == "On"
 
-
-def test_sushy_client_against_our_simulator(tmp_path: Path) -> None:
-    sushy = pytest.importorskip("sushy", reason="the sushy client library is not installed")
-    password = new_password()
-    site_path = write_site(tmp_path, 2, free_port())
-    with SimProcess(site_path, password, tmp_path / "run", power_delay_ms=100) as sim:
-        site = load_site(site_path)
-        host = site.hosts()[1]
-        # sushy deletes its session in Sushy.__del__, with blocking retries when the BMC is gone: left to
-        # the garbage collector, that ran during a later test's harvest, after this simulator had
-        # stopped, and froze that test's event loop for 27 s. So the session is closed here, while the
-        # simulator can still answer, and the simulator must have seen it deleted.
-        auth = sushy.auth.SessionOrBasicAuth(username="root", password=password)
-        with auth:
-            root = sushy.Sushy(f"https://{host.bmc.address}:{host.bmc.port}/redfish/v1", auth=auth,
-                               verify=str(sim.ca))
-            _drive_sushy(sushy, sim, site, host, root)
-            assert sim.hosts()[host.hostname]["sessions"] == 1
-        assert sim.hosts()[host.hostname]["sessions"] == 0
-        root._auth = None  # closed above; nothing left for __del__
-
-
-def _drive_sushy(sushy: Any, sim: SimProcess, site: Site, host: Host, root: Any) -> None:
-    systems = root.get_system_collection()
-    assert systems.members_identities == ("/redfish/v1/Systems/System.Embedded.1",)
-    system = root.get_system(systems.members_identities[0])
-    expected = {n.mac for n in identity(site, host).nics}
-    assert set(system.ethernet_interfaces.summary) == expected
-    system.set_system_boot_options(sushy.BOOT_SOURCE_TARGET_PXE, enabled=sushy.BOOT_SOURCE_ENABLED_ONCE,
-                                   mode=sushy.BOOT_SOURCE_MODE_UEFI)
-    system.refresh()
-    assert system.boot.target == sushy.BOOT_SOURCE_TARGET_PXE
-    assert system.boot.enabled == sushy.BOOT_SOURCE_ENABLED_ONCE
-    system.reset_system(sushy.RESET_ON)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        system.refresh()
-        if system.power_state == sushy.POWER_STATE_ON:
-            break
-        time.sleep(0.05)
-    assert system.power_state == sushy.POWER_STATE_ON
-    assert system.boot.enabled == sushy.BOOT_SOURCE_ENABLED_DISABLED  # Once was used by that boot
-    assert sim.hosts()[host.hostname]["boots"] == ["Pxe"]
