@@ -18,6 +18,8 @@ import pytest
 from provision.site import load_site
 from sim.redfish import tree
 from sim.redfish.bmc import Settings, SimBmc
+from sim.redfish.firmware import attach as attach_firmware
+from sim.redfish.firmware_config import site_configs
 from sim.redfish.http import Request, Response
 from sim.redfish.identity import identity
 from sim.redfish.messages import BASE_KEYS, BASE_VERSION
@@ -32,8 +34,12 @@ SESSIONS = tree.SESSIONS
 
 
 def _bmc(tmp_path: Path) -> SimBmc:
+    """One simulated BMC as server.py builds them (firmware.py's UpdateService and TaskService included)."""
     site = load_site(write_site(tmp_path, 1, 8443))
-    return SimBmc(identity(site, site.hosts()[0]), "root", PASSWORD, Settings(power_delay_s=0.0))
+    host = site.hosts()[0]
+    bmc = SimBmc(identity(site, host), "root", PASSWORD, Settings(power_delay_s=0.0))
+    attach_firmware({host.hostname: bmc}, site_configs(site))
+    return bmc
 
 
 def _call(bmc: SimBmc, method: str, path: str, headers: dict[str, str] | None = None, body: Any = None) -> Response:
@@ -58,23 +64,34 @@ def _login(bmc: SimBmc) -> tuple[str, str]:
 
 
 def _served_types(bmc: SimBmc) -> set[str]:
-    """Every `@odata.type` in every resource the BMC serves, nested ones included."""
+    """Every `@odata.type`, nested ones included, of every resource reachable from the service root (a
+    session of ours open, so that the Sessions collection has a member)."""
+    _login(bmc)
     found: set[str] = set()
+    links: list[str] = ["/redfish/v1/"]
+    seen: set[str] = set()
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             if isinstance(value.get("@odata.type"), str):
                 found.add(value["@odata.type"].lstrip("#"))
+            if isinstance(value.get("@odata.id"), str) and "#" not in value["@odata.id"]:
+                links.append(value["@odata.id"])
             for v in value.values():
                 walk(v)
         elif isinstance(value, list):
             for v in value:
                 walk(v)
 
-    _login(bmc)
-    paths = [*bmc._tree, tree.V1, tree.SYSTEM, tree.CHASSIS, SESSIONS, *bmc.sessions.members()]
-    for path in paths:
-        walk(bmc.resource(path))
+    while links:
+        path = links.pop()
+        if path.rstrip("/") in seen:
+            continue
+        seen.add(path.rstrip("/"))
+        resp = _call(bmc, "GET", path, _basic())
+        assert resp.status == 200, path
+        walk(_json(resp))
+    assert any(t.startswith("UpdateService.") for t in found) and any(t.startswith("Session.") for t in found)
     return found
 
 
