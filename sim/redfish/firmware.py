@@ -17,18 +17,30 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from sim.addresses import check_loopback
 from sim.redfish import tree
 from sim.redfish.firmware_config import FirmwareFault, HostFirmwareConfig, SimComponent, image_target
 from sim.redfish.http import Request, Response
+from sim.redfish.identity import ServerIdentity
 from sim.redfish.messages import info, message
 
-if TYPE_CHECKING:
-    from sim.redfish.bmc import SimBmc
+
+class SimBmc(Protocol):
+    """What this module uses of a simulated BMC (bmc.py's SimBmc; a Protocol, so bmc.py can import this module)."""
+
+    ident: ServerIdentity
+    sessions: Any  # its SessionTable: cleared when the iDRAC restarts
+    _tree: dict[str, Any]
+
+    def _authorized(self, req: Request) -> bool: ...
+
+    def rebuild(self) -> None: ...
+
 
 UPDATE = f"{tree.V1}/UpdateService"
 INVENTORY = f"{UPDATE}/FirmwareInventory"
@@ -295,6 +307,7 @@ async def fetch_image(uri: str) -> bytes:
         writer.close()
 
 
-def attach(bmcs: dict[str, SimBmc], configs: dict[str, HostFirmwareConfig]) -> None:
+def attach(bmcs: Mapping[str, Any], configs: dict[str, HostFirmwareConfig]) -> None:
+    """Every simulated BMC (bmc.py's SimBmc) gets its firmware state."""
     for name, bmc in bmcs.items():
         bmc.firmware = SimFirmware(configs[name])
