@@ -11,7 +11,7 @@ from itertools import groupby
 from provision.errors import BringupError
 from provision.site.index import SiteIndex
 from provision.state import State, StateStore
-from provision.state.intents import hosts_in_flight
+from provision.state.intents import hosts_in_flight, in_flight_line
 
 
 class HostfileFormat(StrEnum):
@@ -43,6 +43,13 @@ def golden_hosts(site: SiteIndex, store: StateStore) -> list[GoldenHost]:
         for name in store.in_state(State.golden)
         if name in by_name and by_name[name].gpus > 0 and name not in in_flight
     ]
+
+
+def held_back(store: StateStore) -> dict[str, str]:
+    """Golden hosts `golden_hosts` leaves out because a change to them is in flight, with why."""
+    golden = set(store.in_state(State.golden))
+    return {host: in_flight_line(intents) for host, intents in sorted(hosts_in_flight(store).items())
+            if host in golden}
 
 
 _TRAILING_NUMBER = re.compile(r"^(.*?)(\d+)$")

@@ -16,10 +16,11 @@ from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.firmware.table import read_rows, version_spread
-from provision.hostfiles import HostfileFormat, golden_hosts, render_hostfile
+from provision.hostfiles import HostfileFormat, golden_hosts, held_back, render_hostfile
 from provision.site.bounded import MAX_EVIDENCE_BYTES, InputRefused, read_text
 from provision.state import HostRecord, State, parse_state
 from provision.state.lifecycle import FLOW
+from provision.state.peer_text import shown
 from provision.steps.pipeline import ALL_STEPS, PIPELINE
 from provision.steps.spec import StepSpec
 
@@ -224,9 +225,13 @@ def golden(
     """The golden hostfile: hosts that passed health and burn-in, for training jobs."""
     ctx = Context.of(common)
     hosts = golden_hosts(ctx.index, ctx.store)
+    waiting = held_back(ctx.store)
     if common.json_out:
-        emit_json({"site": ctx.index.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts)})
+        emit_json({"site": ctx.index.name, "hosts": [h.__dict__ for h in hosts], "gpus": sum(h.gpus for h in hosts),
+                   "held_back": waiting})
         return
+    for host, why in waiting.items():
+        sys.stderr.write(shown(f"left out: {host}: {why}") + "\n")
     text = render_hostfile(hosts, fmt, rdzv_port=rdzv_port)
     if output is not None:
         output.write_text(text, encoding="utf-8")

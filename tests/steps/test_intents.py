@@ -5,6 +5,7 @@ redacted, and a host with an open intent neither promoted golden nor in the gold
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from provision.cli import main
 from provision.cli.step_view import render_failures, result_json
 from provision.errors import IllegalTransition
 from provision.health.promotion import promote_golden
@@ -133,7 +135,8 @@ def test_what_a_peer_showed_is_stored_redacted(tmp_path: Path) -> None:
     assert "s3cret-value-42" not in stored and '"pw"' not in stored
 
 
-def test_a_host_with_an_open_intent_is_neither_promoted_nor_in_the_golden_hostfile(tmp_path: Path) -> None:
+def test_a_host_with_an_open_intent_is_neither_promoted_nor_in_the_golden_hostfile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     site_path = write_site(tmp_path, 3, 8443, policy="golden_requires_burn_in: false")
     site = load_site(site_path)
     store = StateStore(tmp_path / "s.db")
@@ -150,6 +153,11 @@ def test_a_host_with_an_open_intent_is_neither_promoted_nor_in_the_golden_hostfi
     assert [m.host for m in moves] == ["h000"]
     assert store.get("h001").state is State.healthy
     assert {h.hostname for h in golden_hosts(load_index(site_path), store)} == {"h000"}  # h002 left out
+    code = main(["golden", "--site", str(site_path), "--db", str(store.path), "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert code == 0 and [h["hostname"] for h in shown["hosts"]] == ["h000"]
+    assert list(shown["held_back"]) == ["h002"] and "reset ForceOff (Off) asked by `power off`" in \
+        shown["held_back"]["h002"]
 
     with store.transaction() as db:
         close(db, pending, Outcome.confirmed, {"power_state": "Off"})
