@@ -22,9 +22,9 @@ from provision.bmc.harvest import find_system
 from provision.bmc.power import PowerAction, power
 from provision.bmc.steps import BmcStep, RunOptions, base_url
 from provision.firmware.bios import BiosState
-from provision.firmware.drift import Judgement, bios_drift
+from provision.firmware.drift import Judgement, bios_drift, judge
 from provision.firmware.images import ImageServer
-from provision.firmware.inventory_step import reentry
+from provision.firmware.inventory_step import drift_failure, reentry
 from provision.firmware.plan import HostPlan, RolloutPlan, Update
 from provision.firmware.read import HostFirmware, read_firmware
 from provision.firmware.reasons import BASELINE_REASONS
@@ -102,10 +102,8 @@ class ApplyStep(BmcStep):
                                poll_s=self.rollout.poll_s)
         return done
 
-    async def read_back(self, host: Host, rec: Recording, ids: list[int], evidence: dict[str, Any]
-                        ) -> tuple[HostFirmware, Judgement]:
-        from provision.firmware.drift import judge
-
+    async def read_back(self, host: Host, rec: Recording) -> tuple[HostFirmware, Judgement]:
+        """What the BMC reports now, judged and recorded in the host_firmware table."""
         async with self.session(host) as bmc:
             found = await read_firmware(bmc)
         judged = judge(self.site.host_class(host).firmware, found.components, found.bios)
@@ -127,8 +125,6 @@ class ApplyStep(BmcStep):
             return evidence
         if judged.firmware or judged.bios:
             self.settle(ids, Outcome.confirmed, {"drift_left": judged.as_json()})
-            from provision.firmware.inventory_step import drift_failure
-
             raise drift_failure(judged, evidence)
         return {**evidence, "unknown": list(judged.unknown)}
 
@@ -178,7 +174,7 @@ class FirmwareApplyStep(ApplyStep):
                     evidence["reboot"] = await self.reboot(bmc, host)
         except Exception as exc:
             raise self.failed(ids, evidence, exc) from None
-        found, judged = await self.read_back(host, rec, ids, evidence)
+        found, judged = await self.read_back(host, rec)
         unchanged = [d for d in judged.firmware if any(d.pin == u.pin for u in planned.updates)]
         if unchanged:
             self.settle(ids, Outcome.failed, {"drift_left": judged.as_json()})
@@ -231,7 +227,7 @@ class BiosApplyStep(ApplyStep):
                 evidence["reboot"] = await self.reboot(bmc, host)
         except Exception as exc:
             raise self.failed(ids, evidence, exc) from None
-        found, judged = await self.read_back(host, rec, ids, evidence)
+        found, judged = await self.read_back(host, rec)
         left = bios_drift(settings, found.bios) if found.bios is not None else []
         if left or found.bios is None:
             self.settle(ids, Outcome.failed, {"drift_left": judged.as_json()})
