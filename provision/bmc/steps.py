@@ -42,7 +42,7 @@ from provision.site.credentials import Login, login
 from provision.site.endpoints import join_host_port
 from provision.state import HostRecord, State, StateStore
 from provision.state.facts import HostFacts, facts_from_inventory, normalise_mac
-from provision.state.intents import Outcome
+from provision.state.intents import Outcome, open_intents
 from provision.steps.pipeline import HARVEST, POWER, PXE
 from provision.steps.runner import HostFailure, HostResult, Progress, Recording, RunLimits, Step, run_step
 
@@ -135,10 +135,14 @@ class BmcStep(Step):
 
     async def reconcile(self, hosts: Sequence[Host]) -> None:
         """Before acting: the BMC changes a dead run asked for and never recorded, read back and recorded."""
-        if self.reconciles:
-            self._reconciled = await reconcile_bmcs(self.store, hosts, self.session, command=self.command,
-                                                    concurrency=self.options.concurrency,
-                                                    timeout_s=self.options.host_timeout_s)
+        if not self.reconciles:
+            return
+        dead = {i.host for i in await asyncio.to_thread(open_intents, self.store, system=SYSTEM, dead_only=True)}
+        # Their credentials first: one that does not resolve is the run's error, before any BMC is read.
+        await asyncio.to_thread(self.resolve_logins, [h for h in hosts if h.hostname in dead])
+        self._reconciled = await reconcile_bmcs(self.store, hosts, self.session, command=self.command,
+                                                concurrency=self.options.concurrency,
+                                                timeout_s=self.options.host_timeout_s)
 
     def reconciled(self, host: str) -> tuple[str, ...]:
         return tuple(getattr(self, "_reconciled", {}).get(host, ()))
