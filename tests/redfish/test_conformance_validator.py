@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.site import load_site
 from tests.redfish.simlab import SimProcess, free_port, new_password, write_site
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "fixtures" / "redfish_dsp8010" / "csdl"
@@ -102,19 +103,19 @@ def validator_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Validato
     pytest.importorskip("redfish_service_validator", reason="not installed (pip install -r deps/python/redfish.txt)")
     d = tmp_path_factory.mktemp("rsv")
     password = new_password()
-    port = free_port()
-    site = write_site(d, 1, port)
+    site = write_site(d, 1, free_port())
+    host = load_site(site).hosts()[0]
     with SimProcess(site, password, d / "run") as sim:
         config = d / "validator.ini"  # the password goes in a 0600 file, never on a command line
         config.touch(mode=0o600)
         config.write_text("[Authentication]\nuser = root\n"
                           f"password = {password}\nauthtype = Session\n"
-                          f"[Connection]\nrhost = https://127.0.16.1:{port}\ntimeout = 10\n")
+                          f"[Connection]\nrhost = https://{host.bmc.address}:{host.bmc.port}\ntimeout = 10\n")
         done = subprocess.run(
             [sys.executable, "-c", RUN_WITHOUT_XLSX, "--config", str(config), "--skipschema",
              "--schema_directory", str(SCHEMAS), "--logdir", str(d / "logs")],
             cwd=d, capture_output=True, text=True, timeout=120, check=False)
-        sessions_left = sim.hosts()["h000"]["sessions"]
+        sessions_left = sim.hosts()[host.hostname]["sessions"]
     logs = list((d / "logs").glob("*/RedfishServiceValidatorDebug_*.log"))
     assert len(logs) == 1, done.stdout[-2000:] + done.stderr[-2000:]
     validated, findings, skipped = parse_debug_log(logs[0].read_text())
