@@ -7,6 +7,7 @@
 | golden | drained by the health check (`bringup-check: ...`) | recorded failed(<its reason>) | health_check_drained |
 | golden | drained or down for another reason (an admin, Slurm) | - (said) | admin_drained |
 | golden | not responding (down or not, undrained) | - (said: unknown, not available to jobs) | not_responding |
+| golden, a change in flight (provision.state.intents) | in service | drain (`bringup: change_in_flight`) | drained |
 | not golden | in service, or down without a drain | drain (or down: `slurm.on_leave`) | drained |
 | not golden | drained by the sync, other reason text | drain again with the new reason | drained |
 | not golden | drained by the check, an admin, or the sync | - | as it is |
@@ -22,6 +23,10 @@ from enum import StrEnum
 from provision.slurm.nodes import SlurmNode
 from provision.slurm.reasons import Owner, parse_reason, sync_reason
 from provision.state.lifecycle import State
+
+# The drain reason of a golden host with a change in flight (a power cycle asked, not recorded): no job starts on
+# it until the change is recorded, and the next sync resumes it.
+IN_FLIGHT = "change_in_flight"
 
 
 class Standing(StrEnum):
@@ -52,6 +57,7 @@ class HostView:
     state: State
     reason: str | None
     since: float  # when it entered its current state
+    in_flight: str = ""  # a change bringup asked of a peer and has not recorded yet (provision.state.intents)
 
 
 @dataclass(frozen=True)
@@ -116,12 +122,14 @@ def _golden(host: HostView, node: SlurmNode) -> Decision:
 
 
 def _not_golden(host: HostView, node: SlurmNode, on_leave: str) -> Decision:
-    wanted = sync_reason(host.reason if host.state is State.failed else None, host.state.value, host.since)
+    code = IN_FLIGHT if host.in_flight else host.reason if host.state is State.failed else None
+    wanted = sync_reason(code, host.state.value, host.since)
     base = dict(host=host.name, lifecycle=host.state.value, node_state=node.display(), node_reason=node.reason)
     where = standing(node)
     act = Action.down if on_leave == "down" else Action.drain
     if where in (Standing.available, Standing.not_responding):
-        return Decision(**base, action=act, reason=wanted, note=f"not golden ({host.state.value}): {act.value}")
+        why = f"golden, but {host.in_flight}" if host.in_flight else f"not golden ({host.state.value})"
+        return Decision(**base, action=act, reason=wanted, note=f"{why}: {act.value}")
     if where is Standing.drained and node.reason != wanted:
         return Decision(**base, action=act, reason=wanted, note="reason updated")
     if where is Standing.admin_drained:
@@ -138,7 +146,7 @@ def plan_sync(hosts: Sequence[HostView], nodes: Iterable[SlurmNode], *, on_leave
         if node is None:
             decisions.append(Decision(host.name, host.state.value, None, "", Action.none,
                                       note="Slurm does not know this node (not in slurm.conf: run the slurm roles)"))
-        elif host.state is State.golden:
+        elif host.state is State.golden and not host.in_flight:
             decisions.append(_golden(host, node))
         else:
             decisions.append(_not_golden(host, node, on_leave))

@@ -23,6 +23,7 @@ from provision.slurm.errors import SlurmError, SlurmRefused
 from provision.slurm.nodes import SlurmNode
 from provision.slurm.plan import Action, Decision, HostView, Standing, SyncPlan, plan_sync, standing
 from provision.slurm.reasons import parse_reason
+from provision.state.intents import hosts_in_flight, in_flight_line
 from provision.state.lifecycle import State
 from provision.state.records import Change, dumps
 from provision.state.store import StateStore
@@ -65,7 +66,9 @@ def managed_hosts(site: Site) -> list[str]:
 
 def host_views(store: StateStore, names: Sequence[str]) -> list[HostView]:
     records = {r.hostname: r for r in store.hosts()}
-    return [HostView(n, records[n].state, records[n].reason, records[n].updated_at) for n in names if n in records]
+    in_flight = hosts_in_flight(store)
+    return [HostView(n, records[n].state, records[n].reason, records[n].updated_at,
+                     in_flight_line(in_flight[n]) if n in in_flight else "") for n in names if n in records]
 
 
 def recorded_standings(store: StateStore) -> tuple[dict[str, tuple[str, float]], list[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,9 @@ from provision.slurm.errors import SlurmAnswerInvalid
 from provision.slurm.nodes import SlurmNode, parse_sinfo_json
 from provision.slurm.plan import Action, HostView, Standing, plan_sync, standing
 from provision.slurm.reasons import Owner, parse_reason, sync_reason
+from provision.slurm.sync import host_views
+from provision.state import StateStore
+from provision.state.intents import Ask, Outcome, begin_in, close
 from provision.state.lifecycle import State
 from tools.slurm_health_check import drain_reason
 
@@ -81,3 +85,29 @@ def test_hostile_text_in_a_node_is_escaped() -> None:
     (n,) = parse_sinfo_json(json.dumps({"nodes": [raw]}))
     assert n.reason.startswith("a\\nb\\x1b]0;x\\x07") and len(n.reason) <= 512 and "\x1b" not in n.reason_user
     assert n.state == "idle" and n.display() == "IDLE+DRAIN"
+
+
+def test_a_golden_host_with_a_change_in_flight_is_drained_and_resumed_once_it_is_recorded() -> None:
+    asked = "a change is in flight: bmc reset ForceOff (Off) asked by `power cycle`, not recorded yet"
+    flying = HostView("n1", State.golden, None, 1796521920.0, in_flight=asked)
+    d = plan_sync([flying], [node(state="allocated")], on_leave="drain").decisions[0]
+    assert d.action is Action.drain and d.reason is not None and d.reason.startswith("bringup: change_in_flight (")
+    assert "golden, but a change is in flight" in d.note
+    drained = node(flags=("DRAIN",), reason=d.reason)
+    assert plan_sync([flying], [drained], on_leave="drain").decisions[0].action is Action.none
+    recorded = HostView("n1", State.golden, None, 1796521920.0)
+    assert plan_sync([recorded], [drained], on_leave="drain").decisions[0].action is Action.resume
+
+
+def test_the_syncs_host_views_carry_each_hosts_open_intents(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "s.db")
+    store.sync_site([("n1", "r1"), ("n2", "r1")])
+    for name in ("n1", "n2"):
+        store.mark(name, State.golden, reason="test")
+    with store.transaction() as db:
+        asked = begin_in(db, Ask("n2", "bmc", "https://bmc", "reset ForceOff", "Off", "power cycle"))
+    views = {v.name: v for v in host_views(store, ["n1", "n2"])}
+    assert views["n1"].in_flight == "" and "reset ForceOff (Off) asked by `power cycle`" in views["n2"].in_flight
+    with store.transaction() as db:
+        close(db, [asked], Outcome.confirmed, {"power_state": "Off"})
+    assert host_views(store, ["n2"])[0].in_flight == ""
