@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -23,13 +24,13 @@ from provision.bmc.power import PowerAction, power
 from provision.bmc.steps import BmcStep, RunOptions, base_url
 from provision.firmware.bios import BiosState
 from provision.firmware.drift import Judgement, bios_drift, judge
-from provision.firmware.images import ImageServer
+from provision.firmware.images import ImageError, ImageServer, verify_image
 from provision.firmware.inventory_step import drift_failure, reentry
 from provision.firmware.plan import HostPlan, RolloutPlan, Update
 from provision.firmware.read import HostFirmware, read_firmware
 from provision.firmware.reasons import BASELINE_REASONS
 from provision.firmware.table import FirmwareRow, write_rows
-from provision.firmware.tasks import simple_update, wait_for_bmc
+from provision.firmware.tasks import push_update, simple_update, wait_for_bmc
 from provision.redfish import RedfishClient, RedfishRequestRejected, RedfishUnsupported
 from provision.site import Host, Site
 from provision.state import State, StateStore
@@ -132,23 +133,40 @@ class ApplyStep(BmcStep):
 class FirmwareApplyStep(ApplyStep):
     spec = FIRMWARE_APPLY
 
-    def __init__(self, site: Site, store: StateStore, plan: RolloutPlan, gate: RebootGate, images: ImageServer,
-                 urls: Mapping[str, str], options: RunOptions | None = None) -> None:
+    def __init__(self, site: Site, store: StateStore, plan: RolloutPlan, gate: RebootGate,
+                 images: ImageServer | None, urls: Mapping[str, str], options: RunOptions | None = None) -> None:
         super().__init__(site, store, plan, gate, options)
         self.images = images
         self.urls = urls  # image file -> URL
 
     async def _update(self, bmc: RedfishClient, found: HostFirmware, update: Update) -> dict[str, Any]:
-        if found.simple_update is None:
-            raise HostFailure("firmware_update_refused", "the BMC's UpdateService offers no SimpleUpdate action",
+        """SimpleUpdate from the image server where the BMC offers it, else the image pushed to its
+        MultipartHttpPushUri (read and checked against the pin just before it is sent)."""
+        own = update.kind == "bmc"
+        timeout_s, poll_s = self.rollout.task_timeout_s, self.rollout.poll_s
+        if found.simple_update is not None and self.images is not None:
+            url = self.urls[update.image.file]
+            end = await simple_update(bmc, found.simple_update, url, timeout_s=timeout_s, poll_s=poll_s, own=own)
+            if self.images.served_ok(url) is False:
+                raise HostFailure("firmware_image_mismatch", f"the bytes served for {update.image.file} were not "
+                                  "the pinned image (the file changed on disk)", {"image": update.image.file})
+            return {**update.as_json(), "via": "SimpleUpdate", **end.as_json()}
+        if found.multipart_push is None:
+            why = ("offers neither SimpleUpdate nor MultipartHttpPushUri" if found.simple_update is None else
+                   "offers only SimpleUpdate, and the site has no image server (firmware_rollout.image_url)")
+            raise HostFailure("firmware_update_refused", f"the BMC's UpdateService {why}",
                               {"update_service": found.update_service})
-        url = self.urls[update.image.file]
-        end = await simple_update(bmc, found.simple_update, url, timeout_s=self.rollout.task_timeout_s,
-                                  poll_s=self.rollout.poll_s, own=update.kind == "bmc")
-        if self.images.served_ok(url) is False:
-            raise HostFailure("firmware_image_mismatch", f"the bytes served for {update.image.file} were not the "
-                              "pinned image (the file changed on disk)", {"image": update.image.file})
-        return {**update.as_json(), **end.as_json()}
+        try:
+            path = await asyncio.to_thread(verify_image, self.site.directory, update.image)
+            image = await asyncio.to_thread(path.read_bytes)
+        except ImageError as exc:
+            raise HostFailure("firmware_image_mismatch", str(exc), {"image": update.image.file}) from None
+        if hashlib.sha256(image).hexdigest() != update.image.sha256:  # changed between the check and the read
+            raise HostFailure("firmware_image_mismatch", f"{update.image.file} changed on disk while it was read",
+                              {"image": update.image.file})
+        end = await push_update(bmc, found.multipart_push, path.name, image, timeout_s=timeout_s, poll_s=poll_s,
+                                own=own)
+        return {**update.as_json(), "via": "MultipartHttpPushUri", **end.as_json()}
 
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         planned: HostPlan = self.plan.host(host.hostname)

@@ -25,13 +25,15 @@ class HostFirmware:
     bios: BiosState | None
     update_service: str | None = None  # the UpdateService path
     simple_update: str | None = None  # the SimpleUpdate action's target
+    multipart_push: str | None = None  # the UpdateService's MultipartHttpPushUri
     system: str | None = None  # the ComputerSystem path
     notes: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {"components": None if self.components is None else [c.as_json() for c in self.components],
                 "bios": None if self.bios is None else self.bios.as_json(), "update_service": self.update_service,
-                "simple_update": self.simple_update, "system": self.system, "notes": list(self.notes)}
+                "simple_update": self.simple_update, "multipart_push": self.multipart_push, "system": self.system,
+                "notes": list(self.notes)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HostFirmware:
@@ -39,7 +41,13 @@ class HostFirmware:
         bios = data.get("bios")
         return cls(None if comps is None else tuple(Component.from_json(c) for c in comps),
                    None if bios is None else BiosState.from_json(bios), data.get("update_service"),
-                   data.get("simple_update"), data.get("system"), tuple(data.get("notes") or ()))
+                   data.get("simple_update"), data.get("multipart_push"), data.get("system"),
+                   tuple(data.get("notes") or ()))
+
+
+def multipart_push_target(service: Mapping[str, Any]) -> str | None:
+    target = service.get("MultipartHttpPushUri")
+    return target if isinstance(target, str) and target.startswith("/") else None
 
 
 def simple_update_target(service: Mapping[str, Any]) -> str | None:
@@ -50,17 +58,17 @@ def simple_update_target(service: Mapping[str, Any]) -> str | None:
 
 
 async def _components(bmc: RedfishClient, root: Resource, notes: list[str]
-                      ) -> tuple[tuple[Component, ...] | None, str | None, str | None]:
+                      ) -> tuple[tuple[Component, ...] | None, str | None, Mapping[str, Any]]:
     service_path = root.link("UpdateService")
     if service_path is None:
         notes.append("the service root has no UpdateService")
-        return None, None, None
+        return None, None, {}
     try:
         service = await bmc.get(service_path)
         inventory = service.link("FirmwareInventory")
         if inventory is None:
             notes.append("the UpdateService has no FirmwareInventory")
-            return None, service_path, simple_update_target(service.data)
+            return None, service_path, service.data
         listing = await bmc.get_expanded(inventory, 1)  # members inline where the BMC offers $expand
         raw = listing.data.get("Members")
         if isinstance(raw, list) and len(raw) > MAX_COMPONENTS:
@@ -70,8 +78,8 @@ async def _components(bmc: RedfishClient, root: Resource, notes: list[str]
         members = await bmc.members(listing)
     except (RedfishNotFound, RedfishUnsupported) as exc:
         notes.append(f"firmware inventory not served: {exc}")
-        return None, service_path, None
-    return parse_components([m.data for m in members]), service_path, simple_update_target(service.data)
+        return None, service_path, {}
+    return parse_components([m.data for m in members]), service_path, service.data
 
 
 async def _bios(bmc: RedfishClient, system: Resource, notes: list[str]) -> BiosState | None:
@@ -91,11 +99,12 @@ async def read_firmware(bmc: RedfishClient, *, bios: bool = True) -> HostFirmwar
     """What one (open) BMC reports: its installed firmware components and its BIOS attributes."""
     notes: list[str] = []
     root = await bmc.root()
-    components, service, simple = await _components(bmc, root, notes)
+    components, service, update = await _components(bmc, root, notes)
     state = None
     system_path = None
     if bios:
         system = await find_system(bmc)
         system_path = system.path
         state = await _bios(bmc, system, notes)
-    return HostFirmware(components, state, service, simple, system_path, tuple(notes))
+    return HostFirmware(components, state, service, simple_update_target(update), multipart_push_target(update),
+                        system_path, tuple(notes))

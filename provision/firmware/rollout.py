@@ -8,6 +8,7 @@ hosts a killed run finished are on baseline and left alone; intents a dead run l
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from provision.bmc.steps import RunOptions
 from provision.errors import BringupError
 from provision.firmware.apply_step import BiosApplyStep, FirmwareApplyStep, RebootGate
 from provision.firmware.drift import Judgement
-from provision.firmware.images import ImageError, server_for
+from provision.firmware.images import ImageError, server_for, verify_image
 from provision.firmware.plan import Operation, RolloutPlan, plan_rollout
 from provision.firmware.reasons import ACTIONS
 from provision.firmware.table import read_rows
@@ -77,19 +78,20 @@ async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequ
     by_name = {h.hostname: h for h in site.hosts()}
     step: FirmwareApplyStep | BiosApplyStep
     if operation == "firmware":
-        if rollout.image_url is None:
-            raise BringupError("firmware_rollout.image_url is not set: the BMCs need the controller's image server")
-        images = server_for(str(rollout.image_url), rollout.image_listen)
+        # Without image_url only BMCs that take a multipart push can be updated (the others fail, saying so).
+        images = server_for(str(rollout.image_url), rollout.image_listen) if rollout.image_url else None
         urls: dict[str, str] = {}
         try:
-            for h in plan.hosts:
-                for u in h.updates:
-                    if u.image.file not in urls:
-                        urls[u.image.file] = images.add(site.directory, u.image)
-        except ImageError as exc:  # refused before any BMC is told of it
+            for u in {u.image.file: u.image for h in plan.hosts for u in h.updates}.values():
+                verify_image(site.directory, u)  # refused before any BMC is told of it
+                if images is not None:
+                    urls[u.file] = images.add(site.directory, u)
+        except ImageError as exc:
             raise BringupError(f"firmware_image_mismatch: {exc}") from None
         step = FirmwareApplyStep(site, store, plan, gate, images, urls, options)
-        async with images:
+        async with contextlib.AsyncExitStack() as stack:
+            if images is not None:
+                await stack.enter_async_context(images)
             await _waves(step, plan, by_name, result, progress)
     else:
         step = BiosApplyStep(site, store, plan, gate, options)

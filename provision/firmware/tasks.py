@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from provision.firmware.multipart import multipart_body
 from provision.redfish import (
     RedfishAuthError,
     RedfishClient,
@@ -120,10 +121,24 @@ async def simple_update(bmc: RedfishClient, target: str, image_uri: str, *, time
     image to its component), then follow the task it names to its end. A refusal (400, 405, 501) is one failure,
     never retried; a task that ends other than Completed fails firmware_update_failed with its messages. `own`: the
     BMC's own firmware, whose task may end with the BMC going away (AWAY: the caller waits for it to return)."""
+    body = {"ImageURI": image_uri, "TransferProtocol": "HTTP"}
+    return await _update(bmc, target, body, "SimpleUpdate", timeout_s=timeout_s, poll_s=poll_s, own=own)
+
+
+async def push_update(bmc: RedfishClient, target: str, filename: str, image: bytes, *, timeout_s: float,
+                      poll_s: float, own: bool = False) -> TaskEnd:
+    """The image itself POSTed to the BMC's MultipartHttpPushUri (multipart.py), then its task followed as
+    SimpleUpdate's is; for BMCs that offer no SimpleUpdate."""
+    body = multipart_body({"Targets": [], "@Redfish.OperationApplyTime": "Immediate"}, filename, image)
+    return await _update(bmc, target, body, "the multipart push", timeout_s=timeout_s, poll_s=poll_s, own=own)
+
+
+async def _update(bmc: RedfishClient, target: str, body: dict[str, Any] | tuple[str, bytes], what: str, *,
+                  timeout_s: float, poll_s: float, own: bool) -> TaskEnd:
     try:
-        answer, location = await bmc.post_located(target, {"ImageURI": image_uri, "TransferProtocol": "HTTP"})
+        answer, location = await bmc.post_located(target, body)
     except (RedfishRequestRejected, RedfishUnsupported, RedfishNotFound) as exc:
-        raise HostFailure("firmware_update_refused", f"SimpleUpdate refused: {exc}", exc.evidence()) from None
+        raise HostFailure("firmware_update_refused", f"{what} refused: {exc}", exc.evidence()) from None
     end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s,
                        away_ends=own)
     if end.state not in (GOOD, AWAY):

@@ -233,8 +233,8 @@ class RedfishClient:
         if auth:
             all_headers = self._auth.headers()
         content: bytes | None = None
-        if body is not None:
-            content = json.dumps(body).encode()
+        if body is not None:  # JSON, or bytes whose Content-Type the caller's headers give (a multipart push)
+            content = body if isinstance(body, bytes) else json.dumps(body).encode()
             all_headers = {**all_headers, "Content-Type": "application/json"}
         if headers:
             all_headers = {**all_headers, **headers}
@@ -318,10 +318,11 @@ class RedfishClient:
         resp = await self._send("POST", path, body=dict(body), retry_5xx=False)
         return self._resource(resp, "POST", path)
 
-    async def post_located(self, path: str, body: Mapping[str, Any]) -> tuple[Resource, str | None]:
-        """POST an action the BMC may run as a task: its answer and the `Location` header (the task monitor,
-        unchecked: the caller decides whether it is on this BMC)."""
-        resp = await self._send("POST", path, body=dict(body), retry_5xx=False)
+    async def post_located(self, path: str, body: Mapping[str, Any] | tuple[str, bytes]) -> tuple[Resource, str | None]:
+        """POST an action the BMC may run as a task (JSON, or (content type, bytes)): its answer and the `Location`
+        header (the task monitor, unchecked: the caller decides whether it is on this BMC)."""
+        resp = await self._send("POST", path, body=body[1] if isinstance(body, tuple) else dict(body),
+                                headers={"Content-Type": body[0]} if isinstance(body, tuple) else None, retry_5xx=False)
         return self._resource(resp, "POST", path), resp.headers.get("Location")
 
     async def expand_levels(self) -> int:

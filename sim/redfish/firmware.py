@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 from sim.addresses import check_loopback
 from sim.redfish import tree
 from sim.redfish.firmware_config import FirmwareFault, HostFirmwareConfig, SimComponent, image_target
+from sim.redfish.firmware_push import parse_push
 from sim.redfish.http import Request, Response
 from sim.redfish.identity import ServerIdentity
 from sim.redfish.messages import info, message
@@ -45,6 +46,7 @@ class SimBmc(Protocol):
 UPDATE = f"{tree.V1}/UpdateService"
 INVENTORY = f"{UPDATE}/FirmwareInventory"
 SIMPLE_UPDATE = f"{UPDATE}/Actions/UpdateService.SimpleUpdate"
+PUSH = f"{UPDATE}/MultipartUpload"  # the iDRAC's MultipartHttpPushUri
 TASKS = f"{tree.V1}/TaskService/Tasks"
 BIOS = f"{tree.SYSTEM}/Bios"
 BIOS_SETTINGS = f"{BIOS}/Settings"
@@ -102,10 +104,11 @@ class SimFirmware:
 
     def resource(self, bmc: SimBmc, path: str) -> dict[str, Any] | None:
         if path == UPDATE:
+            actions = {} if FirmwareFault.no_simple_update in self.faults else {"#UpdateService.SimpleUpdate": {
+                "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"], "target": SIMPLE_UPDATE}}
             return {"@odata.id": UPDATE, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
                     "Name": "Update Service", "ServiceEnabled": True, "FirmwareInventory": tree.ref(INVENTORY),
-                    "Actions": {"#UpdateService.SimpleUpdate": {
-                        "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"], "target": SIMPLE_UPDATE}}}
+                    "MultipartHttpPushUri": PUSH, "Actions": actions}
         if path == INVENTORY:
             return tree.collection(INVENTORY, "SoftwareInventory", "Firmware Inventory Collection",
                                    [f"{INVENTORY}/{c.rid}" for c in self.components.values()])
@@ -152,7 +155,7 @@ class SimFirmware:
             return Response.of(200, {**root, "UpdateService": tree.ref(UPDATE),
                                      "Tasks": tree.ref(f"{tree.V1}/TaskService")})  # ServiceRoot names it Tasks
         found = self.resource(bmc, path)
-        if found is None and path != SIMPLE_UPDATE:
+        if found is None and path not in (SIMPLE_UPDATE, PUSH):
             return None
         if not bmc._authorized(req):
             return message(401, "The authentication credentials included with this request are missing or invalid.",
@@ -164,8 +167,13 @@ class SimFirmware:
             if path == INVENTORY and "$expand" in unquote(req.query):  # members inline, as an iDRAC does
                 found = {**found, "Members": [self.resource(bmc, m["@odata.id"]) for m in found["Members"]]}
             return Response.of(200, found)
-        if req.method == "POST" and path == SIMPLE_UPDATE:
+        if req.method == "POST" and path == SIMPLE_UPDATE and FirmwareFault.no_simple_update not in self.faults:
             return self._simple_update(bmc, req)
+        if req.method == "POST" and path == PUSH:
+            pushed = parse_push(req.headers.get("content-type", ""), req.body)
+            if isinstance(pushed, str):
+                return message(400, pushed, "MalformedJSON")
+            return self._start(bmc, "MultipartUpload", pushed[1])
         if req.method == "PATCH" and path == BIOS_SETTINGS:
             return self._patch_bios(req)
         return message(405, f"The operation {req.method} is not allowed on {path}.", "OperationNotAllowed")
@@ -183,10 +191,14 @@ class SimFirmware:
         if proto not in ("HTTP", "HTTPS") or FirmwareFault.update_refused in self.faults:
             return message(400, f"The value {proto} for the parameter TransferProtocol is not in the list of "
                            "acceptable values.", "ActionParameterValueNotInList")
-        self.updates.append(uri)
+        return self._start(bmc, uri, None)
+
+    def _start(self, bmc: SimBmc, source: str, content: bytes | None) -> Response:
+        """A firmware job for an image fetched from `source` (SimpleUpdate's ImageURI) or pushed (`content`)."""
+        self.updates.append(source)
         task = SimTask(f"JID_{int(time.time()) % 1000000:06d}{next(_JOB_IDS):06d}")
         self.tasks[task.id] = task
-        job = asyncio.create_task(self._run(bmc, task, uri))
+        job = asyncio.create_task(self._run(bmc, task, source, content))
         self._running.add(job)
         job.add_done_callback(self._running.discard)
         where = f"{TASKS}/{task.id}"
@@ -194,11 +206,11 @@ class SimFirmware:
             where = f"https://198.51.100.7{where}"
         return Response.of(202, task.resource(), {"Location": where})
 
-    async def _run(self, bmc: SimBmc, task: SimTask, uri: str) -> None:
+    async def _run(self, bmc: SimBmc, task: SimTask, uri: str, pushed: bytes | None) -> None:
         task.state = "Running"
         task.percent = 10
         try:
-            content = await fetch_image(uri)
+            content = pushed if pushed is not None else await fetch_image(uri)
         except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
             return self._end(task, "Exception", f"Unable to transfer the image from {uri}: {exc}")
         target = image_target(content)

@@ -15,7 +15,7 @@ Faults: update_fails (the task ends in Exception half-way), task_hangs (it stays
 its own update the BMC stays away 60 s instead of `bmc_reboot_s`), version_unchanged (a staged update is lost at
 the reboot), setting_refused (PATCH Bios/Settings answers 400 PropertyValueNotInList), bios_not_applied (pending
 attributes are dropped at the reboot), update_refused (SimpleUpdate answers 400), task_off_bmc (the task monitor
-Location names another host).
+Location names another host), no_simple_update (only the multipart push is offered).
 
 Images: the simulated BMC downloads `ImageURI` (loopback only) and installs what its first line says, in the
 stand-in format `BRINGUP-SIM-FIRMWARE kind=<kind> version=<version>`; any other content fails the task as an
@@ -56,6 +56,7 @@ class FirmwareFault(StrEnum):
     bios_not_applied = "bios_not_applied"
     update_refused = "update_refused"
     task_off_bmc = "task_off_bmc"
+    no_simple_update = "no_simple_update"  # only the MultipartHttpPushUri is offered (as NVIDIA's HGX BMC)
 
 
 @dataclass

@@ -68,6 +68,7 @@ def test_drifted_hosts_are_updated_rebooted_read_back_and_sent_back_to_health(
         assert result.peak_rebooting_per_rack == 1
         assert [len(firmware_of(sim, h).updates) for h in ("h00", "h01", "h02", "h03")] == [0, 1, 1, 1]
         assert firmware_of(sim, "h03").gone_until > 0  # the iDRAC went away after its own update, and came back
+        assert {r.data["updates"][0]["via"] for r in result.results} == {"SimpleUpdate"}
         assert store.get("h04").reason == "bios_drift" and open_intents(store) == []
         bios = await apply(site, store, "bios", site.hosts(), FAST)
         assert [r.host for r in bios.results if r.ok] == ["h04"] and bios.results[0].data["apply_time"] == "OnReset"
@@ -208,5 +209,27 @@ def test_the_simulators_update_faults_each_fail_their_host_with_its_reason(
         bios = await apply(site, store, "bios", site.hosts(), FAST)
         assert [(r.host, r.reason) for r in bios.results] == [("h04", "bios_not_applied")]
         assert open_intents(store) == []  # every one closed failed, none left for a later run to wonder about
+
+    run(site, store, tmp_path, body)
+
+
+def test_a_bmc_without_simple_update_gets_the_image_pushed_multipart(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVIDIA's HGX BMC offers only MultipartHttpPushUri (the GB300 crawl): the image is read, checked against its pin
+    and pushed. A site without an image server (no image_url) pushes to every BMC that takes a push (an iDRAC9
+    offers both)."""
+    faults = {"h01": ["no_simple_update"], "h03": ["no_simple_update"]}
+    site, store = lab(tmp_path, monkeypatch, {**OFF, "faults": faults}, canary=0, max_failures=10)
+    rollout = site.spec.firmware_rollout.model_copy(update={"image_url": None})
+    site = site.model_copy(update={"spec": site.spec.model_copy(update={"firmware_rollout": rollout})})
+
+    async def body(sim: Simulator) -> None:
+        result = await inventory_then(site, store, "firmware")
+        outcome = {r.host: r.reason for r in result.results}
+        assert outcome == {"h01": None, "h02": None, "h03": None}
+        assert {r.data["updates"][0]["via"] for r in result.results} == {"MultipartHttpPushUri"}
+        assert firmware_of(sim, "h01").components["BIOS.Setup.1-1"].version == "1.15.0"
+        assert firmware_of(sim, "h03").components["iDRAC.Embedded.1-1"].version == "7.10.30.00"
+        assert firmware_of(sim, "h01").updates == ["MultipartUpload"]
 
     run(site, store, tmp_path, body)

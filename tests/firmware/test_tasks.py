@@ -86,3 +86,16 @@ def test_a_task_that_never_ends_times_out_and_a_completed_one_passes() -> None:
             return httpx.Response(202, headers={"Location": TASK})
         return httpx.Response(200, json={"TaskState": "Completed", "PercentComplete": 100})
     assert update(done, []).state == "Completed"
+
+
+def test_a_multipart_push_carries_the_parameters_and_the_image_as_dmtf_describes() -> None:
+    from provision.firmware.multipart import multipart_body
+    from sim.redfish.firmware_push import parse_push
+
+    image = b"\x00\x01firmware\r\n--not-a-boundary\r\n"
+    ctype, body = multipart_body({"Targets": [], "@Redfish.OperationApplyTime": "Immediate"}, "fw 1.bin", image)
+    assert ctype.startswith("multipart/form-data; boundary=bringup-")
+    assert b'name="UpdateFile"; filename="fw1.bin"' in body and b"Content-Type: application/json" in body
+    parsed = parse_push(ctype, body)
+    assert parsed == ({"Targets": [], "@Redfish.OperationApplyTime": "Immediate"}, image)
+    assert parse_push("application/json", body) == "the request is not multipart/form-data with a boundary"
