@@ -117,10 +117,12 @@ def test_a_part_that_could_not_be_read_is_unknown_not_on_baseline() -> None:
 
 def test_which_update_action_each_real_update_service_offers() -> None:
     """HPE iLO offers SimpleUpdate (HTTP, HTTPS); the GB300's NVIDIA BMC offers only MultipartHttpPushUri (and OEM
-    actions): `firmware apply` refuses it with firmware_update_refused, saying so (multipart push: not built)."""
-    from provision.firmware.read import simple_update_target
+    actions): `firmware apply` pushes the image there (provision/firmware/multipart.py)."""
+    from provision.firmware.read import multipart_push_target, simple_update_target
 
     hpe = load(HPE, "_redfish_v1_UpdateService.json")
     assert simple_update_target(hpe) == "/redfish/v1/UpdateService/Actions/UpdateService.SimpleUpdate"
     gb = load(GB300, "_redfish_v1_UpdateService.json")
-    assert simple_update_target(gb) is None and gb["MultipartHttpPushUri"] == "/redfish/v1/UpdateService/update-multipart"
+    assert simple_update_target(gb) is None
+    assert multipart_push_target(gb) == "/redfish/v1/UpdateService/update-multipart"
+    assert multipart_push_target(hpe) is None  # iLO's HttpPushUri (/cgi-bin/uploadFile) is no multipart push
