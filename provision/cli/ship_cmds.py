@@ -14,6 +14,7 @@ from provision.cli.app import Common, HostsOpt, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
+from provision.hostfiles import held_back
 from provision.ship.fanout import DEST, RAW_PUSH, HostShip, ShipConfig, Shipper
 from provision.ship.tree import plan_direct, plan_tree
 from provision.site.bounded import read_text
@@ -67,7 +68,8 @@ def ship(
     """Ship the environment archive to the hosts (`--hosts golden`: the golden set) as a tree; verify each."""
     ctx = Context.of(common)
     archive, manifest = _load(env_dir)
-    names = ctx.store.in_state(State.golden) if hosts == "golden" else \
+    flying = held_back(ctx.store) if hosts == "golden" else {}  # left out, as by the golden hostfile
+    names = [h for h in ctx.store.in_state(State.golden) if h not in flying] if hosts == "golden" else \
         [h.hostname for h in select_hosts(ctx.site, hosts)]
     cfg = ShipConfig(dest=dest, push=push, encoding=encoding, deep=deep)
     shipper = Shipper(SshSettings.from_site(ctx.site), cfg, archive, manifest)
@@ -80,7 +82,7 @@ def ship(
     bad = [r for r in results if not r.ok]
     payload = {"env_id": manifest["env_id"], "hosts": len(results), "ok": len(results) - len(bad),
                "rounds": len(rounds), "controller_copies": shipper.controller_copies, "wall_s": round(wall, 2),
-               "failed": {r.host: r.error for r in bad}}
+               "failed": {r.host: r.error for r in bad}, "held_back": flying}
     if common.json_out:
         emit_json(payload)
     else:
@@ -88,5 +90,7 @@ def ship(
                       f"{len(rounds)} rounds, {shipper.controller_copies} copies from the controller")
         for host, why in sorted(payload["failed"].items()):
             console.print(f"[red]failed[/] {esc(host)}: {esc(why)}")
+        for host, why in flying.items():
+            console.print(f"[yellow]left out[/] {esc(host)}: {esc(why)}")
     if bad:
         raise typer.Exit(1)

@@ -11,6 +11,7 @@ import pytest
 from provision.ship.fanout import ShipConfig, check_reply
 from provision.ship.tree import CONTROLLER, plan_tree
 from provision.state import StateStore
+from provision.state.intents import Ask, begin_in
 from sim.sshhosts.harness import SshLab
 from tests.ship.conftest import LAB_PUSH, lab_site
 
@@ -39,7 +40,7 @@ def test_ship_to_golden_hosts_as_a_tree_verifies_relocates_and_records(
         packed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from provision.cli import main
 
-    site_file, faults = lab_site(tmp_path / "site", 8, {"gpu-0008": {"endpoint": "refuse"}})
+    site_file, faults = lab_site(tmp_path / "site", 9, {"gpu-0008": {"endpoint": "refuse"}})
     db = tmp_path / "state.db"
     with SshLab(site_file, faults, tmp_path / "lab") as lab:
         for k, v in lab.env.items():
@@ -47,14 +48,17 @@ def test_ship_to_golden_hosts_as_a_tree_verifies_relocates_and_records(
         assert main(["status", "--site", str(site_file), "--db", str(db)]) == 0
         capsys.readouterr()
         store = StateStore(db, actor="test")
-        for i in range(1, 9):
+        for i in range(1, 10):
             store.mark(f"gpu-{i:04d}", "golden", reason="test setup")
+        with store.transaction() as tx:  # a power cycle asked of gpu-0009 and not recorded: not shipped to
+            begin_in(tx, Ask("gpu-0009", "bmc", "https://bmc", "reset ForceOff", "Off", "power cycle"))
         dest = str(tmp_path / "hosts" / "{host}")
         rc = main(["ship", "--site", str(site_file), "--db", str(db), "--env", str(packed), "--hosts", "golden",
                    "--dest", dest, "--push", LAB_PUSH, "--encoding", "base64", "--deep", "--json"])
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert rc == 1 and out["ok"] == 7 and list(out["failed"]) == ["gpu-0008"]
+    assert rc == 1 and out["ok"] == 7 and list(out["failed"]) == ["gpu-0008"] and list(out["held_back"]) == ["gpu-0009"]
+    assert not (tmp_path / "hosts" / "gpu-0009").exists()
     assert out["controller_copies"] <= 3 and out["rounds"] == 3  # 2 seeds; a refused host's child re-seeded
     man = json.loads((packed / "bringup-env.manifest.json").read_text())
     host_dir = tmp_path / "hosts" / "gpu-0003"
