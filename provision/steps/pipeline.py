@@ -210,8 +210,9 @@ _APPLY_REASONS = {
     **_DRIFT_REASONS,
     "firmware_image_mismatch": "the image file's SHA-256 is not the one the site file pins: fetch the image again "
     "from the vendor and check it, or fix the pin; no BMC was told of it",
-    "firmware_update_refused": "the BMC refused SimpleUpdate (the evidence has its status and message: 400 a "
-    "parameter it does not accept, 501 no SimpleUpdate): update this component by the vendor's own tool",
+    "firmware_update_refused": "the BMC refused the update (SimpleUpdate or the multipart push; the evidence has "
+    "its status and message: 400 a parameter or image it does not accept, 501 no such action), or offers neither, or "
+    "only SimpleUpdate on a site without firmware_rollout.image_url: fix that, or update by the vendor's own tool",
     "firmware_update_failed": "the BMC's update task ended in Exception/Killed/Cancelled (the evidence has its "
     "messages): read the BMC's log, then apply again",
     "firmware_task_timeout": "the update task did not end before the site's firmware_rollout.task_timeout_s: look "
