@@ -19,6 +19,7 @@ from provision.firmware.table import read_rows, version_spread
 from provision.hostfiles import HostfileFormat, golden_hosts, held_back, render_hostfile
 from provision.site.bounded import MAX_EVIDENCE_BYTES, InputRefused, read_text
 from provision.state import HostRecord, State, parse_state
+from provision.state.intents import hosts_in_flight, in_flight_line
 from provision.state.lifecycle import FLOW
 from provision.state.peer_text import shown
 from provision.steps.pipeline import ALL_STEPS, PIPELINE
@@ -55,6 +56,8 @@ def status_payload(ctx: Context, records: list[HostRecord]) -> dict[str, Any]:
         "failed": failed,
         "not_in_site": [r.hostname for r in records if not r.in_site],
         "firmware_versions": version_spread(read_rows(ctx.store).values()),  # per component kind (#40)
+        # changes asked of a BMC or MAAS and not recorded yet: their hosts are never golden meanwhile
+        "in_flight": {host: in_flight_line(i) for host, i in sorted(hosts_in_flight(ctx.store).items())},
     }
 
 
@@ -98,6 +101,8 @@ def _render_status(payload: dict[str, Any]) -> None:
             line = ", ".join(f"{esc(v)} ({n})" for v, n in versions.items())
             spread.add_row(esc(kind), f"[yellow]{line}[/]" if len(versions) > 1 else line)
         console.print(spread)
+    for host, line in payload["in_flight"].items():
+        console.print(f"[yellow]in flight[/] {esc(host)}: {esc(line)}")
     if payload["not_in_site"]:
         gone = ", ".join(esc(host) for host in payload["not_in_site"])
         console.print(f"[yellow]in the state store but no longer in the site:[/] {gone}")

@@ -158,6 +158,10 @@ def test_a_host_with_an_open_intent_is_neither_promoted_nor_in_the_golden_hostfi
     assert code == 0 and [h["hostname"] for h in shown["hosts"]] == ["h000"]
     assert list(shown["held_back"]) == ["h002"] and "reset ForceOff (Off) asked by `power off`" in \
         shown["held_back"]["h002"]
+    assert main(["status", "--site", str(site_path), "--db", str(store.path), "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["in_flight"]) == ["h001", "h002"]  # golden or not
+    assert main(["status", "--site", str(site_path), "--db", str(store.path)]) == 0
+    assert "in flight h002: a change is in flight: bmc reset ForceOff" in " ".join(capsys.readouterr().out.split())
 
     with store.transaction() as db:
         close(db, pending, Outcome.confirmed, {"power_state": "Off"})
