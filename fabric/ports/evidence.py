@@ -5,10 +5,15 @@ The event pass streams: it keeps every event's time (for burst detection: `burst
 counts and whose time is in the window. Events from after `now` (beyond the allowed clock skew), events
 of a burst, and 702s with an operator's reason are set apart with the reason, as are lines that were not
 events at all.
+
+`host_restarts` reads from the state store when bringup itself reset or power-cycled each host: the BMC
+resets it asked for (intents `reset <ResetType>`, not refused) and the history events whose evidence lists
+the resets a step made (`resets`, the PXE step's): link-downs of that host just after are its restart.
 """
 
 from __future__ import annotations
 
+import json
 from array import array
 from bisect import bisect_right
 from collections import Counter
@@ -21,6 +26,7 @@ from fabric.topology import End
 from fabric.ufm.events import Rejected, UfmEvent
 from fabric.ufm.portrefs import event_ports
 from provision.site.port_policy import PORT_UNHEALTHY, PortPolicy
+from provision.state import StateStore, intent_table
 
 _KINDS = frozenset({"event", "counter", "counter_reset", "degraded", "port_down", "disabled"})
 
@@ -152,3 +158,25 @@ def _prune(kept: list[UfmEvent], apart: list[Rejected], times: array[float], pol
     bursts = tuple(Burst(datetime.fromtimestamp(a, UTC), datetime.fromtimestamp(b, UTC), n)
                    for a, b, n in runs)
     return EventPass(tuple(counted), tuple(apart), bursts, in_bursts, dict(uncounted), len(times))
+
+
+def host_restarts(store: StateStore, since: datetime) -> dict[str, list[datetime]]:
+    """Host -> when bringup reset or power-cycled it, since `since` (oldest first)."""
+    out: dict[str, list[datetime]] = {}
+    db = store.reader()
+    start = since.timestamp()
+    rows: list[tuple[str, float]] = []
+    if intent_table.exists(db):  # none: nothing was ever asked of a peer
+        rows += db.execute("SELECT host, started_at FROM intents WHERE system = 'bmc' AND action LIKE 'reset %' "
+                           "AND started_at >= ? AND (outcome IS NULL OR outcome != 'failed')", (start,)).fetchall()
+    for host, ts, evidence in db.execute("SELECT host, ts, evidence FROM events WHERE ts >= ? AND evidence LIKE "
+                                         "'%\"resets\"%'", (start,)):
+        try:
+            resets = json.loads(evidence).get("resets") if evidence else None
+        except (ValueError, AttributeError):
+            resets = None
+        if resets:
+            rows.append((host, ts))
+    for host, ts in rows:
+        out.setdefault(str(host), []).append(datetime.fromtimestamp(float(ts), UTC))
+    return {h: sorted(set(ts)) for h, ts in out.items()}

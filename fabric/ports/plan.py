@@ -14,16 +14,18 @@ from datetime import datetime, timedelta
 
 from fabric.design import Design
 from fabric.findings import Finding
+from fabric.identify import ca_name_from_description
 from fabric.ports.counters import CounterRate, CounterSweep, counter_rates, resolve_lids
 from fabric.ports.evidence import Burst, Evidence, scan_events
 from fabric.ports.resolve import LinkEnd, Resolver
-from fabric.topology import End, Link, Topology
+from fabric.topology import End, Link, NodeType, Topology
 from fabric.ufm.events import Rejected, UfmEvent
 from fabric.ufm.portrefs import event_ports
 from fabric.ufm.resources import UfmPort
 from provision.site.port_policy import LINK_WENT_DOWN, PortPolicy
 
 DISABLE, WATCH = "disable", "watch"
+_BEFORE = timedelta(seconds=120)  # a reset's record may trail the reset itself (clocks, the step's own time)
 _WHY = {"counter": "an error counter rising above its threshold", "degraded": "trained below its rate"}
 
 
@@ -108,6 +110,7 @@ class _Planner:
         self.acc: dict[tuple[End, ...], _Acc] = {}
         self.apart: list[Rejected] = []
         self.disabled_ends: set[End] = {e for e, p in (ufm_ports or {}).items() if p.disabled}
+        self.host_downs: list[tuple[UfmEvent, End, tuple[str, End], str | None]] = []
         self.unpaired_down = 0
 
     def _repair_key(self, end: End) -> tuple[End, ...] | None:
@@ -146,10 +149,59 @@ class _Planner:
             return
         end = linked[0]
         link = self.r.link(end)
-        host_link = link is not None and not all(self.r.link_end(e).is_switch for e in _key(link))
-        condemns = ev.code != LINK_WENT_DOWN or not host_link or self.policy.host_link_down_condemns
-        self.add(end, Evidence(ev.time, ev.where(), "event", end, f"[{ev.code}] {ev.message}", ev.code, condemns),
-                 named.cable_serial or (self.r.cable(link) if link else None))
+        cable = named.cable_serial or (self.r.cable(link) if link else None)
+        hca = self._hca(link) if link is not None and ev.code == LINK_WENT_DOWN else None
+        if hca is not None:  # judged once every event is in: alone, or with the rest of its host
+            self.host_downs.append((ev, end, hca, cable))
+            return
+        self.add(end, Evidence(ev.time, ev.where(), "event", end, f"[{ev.code}] {ev.message}", ev.code), cable)
+
+    def _hca(self, link: Link) -> tuple[str, End] | None:
+        """(host, HCA end) of a switch-to-host link; None for a switch-to-switch one."""
+        for e in _key(link):
+            node = self.r.topology.nodes.get(e.guid)
+            if node is not None and node.type is not NodeType.SWITCH:
+                label = ca_name_from_description(node.description)
+                return (label.split("/", 1)[0] if label else f"ca-{e.guid}"), e
+        return None
+
+    def judge_host_downs(self, restarts: Mapping[str, Sequence[datetime]]) -> None:
+        """A host link going down is its host restarting when bringup reset or power-cycled the host just
+        before (`restarts`, from the state store), or when every other HCA of the host went down within
+        `host_together_seconds` of it; otherwise the link went down alone: its cable or transceiver."""
+        policy = self.policy
+        together = timedelta(seconds=policy.host_together_seconds)
+        after = timedelta(seconds=policy.host_restart_seconds)
+        times: dict[tuple[str, End], list[datetime]] = {}
+        for ev, _end, (host, hca), _cable in self.host_downs:
+            times.setdefault((host, hca), []).append(ev.time)
+        hcas = self._host_hcas({host for _ev, _e, (host, _h), _c in self.host_downs})
+        for ev, end, (host, hca), cable in self.host_downs:
+            t = ev.time
+            why = next((f"bringup reset or power-cycled {host} at {r.isoformat()}" for r in restarts.get(host, ())
+                        if r - _BEFORE <= t <= r + after), None)
+            others = [h for h in hcas.get(host, ()) if h != hca]
+            if why is None and others and all(any(abs(x - t) <= together for x in times.get((host, h), ()))
+                                              for h in others):
+                why = f"all {len(others) + 1} HCAs of {host} went down within {together.total_seconds():g} s"
+            note = (f" (its host restarting: {why})" if why else
+                    f" (alone: no other HCA of {host} went down within {together.total_seconds():g} s and no reset "
+                    "of it is recorded: the cable or transceiver)")
+            condemns = why is None or policy.host_link_down_condemns
+            self.add(end, Evidence(t, ev.where(), "event", end, f"[{ev.code}] {ev.message}{note}", ev.code, condemns),
+                     cable)
+
+    def _host_hcas(self, hosts: set[str]) -> dict[str, list[End]]:
+        out: dict[str, list[End]] = {}
+        top = self.r.topology
+        for guid, node in top.nodes.items():
+            if node.type is NodeType.SWITCH or node.is_aggregation_node:
+                continue
+            label = ca_name_from_description(node.description)
+            host = label.split("/", 1)[0] if label else f"ca-{guid}"
+            if host in hosts:
+                out.setdefault(host, []).extend(End(guid, port) for port, _peer in top.adjacency.get(guid, []))
+        return out
 
     def counter(self, rate: CounterRate, at: datetime | None, source: str) -> None:
         limit = getattr(self.policy.counter_thresholds, rate.counter, None)
@@ -203,7 +255,8 @@ def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counte
                findings: Iterable[Finding], policy: PortPolicy, now: datetime, design: Design | None = None,
                *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None,
                evidence: Iterable[Evidence] = (), under_repair: Mapping[End, UnderRepair] | None = None,
-               unfinished: Mapping[End, UnderRepair] | None = None) -> PortPlan:
+               unfinished: Mapping[End, UnderRepair] | None = None,
+               restarts: Mapping[str, Sequence[datetime]] | None = None) -> PortPlan:
     """Every source merged into the links to act on. `evidence` is what other tools established about a
     port (the burn-in judge's failing links, source `burnin`), taken as it is. `under_repair` maps each end
     of a link the port ledger has out of service to that link: its evidence is filed under it, and it is
@@ -217,6 +270,7 @@ def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counte
     p.apart.extend(scan.set_apart)
     for ev in scan.counted:
         p.event(ev)
+    p.judge_host_downs(restarts or {})
     rates = _rates(counters, topology, p.apart)
     after = max(counters, key=lambda s: s.taken_at.timestamp() if s.taken_at else 0.0) if counters else None
     for rate in rates:
@@ -237,7 +291,9 @@ def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ..
     for key, acc in p.acc.items():
         evidence = tuple(sorted(acc.evidence, key=lambda e: (e.time is None, e.time or now, e.source)))
         condemning = [e for e in evidence if e.condemns]
-        events = sum(1 for e in condemning if e.kind == "event")
+        flaps = 0 if p.policy.host_link_down_condemns else sum(
+            1 for e in condemning if e.kind == "event" and e.code == LINK_WENT_DOWN and _host_link(p, key))
+        events = sum(1 for e in condemning if e.kind == "event") - flaps
         other = [e for e in condemning if e.kind != "event"]
         repair = p.repair_keys.get(key)
         if repair is not None:
@@ -248,9 +304,11 @@ def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ..
         unfinished = p.unfinished_keys.get(key)
         if any(e in p.disabled_ends for e in key) and unfinished is None:
             action, reason = "already_disabled", "a port of this link is already disabled"
-        elif events >= p.policy.condemn_events or other:
+        elif events >= p.policy.condemn_events or other or flaps >= p.policy.host_flap_events:
             action = DISABLE
             reason = "; ".join([f"{events} counted event(s) in the window"] * bool(events)
+                               + [f"{flaps} link-downs of this host link alone, its host not restarting: a "
+                                  "flapping cable or transceiver"] * (flaps >= p.policy.host_flap_events)
                                + sorted({_WHY[e.kind] for e in other}))
         else:
             action, reason = WATCH, "evidence below the policy's thresholds"
@@ -267,6 +325,10 @@ def _decide(p: _Planner, now: datetime, since: datetime, bursts: tuple[Burst, ..
                     "bursts": len(bursts), "needs_force": cap.needs_force, "cap": cap.reasons()})
     return PortPlan(now, since, tuple(out[DISABLE]), tuple(out[WATCH]), tuple(out["already_disabled"]),
                     tuple(p.apart), bursts, cap, summary)
+
+
+def _host_link(p: _Planner, key: tuple[End, ...]) -> bool:
+    return any((node := p.r.topology.nodes.get(e.guid)) is not None and node.type is not NodeType.SWITCH for e in key)
 
 
 def _cap(p: _Planner, disable: list[PlannedLink]) -> CapCheck:

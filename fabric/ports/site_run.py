@@ -38,7 +38,7 @@ from fabric.pipeline import topology_from_texts, with_site_locations
 from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
 from fabric.ports.counters import CounterSweep, parse_perfquery
-from fabric.ports.evidence import Evidence
+from fabric.ports.evidence import Evidence, host_restarts
 from fabric.ports.hosts import hosts_follow
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, REENABLE_REFUSED, Ledger, LedgerEntry
 from fabric.ports.plan import PlannedLink, PortPlan, UnderRepair, plan_ports
@@ -311,9 +311,11 @@ async def _plan_and_apply(ps: PortsSite, inputs: ApplyInputs, policy: PortPolicy
         view = await read_ufm(client, policy.ufm_timezone) if client is not None else UfmView()
         events = inputs.events if inputs.events is not None else view.events
         sweeps = await live_sweeps(ps, switch_lids(texts, top), inputs.sweep_s) if inputs.sweep_s else []
-        plan = plan_ports(top, events, sweeps, (), policy, inputs.now or datetime.now(UTC), ps.design,
+        now = inputs.now or datetime.now(UTC)
+        plan = plan_ports(top, events, sweeps, (), policy, now, ps.design,
                           since=inputs.since, ufm_ports=view.ports, evidence=inputs.evidence,
-                          under_repair=under_repair(ps.ledger), unfinished=unfinished(ps.ledger))
+                          under_repair=under_repair(ps.ledger), unfinished=unfinished(ps.ledger),
+                          restarts=host_restarts(ps.store, now - (inputs.since or policy.window)))
         report = await apply_plan(plan, actuator, ps.ledger, apply=inputs.apply, force=inputs.force,
                                   actor=actor(), ticket=ticket_for(ps.design),
                                   parallel=UFM_PARALLEL if client is not None else 1, hold=follow)

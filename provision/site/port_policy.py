@@ -39,8 +39,14 @@ class PortPolicy(BaseModel):
     burst_seconds: float = Field(1.0, gt=0)
     condemn_events: int = Field(1, ge=1, description="counted events on a link within the window that "
                                 "disable it (Imbue: 1); fewer: watch")
-    host_link_down_condemns: bool = Field(False, description="a 329 on a host's link (a host reboot) "
-                                          "disables it; off: it is watched")
+    host_link_down_condemns: bool = Field(False, description="every 329 on a host's link counts, even one "
+                                          "its host's restart explains; off: only the unexplained ones")
+    host_flap_events: int = Field(2, ge=1, description="unexplained link-downs of one host link in the window "
+                                  "that disable it (its cable or transceiver flapping); fewer: watch")
+    host_together_seconds: float = Field(10.0, gt=0, description="every HCA of a host going down within this "
+                                         "many seconds is the host restarting, not its cables")
+    host_restart_seconds: float = Field(900.0, gt=0, description="link-downs up to this long after bringup reset "
+                                        "or power-cycled the host (the state store's record) are that restart")
     counter_thresholds: CounterThresholds = CounterThresholds()
     clock_skew_seconds: float = Field(300.0, ge=0, description="events later than now + this are set apart")
     ufm_timezone: str = Field("UTC", description="zone of UFM's event.log timestamps (its server's local time)")
