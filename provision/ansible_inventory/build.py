@@ -116,7 +116,7 @@ def _host_vars(site: Site, host: Host, record: HostRecord | None,
         "bringup_class": host.host_class,
         "bringup_bmc": {"address": host.bmc.address, "port": host.bmc.port},
         "bringup_hardware": _hardware(cls),
-        "bringup_versions": {k: v for k, v in cls.versions.model_dump().items() if v is not None},
+        "bringup_versions": cls.version_facts(),  # with the firmware baseline's HCA/GPU pins (#40)
         "bringup_floors": cls.floors.model_dump(),  # the health agent's floors (roles/health_agent)
         # the site's health-expectations.yml for this class: what the controller merges in, the role does too
         "bringup_health_overlay": dict(health_overlay),

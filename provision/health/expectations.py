@@ -53,7 +53,7 @@ def host_class_facts(cls: HostClass) -> dict[str, Any]:
             "nvme_data_disks": cls.nvme_data_disks,
             "nvswitch": cls.nvswitch,
         },
-        "versions": {k: v for k, v in cls.versions.model_dump(mode="json").items() if v is not None},
+        "versions": cls.version_facts(),  # with the firmware baseline's HCA/GPU pins (#40)
         "floors": cls.floors.model_dump(mode="json"),
     }
 

@@ -133,3 +133,15 @@ class FirmwareRollout(_Model):
                                       "(http://address:port/); `apply` serves the site folder's images there")
     image_listen: str | None = Field(None, description="address:port the controller binds the image server to "
                                      "(default: image_url's)")
+
+
+def baseline_versions(baseline: FirmwareBaseline | None) -> dict[str, str]:
+    """The baseline's exact HCA and GPU versions as the `versions` facts the roles and the health agent read
+    (`hca_firmware`: what mlxfwmanager and sysfs report; `vbios`: nvidia-smi's VBIOS Version), from pins that hold
+    every component of their kind (no id glob). Redfish reports both in the same form (GB300: CX8 40.45.3048,
+    HGX_FW_GPU 97.10.3E.00.05)."""
+    out: dict[str, str] = {}
+    for pin in baseline.components if baseline is not None else ():
+        if pin.version is not None and pin.id is None and pin.kind in ("hca", "gpu"):
+            out["hca_firmware" if pin.kind == "hca" else "vbios"] = pin.version
+    return out

@@ -9,7 +9,7 @@ import ipaddress
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -22,7 +22,7 @@ from pydantic import (
 
 from provision.site.endpoints import split_host_port
 from provision.site.fields import Address, Hostname, Port
-from provision.site.firmware import FirmwareBaseline, FirmwareRollout
+from provision.site.firmware import FirmwareBaseline, FirmwareRollout, baseline_versions
 from provision.site.paths import SitePaths
 from provision.site.port_policy import PortPolicy
 from provision.site.rollout import Rollout
@@ -151,6 +151,12 @@ class HostClass(_Model):
     firmware: FirmwareBaseline | None = None  # firmware and BIOS baseline (provision/site/firmware.py)
     floors: HealthFloors = HealthFloors()
 
+    def version_facts(self) -> dict[str, Any]:
+        """`versions` as the roles and the health agent read them: the firmware baseline's exact HCA and GPU
+        versions stand in for hca_firmware and vbios where `versions` pins none (provision/site/firmware.py)."""
+        given = {k: v for k, v in self.versions.model_dump(mode="json").items() if v is not None}
+        return {**baseline_versions(self.firmware), **given}
+
     @model_validator(mode="after")
     def _paired_gpus_exist(self) -> HostClass:
         pairs = self.ib.gpu_for_hca if self.ib is not None else None
@@ -230,6 +236,9 @@ class Ufm(_Model):
 
     url: HttpUrl
     credential: str = Field(min_length=1, description="entry of `credentials` (UFM user, password env/vault)")
+    auth: Literal["basic", "session", "token"] = Field(
+        "basic", description="basic: HTTP Basic on /ufmRest; session: a /dologin session on /ufmRestV2; token: the "
+        "credential's password is a UFM access token, on /ufmRestV3 (fabric/ufm/client.py)")
     verify_tls: bool = Field(True, description="check UFM's certificate")
     ca_bundle: str | None = Field(None, description="CA file for UFM's certificate, relative to the site file")
     timeout_s: float = Field(30.0, gt=0, le=600, description="deadline of each UFM request")
