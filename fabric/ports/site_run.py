@@ -134,7 +134,7 @@ def ufm_client(ps: PortsSite, job_timeout_s: float | None = None) -> UfmClient |
         return None
     ca = ps.site.directory / ufm.ca_bundle if ufm.ca_bundle else None
     return UfmClient(str(ufm.url), login(ps.site, ufm.credential), verify=ufm.verify_tls, ca_bundle=ca,
-                     timeout_s=ufm.timeout_s, job_timeout_s=job_timeout_s or ufm.job_timeout_s)
+                     timeout_s=ufm.timeout_s, job_timeout_s=job_timeout_s or ufm.job_timeout_s, auth=ufm.auth)
 
 
 @dataclass(frozen=True)

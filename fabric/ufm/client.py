@@ -1,10 +1,15 @@
 """A typed async client of UFM Enterprise's REST API (httpx), and the `Actuator` that disables ports with it.
 
-Authentication as NVIDIA's REST API guide gives it ("REST API Complementary Information"): HTTP Basic on
-`/ufmRest/...` (`curl -k https://<ufm-ip>/ufmRest/resources/systems -u <user>:<password>`). TLS follows the
-site (`fabric.ufm.verify_tls`, `ca_bundle`). Every request has a deadline and every answer a size bound;
-statuses become errors in one place (`fabric.ufm.errors.error_for_status`). The password is a `Secret`,
-revealed only into httpx's auth; it is in no URL, message or log line.
+Authentication as NVIDIA's REST API guide gives it ("REST API Complementary Information"), the site's
+`fabric.ufm.auth`: `basic`, HTTP Basic on `/ufmRest/...` (`curl -k https://<ufm-ip>/ufmRest/resources/systems -u
+<user>:<password>`); `session`, a login at `POST /dologin` (form fields `httpd_username`, `httpd_password`) whose
+cookie then opens `/ufmRestV2/...`, logged in again once when UFM drops the session (401); `token`, the
+credential's password is an access token (UFM's Settings > Access Tokens), sent as `Authorization: Basic
+<token>` on `/ufmRestV3/...`. Paths below are written under `/ufmRest` and moved to the prefix of the site's
+kind. TLS follows the site (`fabric.ufm.verify_tls`, `ca_bundle`). Every request has a deadline and every
+answer a size bound; statuses become errors in one place (`fabric.ufm.errors.error_for_status`). The
+password (or token) is a `Secret`, revealed only into httpx's auth, the login form or the header; it is in no
+URL, message or log line.
 
 Endpoints: `GET /ufmRest/app/events`, `GET /ufmRest/resources/ports` (and `/ports/<name>`), `GET
 /ufmRest/resources/links`, and port disable/enable through the Actions REST API (`POST /ufmRest/actions`
@@ -25,7 +30,7 @@ import json
 import ssl
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -33,6 +38,7 @@ from fabric.ports.actuate import PortStatus
 from fabric.speeds import normalise_speed, normalise_width
 from fabric.topology import End
 from fabric.ufm.errors import (
+    UfmAuthError,
     UfmError,
     UfmJobFailed,
     UfmJobTimeout,
@@ -45,6 +51,8 @@ from fabric.ufm.jobs import UfmJob, job_id_from_location, job_list, one_job
 from provision.site.credentials import Login
 from provision.state.peer_json import JsonTooDeep, loads
 
+UfmAuthKind = Literal["basic", "session", "token"]
+PREFIXES: dict[str, str] = {"basic": "/ufmRest", "session": "/ufmRestV2", "token": "/ufmRestV3"}
 MAX_BODY = 64 << 20  # a 12,000-cable fabric's ports list is tens of MB
 JOB_MAX_BODY = 1 << 20  # a job, its sub-jobs, an action's answer
 JOB_TIMEOUT_S = 120.0  # NVIDIA's batch_isolate_devices.py waits 10 x 20 s for its jobs; a port change takes seconds
@@ -62,12 +70,18 @@ def tls_context(verify: bool, ca_bundle: Path | None) -> ssl.SSLContext | bool:
 
 class UfmClient:
     def __init__(self, url: str, login: Login, *, verify: bool = True, ca_bundle: Path | None = None,
-                 timeout_s: float = 30.0, max_body: int = MAX_BODY, job_timeout_s: float = JOB_TIMEOUT_S) -> None:
+                 timeout_s: float = 30.0, max_body: int = MAX_BODY, job_timeout_s: float = JOB_TIMEOUT_S,
+                 auth: UfmAuthKind = "basic") -> None:
         self.base = url.rstrip("/")
         self.timeout_s = timeout_s
         self.max_body = max_body
         self.job_timeout_s = job_timeout_s
-        self._http = httpx.AsyncClient(base_url=self.base, auth=(login.username, login.password.reveal()),
+        self.auth = auth
+        self._login = login
+        self._session = False  # logged in at /dologin (auth "session")
+        basic = (login.username, login.password.reveal()) if auth == "basic" else None
+        headers = {"Authorization": f"Basic {login.password.reveal()}"} if auth == "token" else None
+        self._http = httpx.AsyncClient(base_url=self.base, auth=basic, headers=headers,
                                        verify=tls_context(verify, ca_bundle), timeout=timeout_s,
                                        follow_redirects=False)
 
@@ -80,9 +94,43 @@ class UfmClient:
     async def close(self) -> None:
         await self._http.aclose()
 
+    async def _log_in(self, timeout: float) -> None:
+        """`POST /dologin` with the site's credential; its session cookie opens `/ufmRestV2`."""
+        form = {"httpd_username": self._login.username, "httpd_password": self._login.password.reveal()}
+        try:
+            async with asyncio.timeout(timeout):
+                answer = await self._http.post("/dologin", data=form)
+        except TimeoutError:
+            raise UfmTimeout(f"POST /dologin: UFM did not answer within {timeout:g} s") from None
+        except httpx.HTTPError as e:
+            raise UfmUnavailable(f"POST /dologin: cannot reach UFM at {self.base}: {type(e).__name__}") from None
+        error = error_for_status(answer.status_code, "POST /dologin", answer.text[:2000])
+        if error is not None:
+            raise error
+        if not answer.cookies:
+            raise UfmAuthError("POST /dologin: UFM set no session cookie: check the site's fabric.ufm credential")
+        self._session = True
+
     async def _request(self, method: str, path: str, body: Any = None, *, max_body: int | None = None,
                        timeout_s: float | None = None) -> tuple[int, str, httpx.Headers]:
+        if self.auth != "session":
+            return await self._send(method, path, body, max_body=max_body, timeout_s=timeout_s)
+        fresh = not self._session
+        if fresh:
+            await self._log_in(timeout_s or self.timeout_s)
+        try:
+            return await self._send(method, path, body, max_body=max_body, timeout_s=timeout_s)
+        except UfmAuthError:
+            if fresh:
+                raise
+            await self._log_in(timeout_s or self.timeout_s)  # the session expired: once more, logged in again
+            return await self._send(method, path, body, max_body=max_body, timeout_s=timeout_s)
+
+    async def _send(self, method: str, path: str, body: Any = None, *, max_body: int | None = None,
+                    timeout_s: float | None = None) -> tuple[int, str, httpx.Headers]:
         what = f"{method} {path}"
+        if path.startswith("/ufmRest/"):
+            path = PREFIXES[self.auth] + path[len("/ufmRest"):]
         limit = max_body or self.max_body
         timeout = timeout_s or self.timeout_s
         try:

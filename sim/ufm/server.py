@@ -5,8 +5,9 @@ tests/sim/test_ufm_sim.py and tests/sim/test_ufm_jobs.py): `GET /ufmRest/app/eve
 schema), `GET /ufmRest/resources/ports` (`?system=<guid>`, `?active=true`) and `/ports/<guid>_<port>` (Ports
 REST API, with `systemID`, `peer`, `description`, `external_number`), `GET /ufmRest/resources/links` (Links
 REST API, as the sw-ufm-ndr03 capture), `POST /ufmRest/actions` with action disable|enable (Actions REST API:
-202 and a job, sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), all behind HTTP Basic ("REST API
-Complementary Information"): 401 without it. Answers are `application/json`. The fabric is the lab's
+202 and a job, sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), each under the three prefixes of UFM's three
+ways in (sim/ufm/auth.py: HTTP Basic on `/ufmRest`, a `/dologin` session on `/ufmRestV2`, an access token on
+`/ufmRestV3`; `POST /ufmRest/app/tokens` makes one): 401 without the prefix's own kind of credential. Answers are `application/json`. The fabric is the lab's
 ibsim, found through its state file; faults of `--faults` (flapping cables, a port whose symbol errors keep
 rising, jobs that take their time, fail or never end) are played into it at start, on every poll and on
 every action.
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
-import hmac
 import json
 import os
 import re
@@ -34,12 +33,14 @@ from fabric.topology import End
 from sim.addresses import check_loopback
 from sim.redfish.http import Request, Response, serve
 from sim.redfish.tlscert import make_certificates
+from sim.ufm.auth import SESSION_COOKIE, UfmAuth
 from sim.ufm.callers import kill_caller
 from sim.ufm.fabricview import FabricView
 from sim.ufm.faults import Faults, load_faults
 from sim.ufm.jobs import SimJobs
 
 PASSWORD_ENV = "BRINGUP_SIM_UFM_PASSWORD"
+TOKEN_ENV = "BRINGUP_SIM_UFM_TOKEN"
 _PORT_NAME = re.compile(r"^/ufmRest/resources/ports/([0-9a-fA-F]{16})_(\d+)$")
 _JOB_IDS = re.compile(r"^/ufmRest/jobs/([0-9,]{1,200})$")
 _REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
@@ -65,19 +66,24 @@ class UfmSim:
     def __init__(self, view: FabricView, user: str, password: str, faults: Faults) -> None:
         self.view = view
         self.user = user
-        self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.auth = UfmAuth(user, password)
         self.faults = faults
         self.jobs = SimJobs(faults.jobs, view.set_enabled)
 
-    def authorised(self, request: Request) -> bool:
-        return hmac.compare_digest(request.headers.get("authorization", ""), self.expected)
-
     async def handle(self, request: Request, peer: tuple[str, int] | None = None) -> Response:
-        if not self.authorised(request):
+        ok = UfmResponse.json
+        if request.method == "POST" and request.path == "/dologin":
+            session = self.auth.login(request)
+            if session is None:
+                return UfmResponse(401, b"Unauthorized", {"Content-Type": "text/plain"})
+            return UfmResponse(200, b"", {"Set-Cookie": f"{SESSION_COOKIE}={session}; Path=/; Secure; HttpOnly"})
+        path = self.auth.resolve(request)
+        if path is None:
             return UfmResponse(401, b"Unauthorized", {"WWW-Authenticate": 'Basic realm="UFM"',
                                                       "Content-Type": "text/plain"})
-        path, query = request.path, parse_qs(request.query)
-        ok = UfmResponse.json
+        query = parse_qs(request.query)
+        if request.method == "POST" and path == "/ufmRest/app/tokens":
+            return ok(200, {"access_token": self.auth.new_token(), "revoked": False})
         if request.method == "GET" and path == "/ufmRest/app/events":
             return ok(200, [e.to_rest() for e in list(self.view.events)])
         if request.method == "GET" and path == "/ufmRest/resources/ports":
@@ -202,6 +208,8 @@ async def main_async(args: argparse.Namespace) -> int:
     faults = load_faults(args.faults, view, args.design)
     await asyncio.to_thread(faults.start, view)
     sim = UfmSim(view, args.user, password, faults)
+    if os.environ.get(TOKEN_ENV):  # an access token made beforehand in UFM's Settings > Access Tokens
+        sim.auth.tokens.add(os.environ[TOKEN_ENV])
     _ca, cert, key = make_certificates(args.cert_dir, [args.address])
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(cert, key)

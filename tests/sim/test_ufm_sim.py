@@ -29,7 +29,7 @@ import pytest
 
 from fabric.design import Design, load_design
 from fabric.topology import End
-from fabric.ufm.client import UfmActuator, UfmClient
+from fabric.ufm.client import UfmActuator, UfmAuthKind, UfmClient
 from fabric.ufm.errors import UfmAuthError
 from fabric.ufm.events import parse_rest_events
 from fabric.ufm.resources import parse_ufm_ports
@@ -147,3 +147,20 @@ def test_disable_and_enable_really_change_the_link_in_ibsim(ufm: tuple[IbFabric,
     off, on = asyncio.run(cycle())
     assert (off, on) == ("Disabled", "LinkUp")
     assert fabric.discover().count("\n[") == before
+
+
+def test_a_session_and_an_access_token_read_what_basic_credentials_read(ufm: tuple[IbFabric, str]) -> None:
+    """NVIDIA's REST API guide ("REST API Complementary Information"): a /dologin session opens /ufmRestV2, a
+    token made by `POST /ufmRest/app/tokens` opens /ufmRestV3 (`Authorization: Basic <token>`); sim/ufm/auth.py."""
+    _fabric, password = ufm
+    base = f"https://{ADDRESS}:{PORT}"
+    made = httpx.post(f"{base}/ufmRest/app/tokens", auth=("admin", password), verify=False)
+    token = made.json()["access_token"]
+    assert made.status_code == 200 and len(token) == 30 and token.isalnum()
+    assert httpx.get(f"{base}/ufmRestV3/resources/links", auth=("admin", password), verify=False).status_code == 401
+
+    async def read(kind: UfmAuthKind, secret: str) -> str:
+        async with UfmClient(base, Login("admin", Secret(secret)), verify=False, timeout_s=30, auth=kind) as c:
+            return await c.links()
+    basic = asyncio.run(read("basic", password))
+    assert asyncio.run(read("session", password)) == basic and asyncio.run(read("token", token)) == basic
