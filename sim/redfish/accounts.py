@@ -1,8 +1,8 @@
 """The AccountService of a simulated iDRAC: the service, its one configured account and the predefined roles.
 
 URIs and ids follow iDRAC9 (`/redfish/v1/AccountService/Accounts/2` is the factory `root` account; the
-roles are the three DSP0266 predefines, with the privileges its "Roles" clause gives them). A real iDRAC also lists its 15 other account slots, empty and disabled;
-the simulator lists only the account the site's credential names.
+roles are the three DSP0266 predefines, with the privileges its "Roles" clause gives them). A real iDRAC also
+lists its 15 other account slots, empty and disabled; the simulator lists only the account the site's credential names.
 """
 
 from __future__ import annotations

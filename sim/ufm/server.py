@@ -1,16 +1,16 @@
 """`python -m sim.ufm.server`: the simulated UFM Enterprise REST API over HTTPS on one loopback address.
 
-Endpoints (NVIDIA UFM Enterprise REST API Guide and REFERENCE-wave3 C; shapes pinned in
-tests/sim/test_ufm_sim.py and tests/sim/test_ufm_jobs.py): `GET /ufmRest/app/events` (Events REST API, 6.24
-schema), `GET /ufmRest/resources/ports` (`?system=<guid>`, `?active=true`) and `/ports/<guid>_<port>` (Ports
-REST API, with `systemID`, `peer`, `description`, `external_number`), `GET /ufmRest/resources/links` (Links
-REST API, as the sw-ufm-ndr03 capture), `POST /ufmRest/actions` with action disable|enable (Actions REST API:
-202 and a job, sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), each under the three prefixes of UFM's three
-ways in (sim/ufm/auth.py: HTTP Basic on `/ufmRest`, a `/dologin` session on `/ufmRestV2`, an access token on
-`/ufmRestV3`; `POST /ufmRest/app/tokens` makes one): 401 without the prefix's own kind of credential. Answers are `application/json`. The fabric is the lab's
-ibsim, found through its state file; faults of `--faults` (flapping cables, a port whose symbol errors keep
-rising, jobs that take their time, fail or never end) are played into it at start, on every poll and on
-every action.
+Endpoints (NVIDIA UFM Enterprise REST API Guide and REFERENCE-wave3 C; shapes pinned in tests/sim/test_ufm_sim.py
+and tests/sim/test_ufm_jobs.py): `GET /ufmRest/app/events` (Events REST API, 6.24 schema), `GET
+/ufmRest/resources/ports` (`?system=<guid>`, `?active=true`) and `/ports/<guid>_<port>` (Ports REST API, with
+`systemID`, `peer`, `description`, `external_number`), `GET /ufmRest/resources/links` (Links REST API, as the sw-
+ufm-ndr03 capture), `POST /ufmRest/actions` with action disable|enable (Actions REST API: 202 and a job,
+sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), each under the three prefixes of UFM's three ways in
+(sim/ufm/auth.py: HTTP Basic on `/ufmRest`, a `/dologin` session on `/ufmRestV2`, an access token on `/ufmRestV3`;
+`POST /ufmRest/app/tokens` makes one): 401 without the prefix's own kind of credential. Answers are
+`application/json`. The fabric is the lab's ibsim, found through its state file; faults of `--faults` (flapping
+cables, a port whose symbol errors keep rising, jobs that take their time, fail or never end) are played into it at
+start, on every poll and on every action.
 """
 
 from __future__ import annotations
