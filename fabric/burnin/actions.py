@@ -16,6 +16,8 @@ from fabric.burnin.judge import NOT_COVERED, SLOWED, Judgement, judge
 from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
 from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, retry_for, site_hosts
 from fabric.errors import FabricError
+from provision.cli.context import open_store
+from provision.errors import BringupError
 from provision.site import load_site
 from provision.site.model import Site
 from provision.ssh import SshSettings
@@ -31,9 +33,20 @@ class Opened:
     history: History
 
 
+def _store(site: Site, db: Path | None) -> StateStore:
+    """The site's state store as every command opens it (`provision.cli.context.open_store`: refuses another
+    site's database and a directory that does not exist); its refusal as a fabric error, one line."""
+    try:
+        return open_store(site, db)
+    except FabricError:
+        raise
+    except BringupError as e:
+        raise FabricError(str(e)) from None
+
+
 def open_site(site_file: Path, db: Path | None) -> Opened:
     site = load_site(site_file)
-    store = StateStore(site.paths.state_db(db))
+    store = _store(site, db)
     return Opened(site, store, History(store))
 
 
@@ -45,7 +58,7 @@ def plan_site(site_file: Path, routing: str, discovered: Path | None, hosts: str
               all_hosts: bool = False) -> dict[str, Any]:
     """The site's GPU hosts (those healthy or further, unless `all_hosts`) on the fabric as it is now."""
     site = load_site(site_file)
-    store = StateStore(site.paths.state_db(db))
+    store = _store(site, db)
     try:
         if only is None and not all_hosts:
             only = {h for state in READY for h in store.in_state(state)}
