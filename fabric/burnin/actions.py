@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fabric.burnin.engine import RoutingEngine
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History, LinkRow
 from fabric.burnin.judge import NOT_COVERED, SLOWED, Judgement, judge
@@ -55,7 +56,7 @@ READY = (State.healthy, State.burned_in, State.golden)
 
 def plan_site(site_file: Path, routing: str, discovered: Path | None, hosts: str | None,
               only: set[str] | None = None, timeout_s: float = 120.0, *, db: Path | None = None,
-              all_hosts: bool = False) -> dict[str, Any]:
+              all_hosts: bool = False, engine: RoutingEngine | None = None) -> dict[str, Any]:
     """The site's GPU hosts (those healthy or further, unless `all_hosts`) on the fabric as it is now."""
     site = load_site(site_file)
     store = _store(site, db)
@@ -70,7 +71,7 @@ def plan_site(site_file: Path, routing: str, discovered: Path | None, hosts: str
         raise FabricError("no GPU host of the site matches" + (f" --hosts {hosts!r}" if hosts else "")
                           + ("" if all_hosts else " and is healthy, burned_in or golden (--all-hosts: any state)"))
     fabric = read_fabric(site, discovered, routing, timeout_s)
-    return plan_for_site(site, fabric, names, site.spec.policy.burnin_floor_pct, out_of_service)
+    return plan_for_site(site, fabric, names, site.spec.policy.burnin_floor_pct, out_of_service, engine)
 
 
 def gpu_pairing(site: Site) -> Callable[[str, str], int | None]:

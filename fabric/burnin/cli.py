@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from fabric.burnin.actions import judge_run, link_rows, load_plan, open_site, plan_site, run_site
-from fabric.burnin.engine import MAX_LOG, parse_opensm_log
+from fabric.burnin.engine import MAX_LOG, RoutingEngine, parse_opensm_log
 from fabric.burnin.lft import parse_lfts
 from fabric.burnin.nightly_cli import nightly_command
 from fabric.burnin.plan import make_plan
@@ -60,12 +60,9 @@ def _read_bytes(path: Path) -> bytes:
         raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
-def _plan_files(discovered: Path, routing: Path, hosts: str | None, opensm_log: Path | None) -> dict[str, Any]:
+def _plan_files(discovered: Path, routing: Path, hosts: str | None, engine: RoutingEngine | None) -> dict[str, Any]:
     top = parse_ibnetdiscover(_read(discovered), str(discovered))
     dump = parse_lfts(_read_bytes(routing), str(routing))
-    engine = None
-    if opensm_log is not None:
-        engine = parse_opensm_log(_read(opensm_log)[-MAX_LOG:], str(opensm_log))
     chosen = None
     if hosts is not None:
         chosen = {label.split("/", 1)[0] for n in top.nodes.values() if n.type is not NodeType.SWITCH
@@ -92,12 +89,15 @@ def plan_command(
 ) -> None:
     """Stages of HCA-to-HCA flows that burn every routed directed link at full rate."""
     try:
+        engine = None
+        if opensm_log is not None:
+            engine = parse_opensm_log(_read(opensm_log)[-MAX_LOG:], str(opensm_log))
         if site is not None:
-            plan = plan_site(site, routing, discovered, hosts, db=db, all_hosts=all_hosts)
+            plan = plan_site(site, routing, discovered, hosts, db=db, all_hosts=all_hosts, engine=engine)
         elif discovered is None or routing == "live":
             raise FabricError("without --site, give --discovered FILE and --routing FILE")
         else:
-            plan = _plan_files(discovered, Path(routing), hosts, opensm_log)
+            plan = _plan_files(discovered, Path(routing), hosts, engine)
     except FabricError as exc:
         raise _fail(exc) from None
     sys.stdout.write(json.dumps(plan, indent=1) + "\n" if as_json else plan_summary(plan))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fabric.burnin.engine import RoutingEngine
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.lft import parse_lfts
 from fabric.burnin.plan import make_plan, retry_stages
@@ -145,7 +146,7 @@ def site_hosts(site: Site, pattern: str | None, only: Collection[str] | None = N
 
 
 def plan_for_site(site: Site, fabric: SiteFabric, hosts: Collection[str], floor_pct: float,
-                  ledger: Mapping[End, str] | None = None) -> dict[str, Any]:
+                  ledger: Mapping[End, str] | None = None, engine: RoutingEngine | None = None) -> dict[str, Any]:
     """The plan's JSON for these hosts, with the site's floor, switch LIDs and located link ends."""
     top = fabric.topology
     skipped = hosts_left_out(top, hosts, ledger)
@@ -163,7 +164,7 @@ def plan_for_site(site: Site, fabric: SiteFabric, hosts: Collection[str], floor_
             raise FabricError(f"no GPU host is left to burn in ({next(iter(short.values()))})")
         routing = build_routing(top, dump, set(chosen))
     plan = make_plan(routing)
-    out = plan_json(plan)
+    out = plan_json(plan, engine)
     design = load_design(site.fabric_design) if site.fabric_design is not None else None
     rate = design_line_rate(design, site)
     resolver = Resolver(top, design)
