@@ -39,11 +39,14 @@ def inventory(hosts: HostsOpt = None, *, bmc: BmcOptions, common: Common) -> Non
     results = with_progress(lambda progress: step.run(selected, progress), len(selected), "reading firmware",
                             common.json_out)
     if common.json_out:
-        emit_json({"site": ctx.site.name, "counts": counts(results), "hosts": [result_json(r) for r in results]})
+        emit_json({"site": ctx.site.name, "counts": counts(results), "hosts": [result_json(r) for r in results],
+                   "reconciled": list(step.closed_intents)})
     else:
         render_failures(results)
         tally = counts(results)
         console.print(f"inventoried {tally['done']}, failed {tally['failed']}, not taken {tally['already']}")
+        if step.closed_intents:
+            console.print(f"closed the open intents of a killed run for {esc(', '.join(step.closed_intents))}")
     fail_if_any(results)
 
 

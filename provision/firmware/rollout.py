@@ -52,23 +52,25 @@ class RolloutResult:
                 "peak_rebooting_per_rack": self.peak_rebooting_per_rack}
 
 
-async def _read_again(site: Site, store: StateStore, options: RunOptions) -> list[str]:
-    """The BMCs a killed apply had asked for a change: read them again before planning, so that an update that
-    landed after the controller died is seen (recorded, the host back into the flow) and never flashed twice; the
-    inventory closes those intents reconciled. The hosts it reconciled."""
+async def _read_again(site: Site, store: StateStore, hosts: Sequence[Host], options: RunOptions) -> list[str]:
+    """The BMCs of the selected hosts a killed apply had asked for a change: read them again before planning, so
+    that an update that landed after the controller died is seen (recorded, the host back into the flow) and never
+    flashed twice; the inventory closes those intents reconciled. The hosts it reconciled. Hosts outside the
+    selection are left to the command that names them, as power and pxe-boot do."""
     from provision.firmware.inventory_step import InventoryStep
 
-    asked = {i.host for i in open_intents(store, system="bmc", dead_only=True) if i.action in ACTIONS}
+    names = [h.hostname for h in hosts]
+    asked = {i.host for i in open_intents(store, system="bmc", hosts=names, dead_only=True) if i.action in ACTIONS}
     if not asked:
         return []
     step = InventoryStep(site, store, options)
-    await step.run([h for h in site.hosts() if h.hostname in asked])
+    await step.run([h for h in hosts if h.hostname in asked])
     return list(step.closed_intents)
 
 
 async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host],
                 options: RunOptions, progress: Progress | None = None) -> RolloutResult:
-    reconciled = await _read_again(site, store, options)
+    reconciled = await _read_again(site, store, hosts, options)
     plan = current_plan(site, store, operation, hosts)
     result = RolloutResult(plan, reconciled=reconciled)
     if not plan.hosts:

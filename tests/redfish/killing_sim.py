@@ -9,13 +9,14 @@ imported it once): a real process to kill, without paying the CLI's imports once
 from __future__ import annotations
 
 import asyncio
+import functools
 import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,19 +31,25 @@ from sim.redfish.server import Simulator
 @dataclass(frozen=True)
 class KillPoint:
     """Where a run is killed: at a reset (`method` POST, `reset` its ResetType), the boot override PATCH, or
-    the read of the system (GET) that shows `power` after the BMC's last reset was `reset`; `acted`: once the
-    BMC has acted on the request (else on its arrival)."""
+    the read of the system (GET) that shows `power` after the BMC's last reset was `reset`; with `path`, any
+    request of `method` whose path ends so (SimpleUpdate, Bios/Settings), after a reset when `reset` is given.
+    `acted`: once the BMC has acted on the request (else on its arrival)."""
 
     name: str
     method: str
     acted: bool
     reset: str | None = None
     power: str | None = None
+    path: str | None = None
 
     def matches(self, req: Request, bmc: SimBmc) -> bool:
         path = req.path.rstrip("/")
         if req.method != self.method:
             return False
+        if self.path is not None:
+            after = self.reset is None or (bool(bmc.resets) and bmc.resets[-1] == self.reset
+                                           and bmc.power == self.power)
+            return path.endswith(self.path) and after
         if self.method == "PATCH":
             return path == tree.SYSTEM
         if self.method == "POST":
@@ -146,3 +153,25 @@ class CliProcesses:
 
         stop: Callable[[], None] = getattr(forkserver._forkserver, "_stop")  # noqa: B009 (private: CPython's
         stop()  # own tests stop it so, there is no public call)
+
+
+def killed_runs(sim: InProcessSim, cli: CliProcesses, argv: Sequence[str], env: dict[str, str],
+                points: Mapping[str, KillPoint]) -> None:
+    """One CLI process per host (`argv --hosts <host>`), all at once, each killed by its host's BMC at its point."""
+    boxes: dict[str, dict[str, int]] = {host: {} for host in points}
+    for host, point in points.items():
+        sim.arm(host, point, functools.partial(boxes[host].get, "pid"))
+    runs = {}
+    try:
+        for host in points:
+            runs[host] = cli.start([*argv, "--hosts", host], env)
+            boxes[host]["pid"] = runs[host].pid or 0
+        for host, run in runs.items():
+            run.join(timeout=90)
+            assert run.exitcode == -signal.SIGKILL, f"{host} ({points[host].name}): exit {run.exitcode}"
+    finally:
+        for host, run in runs.items():
+            if run.is_alive():
+                run.kill()
+                run.join(timeout=10)
+            sim.disarm(host)

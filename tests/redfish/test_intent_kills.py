@@ -13,10 +13,8 @@ boot it causes, PowerState PoweringOn/Off while a change is under way).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
-import signal
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +32,7 @@ from provision.state import State, StateStore
 from provision.state.intents import RECONCILED, Ask, Outcome, begin_in, close, closed, open_intents
 from provision.state.opening import SiteIdentity
 from sim.redfish.faults import Fault
-from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint
+from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint, killed_runs
 from tests.redfish.simlab import PASSWORD_VAR, free_port, new_password, write_site
 
 HOSTS = 15
@@ -56,24 +54,8 @@ class Lab:
 
     def killed_runs(self, argv: list[str], points: dict[str, KillPoint]) -> None:
         """One CLI process per host, all at once, each killed by its host's BMC at its point."""
-        boxes: dict[str, dict[str, int]] = {host: {} for host in points}
-        for host, point in points.items():
-            self.sim.arm(host, point, functools.partial(boxes[host].get, "pid"))
-        runs = {}
-        try:
-            for host in points:
-                runs[host] = self.cli.start([*argv, "--site", str(self.site), "--db", str(self.db), "--hosts", host,
-                                             "--poll", "0.05", "--json"], self.env)
-                boxes[host]["pid"] = runs[host].pid or 0
-            for host, run in runs.items():
-                run.join(timeout=90)
-                assert run.exitcode == -signal.SIGKILL, f"{host} ({points[host].name}): exit {run.exitcode}"
-        finally:
-            for host, run in runs.items():
-                if run.is_alive():
-                    run.kill()
-                    run.join(timeout=10)
-                self.sim.disarm(host)
+        killed_runs(self.sim, self.cli, [*argv, "--site", str(self.site), "--db", str(self.db), "--poll", "0.05",
+                                         "--json"], self.env, points)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,231 @@
+"""`provision firmware apply` and `provision bios apply` killed (SIGKILL, no handler runs) at every point between
+the intent written before a BMC change and its record: the update (SimpleUpdate, or the multipart push) or the
+Bios/Settings PATCH arriving (nothing done), the BMC having accepted it (its answer never arrives), the reset of
+the reboot that activates it, and the read-back that shows it done. Each kill leaves an open intent and the host
+out of the golden hostfile, with nothing recorded; the next `apply` (or `firmware inventory`) reads the BMC for
+it, closes the intent `reconciled` with what the BMC showed, says so, never changes again a host whose change
+landed, and finishes the others. The kills come from a wrapper in front of one simulated BMC
+(tests/redfish/killing_sim.py), never from product code.
+
+BMC behaviour: the simulated iDRAC's (sim/redfish/firmware.py, REFERENCE-wave3 B1-B4): host firmware is staged
+by its task and installed at the next boot, the iDRAC's own firmware installs at once and the iDRAC restarts,
+Bios/Settings stays pending until the next boot. A SimpleUpdate's image is fetched from the controller's image
+server, which dies with the controller: the task of a killed run ends Exception.
+
+BIOS runs go at once (one process per host, each killed by its own BMC); firmware runs go one after another, as
+each binds the site's one image server address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provision.cli import main
+from provision.firmware.inventory_step import InventoryStep
+from provision.firmware.table import read_rows
+from provision.hostfiles import golden_hosts, held_back
+from provision.site import load_site
+from provision.site.index import load_index
+from provision.state import State, StateStore
+from provision.state.intents import RECONCILED, open_intents
+from provision.state.opening import SiteIdentity
+from tests.firmware.lab import baseline_with_images, image_rollout, write_site
+from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint, killed_runs
+from tests.redfish.simlab import PASSWORD_VAR, new_password
+
+OLD_HCA = "28.39.1002"
+HCA = "InfiniBand.Slot.31-1"
+SIMPLE_UPDATE = "UpdateService.SimpleUpdate"
+PUSH = "/MultipartUpload"
+LANDED = "the BMC shows the host on its baseline: not changed again"
+NOT_LANDED = "the BMC shows the host still off its baseline: the next apply changes it"
+
+# host -> (kill point, whether the change landed on the BMC before the next run)
+FIRMWARE = {
+    "h00": (KillPoint("SimpleUpdate arriving", "POST", acted=False, path=SIMPLE_UPDATE), False),
+    # the BMC's task fetches the image from the dead controller's image server: it ends Exception
+    "h01": (KillPoint("SimpleUpdate accepted, answer lost", "POST", acted=True, path=SIMPLE_UPDATE), False),
+    "h02": (KillPoint("multipart push arriving", "POST", acted=False, path=PUSH), False),
+    "h03": (KillPoint("push of the iDRAC's own firmware accepted, answer lost", "POST", acted=True, path=PUSH), True),
+    "h04": (KillPoint("ForceOff of the activating reboot arriving", "POST", acted=False, reset="ForceOff"), False),
+    "h05": (KillPoint("On of the activating reboot arriving", "POST", acted=False, reset="On"), False),
+    "h06": (KillPoint("On done, answer lost", "POST", acted=True, reset="On"), True),
+    "h07": (KillPoint("read-back of the inventory", "GET", acted=True, reset="On", power="On",
+                      path="/FirmwareInventory"), True),
+}
+BIOS = {
+    "h08": (KillPoint("Bios/Settings PATCH arriving", "PATCH", acted=False, path="/Bios/Settings"), False),
+    "h09": (KillPoint("Bios/Settings PATCH pending, answer lost", "PATCH", acted=True, path="/Bios/Settings"), False),
+    "h10": (KillPoint("ForceOff arriving", "POST", acted=False, reset="ForceOff"), False),
+    "h11": (KillPoint("On arriving", "POST", acted=False, reset="On"), False),
+    "h12": (KillPoint("On done, answer lost", "POST", acted=True, reset="On"), True),
+    "h13": (KillPoint("read-back of the Bios", "GET", acted=True, reset="On", power="On", path="/Bios"), True),
+}
+BY_INVENTORY = "h12"  # reconciled by `firmware inventory` rather than by the next `bios apply`
+SIM = {"installed": {**{h: {"hca": OLD_HCA} for h in FIRMWARE}, "h03": {"bmc": "7.00.00.00"}},
+       "faults": {"h02": ["no_simple_update"], "h03": ["no_simple_update"]},
+       "bios": {h: {"ProcCStates": "Enabled"} for h in BIOS}}
+
+
+@dataclass
+class Lab:
+    site: Path
+    db: Path
+    sim: InProcessSim
+    env: dict[str, str]
+    cli: CliProcesses
+
+    def store(self) -> StateStore:
+        loaded = load_site(self.site)
+        return StateStore(self.db, site=SiteIdentity.of(loaded.name, loaded.path))
+
+    def killed_runs(self, argv: list[str], points: dict[str, KillPoint]) -> None:
+        killed_runs(self.sim, self.cli, [*argv, "--site", str(self.site), "--db", str(self.db), "--json"], self.env,
+                    points)
+
+    def quiet(self, host: str, timeout_s: float = 10.0) -> None:
+        """Until the BMC has nothing under way: power settled, tasks ended, the iDRAC back from its restart."""
+        firmware = self.sim.bmc(host).firmware
+        assert firmware is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and (
+                any(t.state in ("New", "Running") for t in list(firmware.tasks.values()))
+                or time.monotonic() < firmware.gone_until):
+            time.sleep(0.02)
+        self.sim.settled(host)
+
+    def seen(self, host: str) -> tuple[int, int, str]:
+        """(updates the BMC was given, resets it carried out, the HCA's version)."""
+        bmc = self.sim.bmc(host)
+        assert bmc.firmware is not None
+        return len(bmc.firmware.updates), len(bmc.resets), bmc.firmware.components[HCA].version
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    tmp = tmp_path_factory.mktemp("firmware-kills")
+    password = new_password()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PASSWORD_VAR, password)
+        site = write_site(tmp, len(FIRMWARE) + len(BIOS), sim=SIM, baseline=baseline_with_images(tmp),
+                          rollout=image_rollout(canary=0, max_failures=20))
+        (tmp / "state").mkdir()
+        sim = InProcessSim(site, tmp / "certs", power_delay_s=0.05)
+        try:
+            for bmc in sim.simulator.bmcs.values():
+                assert bmc.firmware is not None
+                bmc.firmware.task_s, bmc.firmware.bmc_reboot_s = 0.1, 0.2
+            lab = Lab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password}, CliProcesses())
+            loaded = load_site(site)
+            with lab.store() as store:
+                store.sync_site((h.hostname, h.rack) for h in loaded.hosts())
+                for h in loaded.hosts():
+                    store.mark(h.hostname, State.golden, reason="test: a golden fleet")
+                    sim.set_power(h.hostname, "On")
+                asyncio.run(InventoryStep(loaded, store).run(loaded.hosts()))
+            yield lab
+            lab.cli.close()
+        finally:
+            sim.stop()
+
+
+def _cli(capsys: pytest.CaptureFixture[str], lab: Lab, *argv: str, as_json: bool = True) -> tuple[int, Any]:
+    capsys.readouterr()
+    code = main([*argv, "--site", str(lab.site), "--db", str(lab.db), *(["--json"] if as_json else [])])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if as_json else out
+
+
+def _killed_and_held_back(lab: Lab, store: StateStore, hosts: list[str], action: str, drift: str) -> None:
+    """What every kill leaves: one open intent of a dead run, nothing recorded, the host out of golden."""
+    rows = read_rows(store, hosts)
+    golden = {h.hostname for h in golden_hosts(load_index(lab.site), store)}
+    for host in hosts:
+        assert [i.action for i in open_intents(store, hosts=[host], dead_only=True)] == [action], host
+        assert (store.get(host).state, store.get(host).reason) == (State.failed, drift), host
+        assert not rows[host].on_baseline, host  # the killed run recorded no read-back
+        assert host not in golden, host
+    assert set(held_back(store)).isdisjoint(hosts)  # failed already: not even golden in the store
+
+
+def _said(store: StateStore, host: str) -> str:
+    note = next(e for e in reversed(store.history(host)) if e.reason == RECONCILED)
+    assert note.evidence["intents"][0]["asked_by"]["command"] in ("firmware-apply", "bios-apply")
+    return str(note.evidence["said"][0])
+
+
+def test_firmware_apply_killed_at_every_point_is_reconciled_from_the_bmc_and_never_flashed_twice(
+        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = sorted(FIRMWARE)
+    for host, (point, _) in FIRMWARE.items():  # one at a time: each run binds the site's image server
+        lab.killed_runs(["firmware", "apply"], {host: point})
+        lab.quiet(host)
+    with lab.store() as store:
+        _killed_and_held_back(lab, store, hosts, "firmware_update", "firmware_drift")
+        before = {h: lab.seen(h) for h in hosts}
+        for host, (point, landed) in FIRMWARE.items():
+            wanted = "7.10.30.00" if host == "h03" else "28.43.1014"
+            fqdd = "iDRAC.Embedded.1-1" if host == "h03" else HCA
+            firmware = lab.sim.bmc(host).firmware
+            assert firmware is not None
+            assert (firmware.components[fqdd].version == wanted) is landed, point.name
+
+        code, out = _cli(capsys, lab, "firmware", "apply", "--hosts", ",".join(hosts))
+        assert code == 0, out
+        assert out["reconciled"] == hosts
+        results = {r["host"]: r for r in out["hosts"]}
+        for host, (point, landed) in FIRMWARE.items():
+            updates, resets, hca = lab.seen(host)
+            assert _said(store, host) == (LANDED if landed else NOT_LANDED), point.name
+            if landed:  # never flashed nor rebooted again
+                assert host not in results and (updates, resets) == before[host][:2], point.name
+            else:  # updated once more, by this run, and rebooted
+                assert results[host]["ok"] and updates == before[host][0] + 1 and hca == "28.43.1014", point.name
+            assert store.get(host).state is State.configured, point.name  # health and burn-in again
+        assert open_intents(store, hosts=hosts) == []
+        assert all(r.on_baseline for r in read_rows(store, hosts).values())
+
+
+def test_bios_apply_killed_at_every_point_is_reconciled_by_the_next_inventory_or_apply(
+        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = sorted(BIOS)
+    lab.killed_runs(["bios", "apply"], {h: point for h, (point, _) in BIOS.items()})
+    for host in hosts:
+        lab.quiet(host)
+    with lab.store() as store:
+        _killed_and_held_back(lab, store, hosts, "bios_settings", "bios_drift")
+        before = {h: lab.seen(h) for h in hosts}
+        for host, (point, landed) in BIOS.items():
+            firmware = lab.sim.bmc(host).firmware
+            assert firmware is not None
+            assert (firmware.bios["ProcCStates"] == "Disabled") is landed, point.name
+
+        code, out = _cli(capsys, lab, "firmware", "inventory", "--hosts", BY_INVENTORY)
+        assert code == 0 and out["reconciled"] == [BY_INVENTORY]
+        assert _said(store, BY_INVENTORY) == LANDED and store.get(BY_INVENTORY).state is State.configured
+
+        code, text = _cli(capsys, lab, "bios", "apply", "--hosts", ",".join(hosts), as_json=False)
+        assert code == 0, text
+        rest = [h for h in hosts if h != BY_INVENTORY]
+        assert f"closed the open intents of a killed run for {', '.join(rest)}" in " ".join(text.split())
+        for host, (point, landed) in BIOS.items():
+            firmware = lab.sim.bmc(host).firmware
+            assert firmware is not None
+            assert _said(store, host) == (LANDED if landed else NOT_LANDED), point.name
+            resets = len(lab.sim.bmc(host).resets)
+            if landed:  # not PATCHed nor rebooted again
+                assert resets == before[host][1], point.name
+            else:
+                assert resets > before[host][1] and not firmware.pending, point.name
+            assert firmware.bios["ProcCStates"] == "Disabled", point.name
+            assert store.get(host).state is State.configured, point.name
+        assert open_intents(store, hosts=hosts) == []
