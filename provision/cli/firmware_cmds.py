@@ -42,11 +42,9 @@ def inventory(hosts: HostsOpt = None, *, bmc: BmcOptions, common: Common) -> Non
         emit_json({"site": ctx.site.name, "counts": counts(results), "hosts": [result_json(r) for r in results],
                    "reconciled": list(step.closed_intents)})
     else:
-        render_failures(results)
+        render_failures(results)  # with what was found of a killed apply's changes
         tally = counts(results)
         console.print(f"inventoried {tally['done']}, failed {tally['failed']}, not taken {tally['already']}")
-        if step.closed_intents:
-            console.print(f"closed the open intents of a killed run for {esc(', '.join(step.closed_intents))}")
     fail_if_any(results)
 
 
@@ -98,8 +96,8 @@ def _apply(common: Common, hosts: str | None, operation: Operation, options: Run
                       f"{len(result.plan.waves)} waves; at most {result.peak_rebooting} rebooting at once")
         if result.stopped:
             console.print(f"[red]stopped:[/] {esc(result.stopped)}")
-        if result.reconciled:
-            console.print(f"closed the open intents of a killed run for {esc(', '.join(result.reconciled))}")
+        for line in result.reconciled_lines:
+            console.print(f"[yellow]reconciled[/] {esc(line)}")
     fail_if_any(result.results)
     if result.stopped:
         raise typer.Exit(1)

@@ -11,10 +11,12 @@ failure, and the golden gate (gate.py) keeps the host out of golden meanwhile.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from provision.bmc.reconcile import line
 from provision.bmc.steps import BmcStep, base_url
 from provision.firmware.drift import Judgement, judge
 from provision.firmware.read import HostFirmware, read_firmware
@@ -49,10 +51,12 @@ class InventoryStep(BmcStep):
     spec = FIRMWARE_INVENTORY
     _rows: list[FirmwareRow]
     closed_intents: tuple[str, ...] = ()  # hosts whose dead apply intents this run closed
+    said: dict[str, tuple[str, ...]]  # host -> what this run found of a dead apply's changes, a line each
 
     async def prepare(self, hosts: Sequence[Host]) -> None:
         await super().prepare(hosts)
         self._rows = []
+        self.said = {}
 
     async def flush(self) -> None:
         """The rows gathered so far, in one transaction (one per host cost 512 fsyncs at Imbue's scale)."""
@@ -66,24 +70,28 @@ class InventoryStep(BmcStep):
             if getattr(self, "_rows", None):
                 await self.flush()
         read = [r.host for r in results if not r.skipped and (r.ok or r.reason in DRIFT_REASONS)]
-        self.closed_intents = tuple(await asyncio.to_thread(self.reconcile_dead, read))
-        return results
+        self.said = await asyncio.to_thread(self.reconcile_dead, read)
+        self.closed_intents = tuple(sorted(self.said))
+        return [dataclasses.replace(r, reconciled=self.said[r.host]) if r.host in self.said else r for r in results]
 
-    def reconcile_dead(self, hosts: Sequence[str]) -> list[str]:
-        """Close, with what the BMC showed now, the changes a killed apply had asked of the BMCs just read."""
+    def reconcile_dead(self, hosts: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Close, with what the BMC showed now, the changes a killed apply had asked of the BMCs just read; what
+        was found, a line per change, by host."""
         if not hosts:
-            return []
+            return {}
         rows = read_rows(self.store, hosts)
         done: dict[str, list[Intent]] = {}
         for intent in open_intents(self.store, system="bmc", hosts=hosts, dead_only=True):
             if intent.action in ACTIONS:
                 done.setdefault(intent.host, []).append(intent)
+        said: dict[str, tuple[str, ...]] = {}
         for host, intents in done.items():
             on = bool(rows[host].on_baseline) if host in rows else False
-            line = "the BMC shows the host on its baseline: not changed again" if on else \
+            what = "the BMC shows the host on its baseline: not changed again" if on else \
                 "the BMC shows the host still off its baseline: the next apply changes it"
-            reconcile(self.store, host, intents, {"on_baseline": on}, command=self.command, lines=[line])
-        return sorted(done)
+            said[host] = tuple(line(i, what) for i in intents)
+            reconcile(self.store, host, intents, {"on_baseline": on}, command=self.command, lines=said[host])
+        return said
 
     def judged(self, host: Host, found: HostFirmware) -> Judgement:
         return judge(self.site.host_class(host).firmware, found.components, found.bios)

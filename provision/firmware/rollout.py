@@ -42,37 +42,39 @@ class RolloutResult:
     results: list[HostResult] = field(default_factory=list)
     stopped: str | None = None  # why the rollout stopped before its last wave
     waves_run: int = 0
-    reconciled: list[str] = field(default_factory=list)
+    reconciled: list[str] = field(default_factory=list)  # hosts whose dead apply intents were closed
+    reconciled_lines: list[str] = field(default_factory=list)  # what the BMCs showed for them, a line per change
     peak_rebooting: int = 0
     peak_rebooting_per_rack: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {"plan": self.plan.as_json(), "waves_run": self.waves_run, "stopped": self.stopped,
-                "reconciled": self.reconciled, "peak_rebooting": self.peak_rebooting,
-                "peak_rebooting_per_rack": self.peak_rebooting_per_rack}
+                "reconciled": self.reconciled, "reconciled_lines": self.reconciled_lines,
+                "peak_rebooting": self.peak_rebooting, "peak_rebooting_per_rack": self.peak_rebooting_per_rack}
 
 
-async def _read_again(site: Site, store: StateStore, hosts: Sequence[Host], options: RunOptions) -> list[str]:
+async def _read_again(site: Site, store: StateStore, hosts: Sequence[Host], options: RunOptions
+                      ) -> dict[str, tuple[str, ...]]:
     """The BMCs of the selected hosts a killed apply had asked for a change: read them again before planning, so
     that an update that landed after the controller died is seen (recorded, the host back into the flow) and never
-    flashed twice; the inventory closes those intents reconciled. The hosts it reconciled. Hosts outside the
+    flashed twice; the inventory closes those intents reconciled. What it found, by host. Hosts outside the
     selection are left to the command that names them, as power and pxe-boot do."""
     from provision.firmware.inventory_step import InventoryStep
 
     names = [h.hostname for h in hosts]
     asked = {i.host for i in open_intents(store, system="bmc", hosts=names, dead_only=True) if i.action in ACTIONS}
     if not asked:
-        return []
+        return {}
     step = InventoryStep(site, store, options)
     await step.run([h for h in hosts if h.hostname in asked])
-    return list(step.closed_intents)
+    return step.said
 
 
 async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host],
                 options: RunOptions, progress: Progress | None = None) -> RolloutResult:
-    reconciled = await _read_again(site, store, hosts, options)
+    said = await _read_again(site, store, hosts, options)
     plan = current_plan(site, store, operation, hosts)
-    result = RolloutResult(plan, reconciled=reconciled)
+    result = RolloutResult(plan, reconciled=sorted(said), reconciled_lines=[x for h in sorted(said) for x in said[h]])
     if not plan.hosts:
         return result
     rollout = site.spec.firmware_rollout

@@ -157,10 +157,16 @@ def _killed_and_held_back(lab: Lab, store: StateStore, hosts: list[str], action:
     assert set(held_back(store)).isdisjoint(hosts)  # failed already: not even golden in the store
 
 
-def _said(store: StateStore, host: str) -> str:
+def _said(store: StateStore, host: str, action: str) -> str:
+    """What the run that reconciled the host found, as its history note says it: the change the dead run had asked
+    for, and what the BMC shows."""
     note = next(e for e in reversed(store.history(host)) if e.reason == RECONCILED)
-    assert note.evidence["intents"][0]["asked_by"]["command"] in ("firmware-apply", "bios-apply")
-    return str(note.evidence["said"][0])
+    command = note.evidence["intents"][0]["asked_by"]["command"]
+    assert command == {"firmware_update": "firmware-apply", "bios_settings": "bios-apply"}[action]
+    said = str(note.evidence["said"][0])
+    assert said.startswith(f"a run of `{command}` died after asking BMC https://") and \
+        f" for {action} of {host} (to " in said, said
+    return said.rsplit("; ", 1)[1]
 
 
 def test_firmware_apply_killed_at_every_point_is_reconciled_from_the_bmc_and_never_flashed_twice(
@@ -185,7 +191,9 @@ def test_firmware_apply_killed_at_every_point_is_reconciled_from_the_bmc_and_nev
         results = {r["host"]: r for r in out["hosts"]}
         for host, (point, landed) in FIRMWARE.items():
             updates, resets, hca = lab.seen(host)
-            assert _said(store, host) == (LANDED if landed else NOT_LANDED), point.name
+            said = _said(store, host, "firmware_update")
+            assert said == (LANDED if landed else NOT_LANDED), point.name
+            assert next(x for x in out["reconciled_lines"] if f" of {host} (" in x).endswith(said), point.name
             if landed:  # never flashed nor rebooted again
                 assert host not in results and (updates, resets) == before[host][:2], point.name
             else:  # updated once more, by this run, and rebooted
@@ -211,16 +219,20 @@ def test_bios_apply_killed_at_every_point_is_reconciled_by_the_next_inventory_or
 
         code, out = _cli(capsys, lab, "firmware", "inventory", "--hosts", BY_INVENTORY)
         assert code == 0 and out["reconciled"] == [BY_INVENTORY]
-        assert _said(store, BY_INVENTORY) == LANDED and store.get(BY_INVENTORY).state is State.configured
+        assert out["hosts"][0]["reconciled"][0].endswith(LANDED)
+        assert _said(store, BY_INVENTORY, "bios_settings") == LANDED
+        assert store.get(BY_INVENTORY).state is State.configured
 
         code, text = _cli(capsys, lab, "bios", "apply", "--hosts", ",".join(hosts), as_json=False)
         assert code == 0, text
-        rest = [h for h in hosts if h != BY_INVENTORY]
-        assert f"closed the open intents of a killed run for {', '.join(rest)}" in " ".join(text.split())
+        shown = " ".join(text.split())
         for host, (point, landed) in BIOS.items():
             firmware = lab.sim.bmc(host).firmware
             assert firmware is not None
-            assert _said(store, host) == (LANDED if landed else NOT_LANDED), point.name
+            said = _said(store, host, "bios_settings")
+            assert said == (LANDED if landed else NOT_LANDED), point.name
+            assert (f"for bios_settings of {host} (to ProcCStates=Disabled); {said}" in shown) is \
+                (host != BY_INVENTORY), point.name  # the drifted attribute only
             resets = len(lab.sim.bmc(host).resets)
             if landed:  # not PATCHed nor rebooted again
                 assert resets == before[host][1], point.name
