@@ -112,3 +112,35 @@ def test_a_lazy_relative_or_from_import_of_a_forbidden_module_is_seen(tmp_path: 
     monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
     assert violations(Rule(("fabric",), ("provision.maas", "sim"), "test")) == [
         "fabric/lazy.py:2 imports provision.maas", "fabric/rel.py:1 imports sim"]
+
+
+def import_cycles(roots: tuple[str, ...] = ("provision", "fabric", "sim", "tools", "training")) -> list[list[str]]:
+    """Every group of modules that import each other (lazy imports count), each sorted. A module importing its own
+    package (`from provision.report import gather_files` in provision/report/build.py) is no cycle: Python runs
+    the package's `__init__` first in any case."""
+    import networkx as nx
+
+    paths = {module_name(p): p for root in roots for p in (REPO / root).rglob("*.py")}
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    for name, path in paths.items():
+        for _line, imported in imported_modules(path):
+            if imported in paths and imported != name and not name.startswith(imported + "."):
+                graph.add_edge(name, imported)
+    return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+
+
+def test_no_modules_import_each_other() -> None:
+    """A cycle makes import order matter and hides which module is the library and which its user: split out
+    what both need, or move the user's part to the user."""
+    assert import_cycles() == []
+
+
+def test_a_lazy_import_back_is_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "fabric"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from fabric.b import f\n")
+    (package / "b.py").write_text("def f():\n    from fabric import a\n")
+    (package / "c.py").write_text("from fabric import b\nimport fabric\n")
+    monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
+    assert import_cycles(("fabric",)) == [["fabric.a", "fabric.b"]]
