@@ -24,7 +24,7 @@ REPLAY = REPO / "tests" / "fixtures" / "tools" / "replay"
 HEALTHY_H200 = REPLAY / "h200x2-healthy" / "long-stress.out"  # 60 s on the lent 2x H200, 665 TFLOP/s sustained
 SITES = [REPO / "inventory" / "sim" / "site.yml", REPO / "inventory" / "examples" / "imbue-scale.yml",
          REPO / "inventory" / "h200-live" / "site.yml"]
-LOWEST_HEALTHY_SUSTAINED = 654.0  # H200 at 700 W, normal-distributed bf16 8192^3 (README, reports)
+LOWEST_HEALTHY_SUSTAINED = 654.0  # H200 at 700 W, normal-distributed bf16 8192^3 (docs/performance.md, reports)
 
 
 def _site_config(site_file: Path, hostname: str | None = None) -> Expectations:
