@@ -56,6 +56,8 @@ FIRMWARE = {
     "h01": (KillPoint("SimpleUpdate accepted, answer lost", "POST", acted=True, path=SIMPLE_UPDATE), False),
     "h02": (KillPoint("multipart push arriving", "POST", acted=False, path=PUSH), False),
     "h03": (KillPoint("push of the iDRAC's own firmware accepted, answer lost", "POST", acted=True, path=PUSH), True),
+    # staged by the BMC, not activated (no reboot): still off its baseline, so pushed again and then rebooted
+    "h14": (KillPoint("push of the HCA's firmware accepted, answer lost", "POST", acted=True, path=PUSH), False),
     "h04": (KillPoint("ForceOff of the activating reboot arriving", "POST", acted=False, reset="ForceOff"), False),
     "h05": (KillPoint("On of the activating reboot arriving", "POST", acted=False, reset="On"), False),
     "h06": (KillPoint("On done, answer lost", "POST", acted=True, reset="On"), True),
@@ -72,7 +74,7 @@ BIOS = {
 }
 BY_INVENTORY = "h12"  # reconciled by `firmware inventory` rather than by the next `bios apply`
 SIM = {"installed": {**{h: {"hca": OLD_HCA} for h in FIRMWARE}, "h03": {"bmc": "7.00.00.00"}},
-       "faults": {"h02": ["no_simple_update"], "h03": ["no_simple_update"]},
+       "faults": {h: ["no_simple_update"] for h in ("h02", "h03", "h14")},
        "bios": {h: {"ProcCStates": "Enabled"} for h in BIOS}}
 
 
@@ -124,7 +126,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             for bmc in sim.simulator.bmcs.values():
                 assert bmc.firmware is not None
                 bmc.firmware.task_s, bmc.firmware.bmc_reboot_s = 0.1, 0.2
-            lab = Lab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password}, CliProcesses())
+            lab = Lab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password},
+                      CliProcesses(preload=["provision.firmware.rollout"]))
             loaded = load_site(site)
             with lab.store() as store:
                 store.sync_site((h.hostname, h.rack) for h in loaded.hosts())
@@ -184,6 +187,7 @@ def test_firmware_apply_killed_at_every_point_is_reconciled_from_the_bmc_and_nev
             firmware = lab.sim.bmc(host).firmware
             assert firmware is not None
             assert (firmware.components[fqdd].version == wanted) is landed, point.name
+            assert bool(firmware.staged) is (host in ("h04", "h05", "h14")), point.name  # waiting for a boot
 
         code, out = _cli(capsys, lab, "firmware", "apply", "--hosts", ",".join(hosts))
         assert code == 0, out

@@ -138,9 +138,10 @@ def _cli(argv: Sequence[str], env: dict[str, str]) -> None:
 class CliProcesses:
     """CLI runs as processes forked from one server that has imported the CLI (`multiprocessing`'s forkserver)."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = ()) -> None:
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["provision.cli", "provision.bmc", "provision.maas.flow", __name__])
+        self.context.set_forkserver_preload(["provision.cli", "provision.bmc", "provision.maas.flow", __name__,
+                                             *preload])
 
     def start(self, argv: Sequence[str], env: dict[str, str]) -> multiprocessing.process.BaseProcess:
         process = self.context.Process(target=_cli, args=(list(argv), env), daemon=True)
