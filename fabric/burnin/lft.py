@@ -111,15 +111,16 @@ def parse_lfts(text: str | bytes, source: str = "lfts") -> LftDump:
     shapes: dict[int, list[_Shape]] = {}
     for k, begin in enumerate(starts):
         segment = data[begin: starts[k + 1] if k + 1 < len(starts) else len(data)]
-        fast = _fast_table(segment, shapes, no, source)
+        fast = _fast_table(segment, shapes, no, source) or _regular_table(segment, parser.destinations, no, source)
         if fast is not None:
             parser.close(no)
             parser.add(fast[0], no)
             no += fast[1]
+            if fast[2]:
+                _learn_shape(segment, shapes, True)
             continue
-        first = no
         no = parser.feed_text(segment, no)
-        _learn_shape(segment, shapes, first, parser)
+        _learn_shape(segment, shapes, parser.last_clean)
     return parser.finish()
 
 
@@ -239,6 +240,7 @@ def _entry(table: _Table, line: str, destinations: dict[int, Destination], sourc
 _BOILER_2, _BOILER_3 = b"  Lid  Out   Destination\n", b"       Port     Info \n"
 _FOOTER_B = re.compile(rb"\n(\d+) valid lids dumped[ \t]*\n")
 _ENTRY_B = re.compile(rb"0x([0-9a-fA-F]{4}) (\d{3}) : \([^\n]*\)[ \t]*\n")
+_ENTRY_LINE = re.compile(rb"^0x([0-9a-fA-F]{4}) (\d{3}) : \([^\n]*\)[ \t]*\n", re.M)
 _HUNDREDS = bytes.maketrans(b"012", bytes((0, 100, 200)))
 _TENS = bytes.maketrans(b"0123456789", bytes(range(0, 100, 10)))
 _UNITS = bytes.maketrans(b"0123456789", bytes(range(10)))
@@ -270,7 +272,7 @@ def _parts(segment: bytes) -> tuple[bytes, bytes, int, int] | None:
 
 
 def _fast_table(segment: bytes, shapes: dict[int, list[_Shape]], no: int, source: str,
-                ) -> tuple[SwitchLft, int] | None:
+                ) -> tuple[SwitchLft, int, bool] | None:
     parts = _parts(segment)
     if parts is None:
         return None
@@ -299,13 +301,36 @@ def _fast_table(segment: bytes, shapes: dict[int, list[_Shape]], no: int, source
     for lid, first, count in shape.runs:
         table.ports[lid: lid + count] = ports[first: first + count]
     table.entries, table.footer = n, footer
-    return table.freeze(), 4 + n + after  # header, 2 boilerplate lines, entries, footer
+    return table.freeze(), 4 + n + after, False  # header, 2 boilerplate lines, entries, footer
 
 
-def _learn_shape(segment: bytes, shapes: dict[int, list[_Shape]], no: int, parser: _Lines) -> None:
-    """Remember the layout of a table the line reader read cleanly, for the tables after it."""
+def _regular_table(segment: bytes, destinations: dict[int, Destination], no: int, source: str,
+                   ) -> tuple[SwitchLft, int, bool] | None:
+    """A table of another LID set (a switch the SM routes fewer LIDs from), every line a well-formed entry
+    naming only destinations already read: its LIDs and ports by one regular expression over the table
+    (under ftree every switch of a tier may route another set of switch LIDs: no shape repeats)."""
     parts = _parts(segment)
-    if parts is None or not parser.last_clean:
+    if parts is None:
+        return None
+    head, body, footer, after = parts
+    found = _ENTRY_LINE.findall(body)
+    if len(found) != footer or body.count(b"\n") != footer:
+        return None
+    table = _header(head.decode("utf-8", "replace").strip(), source, no)
+    ports = table.ports
+    for lid_hex, port_text in found:
+        lid, port = int(lid_hex, 16), int(port_text)
+        if lid >= len(ports) or port >= NO_PORT or lid not in destinations:
+            return None  # the line reader says where, or reads the new destination
+        ports[lid] = port
+    table.entries, table.footer = footer, footer
+    return table.freeze(), 4 + footer + after, False  # its shape is learnt only by a table of the majority
+
+
+def _learn_shape(segment: bytes, shapes: dict[int, list[_Shape]], clean: bool) -> None:
+    """Remember the layout of a table read cleanly (no malformed line), for the tables after it."""
+    parts = _parts(segment)
+    if parts is None or not clean:
         return
     _head, body, footer, _after = parts
     found = list(_ENTRY_B.finditer(body))

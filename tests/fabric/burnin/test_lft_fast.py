@@ -59,3 +59,17 @@ def test_a_later_table_naming_another_destination_is_read_line_by_line() -> None
     tables[4] = tables[4].replace("'gpu-r1-01 mlx5_0'", "'gpu-r1-01 mlx5_0 '", 1)
     dump = parse_lfts("".join(tables))
     assert _ports(dump) == _ports(parse_lfts(DUMP)) and not dump.warnings
+
+
+def test_a_later_table_routing_fewer_lids_is_read_as_it_reads_alone() -> None:
+    tables = _tables(DUMP)
+    lines = tables[5].split("\n")
+    dropped = [ln for ln in lines if not ln.startswith(("0x0003 ", "0x0004 "))]
+    footer = next(i for i, ln in enumerate(dropped) if "valid lids dumped" in ln)
+    dropped[footer] = f"{int(dropped[footer].split()[0]) - 2} valid lids dumped "
+    tables[5] = "\n".join(dropped)
+    dump = parse_lfts("".join(tables))
+    alone = parse_lfts(tables[5])
+    [guid] = alone.switches
+    assert dump.switches[guid].out_ports == alone.switches[guid].out_ports and dump.switches[guid].complete
+    assert dump.switches[guid].out_port(3) is None and not dump.warnings
