@@ -18,7 +18,6 @@ from training.launcher import (
     load_nccl_site,
     parse_hostfile,
 )
-from training.supervisor import Supervisor, checkpoint_world, provision_health, zero3_resize_refusal
 
 
 def _env_pairs(items: Sequence[str]) -> dict[str, str]:
@@ -79,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         i = raw.index("--")
         raw, extra = raw[:i], raw[i + 1:]
     a = _parser().parse_args(raw)
+    # after the options: the supervisor brings torch (checkpoints), which `--help` and a bad option need not load
+    from training.supervisor import Supervisor, checkpoint_world, provision_health, zero3_resize_refusal
+
     if a.scheduler == "slurm":
         from training.slurm_launch import main as slurm_main
 
