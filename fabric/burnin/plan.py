@@ -110,24 +110,25 @@ def own_links(table: RouteTable) -> list[frozenset[int]]:
     return [union - shared for union in table.unions]
 
 
-# The per-stage greedy reaches the bound on regular fat trees where the search does not (Imbue's size
-# under ftree: 2 stages, the search 4); it walks every (leaf, receiver) route, so it is tried only then,
-# and only where that costs a few seconds (hcas x leaves x its stages, the route table's pass included,
-# under this), for at most one stage more than the bound.
+# The per-stage greedy (the planner before issue #41) reaches the bound on regular fat trees where the
+# search does not (Imbue's size under ftree: 2 stages, the search 4 or 5), but walks every (leaf,
+# receiver) route: it is tried first, for the bound's stages only, where that costs a few seconds (HCAs x
+# sending leaves x (stages + 1) under this; Imbue's size 1.6 M, Selene's GPU hosts 3.2 M).
 GREEDY_WORK = 2_500_000
 
 
 def make_plan(routing: Routing, max_stages: int = 64) -> Plan:
     r = reach(routing)
     bound = lower_bound(r)
+    if len(routing.hcas) * len(r.senders) * (bound.stages + 1) <= GREEDY_WORK:
+        greedy = _greedy(routing, bound.stages)
+        if greedy is not None:
+            return Plan(routing, greedy, bound.stages, bound.reason, r.routed, (), r.unknown, bound.witness)
     found = search(r, bound.stages, max_stages=max_stages)
     hcas = routing.hcas
     stages = tuple(tuple(Flow(hcas[i], hcas[j], links) for i, j, links in stage) for stage in found.stages)
-    limit = min(len(stages) - 1, bound.stages + 1)
-    if limit >= bound.stages and len(hcas) * len(r.senders) * (limit + 1) <= GREEDY_WORK:
-        stages = _greedy(routing, limit) or stages
     return Plan(routing, stages, bound.stages, bound.reason, r.routed, found.uncovered, r.unknown, bound.witness,
-                found.forced if len(stages) > bound.stages else ())
+                found.forced)
 
 
 def _greedy(routing: Routing, limit: int) -> tuple[tuple[Flow, ...], ...] | None:

@@ -245,7 +245,8 @@ def search(r: Reach, k: int, seed: int = 41, repairs: int | None = None, budget_
 
     Deterministic for a seed: the repair budget is a count (`repairs`, by default one for every 10 routed
     links, at least 500; Selene's 24,230 links took 540), and a search that has not left fewer links
-    unburned in a quarter of it stops early. `budget_s` adds a wall-clock limit (none by default)."""
+    unburned in a quarter of it stops early; more unburned links than that budget get a stage more at
+    once. `budget_s` adds a wall-clock limit (none by default)."""
     st = _Search(r, max(k, 1), seed)
     repairs = repairs if repairs is not None else max(500, len(r.routed) // 10)
     order = sorted(r.routed, key=lambda lk: (r.users[lk].bit_count() if lk in r.users and lk not in
@@ -259,6 +260,8 @@ def search(r: Reach, k: int, seed: int = 41, repairs: int | None = None, budget_
     while True:
         queue = [lk for lk in order if not st.cover[lk]]
         tries, best, best_at = 0, len(queue), 0
+        if len(queue) > repairs:  # more than repairs can mend: a stage more, at once
+            queue = []
         while queue and tries < repairs and tries - best_at < max(100, repairs // 4):
             if deadline is not None and time.monotonic() > deadline:
                 break
