@@ -113,8 +113,9 @@ def own_links(table: RouteTable) -> list[frozenset[int]]:
 # The per-stage greedy (the planner before issue #41) reaches the bound on regular fat trees where the
 # search does not (Imbue's size under ftree: 2 stages, the search 4 or 5), but walks every (leaf,
 # receiver) route: it is tried first, for the bound's stages only, where that costs a few seconds (HCAs x
-# sending leaves x (stages + 1) under this; Imbue's size 1.6 M, Selene's GPU hosts 3.2 M).
-GREEDY_WORK = 2_500_000
+# sending leaves x (stages + 1) under this; Imbue's size under ftree 1.6 M, 2.1 M under updn where it
+# fails, Selene's GPU hosts 2.4-3.2 M).
+GREEDY_WORK = 1_800_000
 
 
 def make_plan(routing: Routing, max_stages: int = 64) -> Plan:
