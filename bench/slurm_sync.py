@@ -35,8 +35,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provision.cli.context import open_store  # noqa: E402
 from provision.site import load_site  # noqa: E402
+from provision.site.store import open_store  # noqa: E402
 from provision.state.lifecycle import State  # noqa: E402
 from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec  # noqa: E402
 

@@ -14,7 +14,7 @@ from fabric.identify import identify
 from fabric.slurm_topology import SlurmTopology, build
 from fabric.topology import NodeType
 from fabric.topology_inputs import Hca, LinkKey, design_hcas, host_map, read_exclusions
-from provision.state import StateStore
+from provision.site.store import open_store, open_store_at
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,6 @@ def load_slurm_topology(req: TopologyRequest, warn: Callable[[str], None]) -> Sl
     elif not db.is_file():
         warn(f"no state database at {db}: no link is left out for the port ledger or the burn-in")
     else:
-        store = StateStore(db, create_directory=False)
-        try:
+        with open_store(site, req.db) if site is not None else open_store_at(db) as store:
             excluded = read_exclusions(store)
-        finally:
-            store.close()
     return build(top, host_map(top, hcas, wanted, req.hosts), excluded, names)

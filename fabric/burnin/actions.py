@@ -17,10 +17,10 @@ from fabric.burnin.judge import NOT_COVERED, SLOWED, Judgement, judge
 from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
 from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, retry_for, site_hosts
 from fabric.errors import FabricError
-from provision.cli.context import open_store
 from provision.errors import BringupError
 from provision.site import load_site
 from provision.site.model import Site
+from provision.site.store import open_store
 from provision.ssh import SshSettings
 from provision.state import State, StateStore
 

@@ -20,9 +20,10 @@ import typer
 from fabric.errors import FabricError
 from fabric.ports.ledger import IN_FLIGHT, OUT_OF_SERVICE, Ledger
 from fabric.ports.ticket import entry_ticket
-from provision.cli.context import default_site_path, open_store
+from provision.cli.context import default_site_path
 from provision.errors import BringupError
 from provision.site.index import load_index
+from provision.site.store import open_store
 from provision.state.secret_values import mask, mask_tree
 
 SiteOption = Annotated[Path | None, typer.Option(

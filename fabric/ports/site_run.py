@@ -50,11 +50,11 @@ from fabric.topology import End, NodeType, Topology
 from fabric.ufm.client import UfmActuator, UfmClient
 from fabric.ufm.events import Rejected, UfmEvent, parse_rest_events
 from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
-from provision.cli.context import open_store
 from provision.site import load_site
 from provision.site.credentials import login
 from provision.site.model import Site
 from provision.site.port_policy import PortPolicy
+from provision.site.store import open_store
 from provision.state import StateStore
 from provision.steps.runner import HostResult
 

@@ -21,7 +21,8 @@ from provision.site import Site, load_site
 from provision.site.endpoints import split_host_port
 from provision.site.model import Host, HostClass, Role
 from provision.site.slurm import gres_type
-from provision.state import HostRecord, State, StateStore
+from provision.site.store import open_store
+from provision.state import HostRecord, State
 from provision.state.lifecycle import FLOW
 
 CONFIGURABLE_GROUP = "configurable"
@@ -188,7 +189,7 @@ def load_inventory(site_path: Path, state_db: Path | None = None) -> Inventory:
     `state_db` if given, else `$BRINGUP_STATE_DB`, else state/<site>.db beside the site file."""
     site = load_site(site_path)
     db = site.paths.state_db(state_db)
-    with StateStore(db) as store:
+    with open_store(site, state_db) as store:
         store.sync_site((h.hostname, h.rack) for h in site.hosts())
         records = {r.hostname: r for r in store.hosts()}
     return build_inventory(site, records, state_db=db, health_overlays=load_overlay(site))

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from provision.errors import BringupError
 from provision.site.index import SiteIndex, load_index
+from provision.site.store import open_store
 from provision.state import StateStore
-from provision.state.opening import SiteIdentity
 
 if TYPE_CHECKING:
     from provision.cli.app import Common
@@ -34,13 +34,6 @@ def default_site_path() -> Path:
 def state_path(site: Site | SiteIndex, override: Path | None) -> Path:
     """`--db` > `$BRINGUP_STATE_DB` > `state/<site>.db` beside the site file."""
     return site.paths.state_db(override)
-
-
-def open_store(site: Site | SiteIndex, db: Path | None, *, adopt: bool = False) -> StateStore:
-    """The site's state store (`--db` > `$BRINGUP_STATE_DB` > default), checked to be this site's."""
-    path = state_path(site, db)
-    identity = SiteIdentity.of(site.name, site.path)
-    return StateStore(path, site=identity, adopt=adopt, create_directory=path == site.paths.default_state_db)
 
 
 def require_directories(paths: dict[str, Path | None]) -> None:

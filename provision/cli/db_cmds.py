@@ -10,10 +10,11 @@ from typing import Annotated, Any
 import typer
 
 from provision.cli.app import Common, app, common_options
-from provision.cli.context import default_site_path, open_store, state_path
+from provision.cli.context import default_site_path, state_path
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError, StateError
 from provision.site.index import SiteIndex, load_index
+from provision.site.store import open_store
 from provision.state.integrity import DamagedStore, backup, check_backup, integrity_check, restore, restore_advice
 from provision.state.lifecycle import State
 from provision.state.opening import (

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main
-from provision.cli.context import open_store
 from provision.site import load_site
 from provision.site.model import Site
+from provision.site.store import open_store
 from provision.state import StateStore
 from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec
 from tests.sites import copy_sim_site

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from provision.ansible_inventory.build import load_inventory
-from provision.cli.context import open_store
+from provision.site.store import open_store
 from tests.slurm.conftest import slurm_site
 
 

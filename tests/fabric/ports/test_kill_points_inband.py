@@ -28,8 +28,8 @@ from fabric.design import load_design
 from fabric.ports.actuate import IbPortState
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, REENABLING, Ledger, LedgerEntry
 from fabric.topology import End
-from provision.cli.context import open_store
 from provision.site import load_site
+from provision.site.store import open_store
 from provision.state import State
 from sim.ibfabric import IbFabric
 from sim.ibfabric.routing import route

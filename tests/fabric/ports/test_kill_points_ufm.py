@@ -34,8 +34,8 @@ import pytest
 from fabric.cli import main as fabric_main
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, PLANNED, REENABLED, REENABLING, Ledger, LedgerEntry
 from fabric.topology import End
-from provision.cli.context import open_store
 from provision.site import load_site
+from provision.site.store import open_store
 from provision.state import State
 from tests.fabric.ports.ufmsim import phys, ufm_sim
 from tests.sites import copy_sim_site

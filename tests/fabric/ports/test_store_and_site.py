@@ -17,9 +17,9 @@ import pytest
 from fabric.cli import main as fabric_main
 from fabric.ports.ledger import PLANNED, Ledger, LedgerEnd, LedgerEntry, link_id
 from fabric.ports.site_run import open_ports_site, ports_lock, ufm_client
-from provision.cli.context import open_store
 from provision.site import load_site
 from provision.site.loader import SiteError
+from provision.site.store import open_store
 from tests.sites import copy_sim_site
 
 ENDS = (LedgerEnd("0c42a10300000010", 5, "leaf-A-r3-U38", True, "row A rack r3 U38"),
