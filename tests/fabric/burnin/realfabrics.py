@@ -12,6 +12,7 @@ fixtures do not take); `None` when the capture is absent, so tests skip saying s
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import sys
@@ -67,11 +68,20 @@ def cached(name: str, engine: str = "ftree") -> Routed | None:
 
 
 def routed(name: str, engine: str = "ftree", timeout_s: float = 1800.0) -> Routed | None:
-    """The routed fabric, built now (ibsim + opensm + dump_lfts) unless the cache has it."""
+    """The routed fabric, built now (ibsim + opensm + dump_lfts) unless the cache has it. Builders of one entry
+    take turns (a lock file beside it): a second test worker waits for the first and reads what it built."""
     have = cached(name, engine)
     capture = capture_path(name)
     if have is not None or capture is None:
         return have
+    entry = _entry(name, engine, capture)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with (entry.parent / f"{engine}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return cached(name, engine) or _build(name, engine, capture, timeout_s)
+
+
+def _build(name: str, engine: str, capture: Path, timeout_s: float) -> Routed | None:
     from fabric.baseline import design_from_topology
     from fabric.pipeline import topology_from_texts
     from sim.ibfabric import IbFabric
