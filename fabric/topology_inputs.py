@@ -23,6 +23,7 @@ from fabric.identify import Identification, ca_name_from_description
 from fabric.ports.ledger import OUT_OF_SERVICE, Ledger, LedgerEntry
 from fabric.topology import End, NodeType, Topology
 from provision.state import StateStore
+from provision.state.identifiers import canonical_guid
 
 LinkKey = frozenset[End]
 _HOSTNAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252}[A-Za-z0-9])?$")
@@ -87,7 +88,8 @@ def host_map(top: Topology, design_hcas: Mapping[str, Hca] | None = None, wanted
 
 def parse_end(text: str) -> End | None:
     m = _ENDTEXT.match(text.strip())
-    return End(m.group(1).lower().zfill(16), int(m.group(2))) if m else None
+    guid = canonical_guid(m.group(1)) if m else None
+    return End(guid, int(m.group(2))) if m and guid else None
 
 
 def ledger_exclusions(entries: Iterable[LedgerEntry]) -> dict[LinkKey, str]:

@@ -18,8 +18,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fabric.burnin.history import FlowRow, PortRow
+from fabric.parsers.common import norm_guid
 from fabric.ports.evidence import Evidence
 from fabric.topology import End
+from provision.state.identifiers import guid_0x
 
 ERROR_COUNTERS = frozenset({"symbol_errors", "link_downed", "rcv_errors", "link_error_recovery",
                             "rcv_remote_physical_errors", "local_link_integrity_errors",
@@ -187,7 +189,7 @@ def _hosts(plan: Mapping[str, Any], verdicts: Iterable[LinkVerdict]) -> tuple[Ho
         side = 0 if v.kind == "hca-leaf" else 1
         host = v.name.split(" -> ")[side].split("/", 1)[0]
         per.setdefault(host, []).append(v)
-        guids.setdefault(host, set()).add("0x" + v.link.split("->")[side].split("[", 1)[0].removeprefix("0x"))
+        guids.setdefault(host, set()).add(guid_0x(norm_guid(v.link.split("->")[side].split("[", 1)[0])[0]))
     out = []
     for host, vs in sorted(per.items()):
         bad = [v for v in vs if v.verdict == FAIL]

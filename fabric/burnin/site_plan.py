@@ -33,6 +33,7 @@ from fabric.ports.resolve import Resolver
 from fabric.topology import End, NodeType, Topology
 from provision.site.model import Site
 from provision.state import StateStore
+from provision.state.identifiers import canonical_guid
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def ledger_out_of_service(store: StateStore) -> dict[End, str]:
     for entry in Ledger(store).current().values():
         if entry.state in OUT_OF_SERVICE:
             for end in entry.ends:
-                out[End(end.guid.removeprefix("0x"), end.port)] = (
+                out[End(canonical_guid(end.guid) or end.guid, end.port)] = (
                     f"the port ledger has its link {entry.state} ({entry.why}): planned around")
     return out
 

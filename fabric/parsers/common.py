@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from fabric.errors import ParseError
+from provision.state.identifiers import canonical_guid
 from provision.state.peer_text import shown
 
 if TYPE_CHECKING:
     from fabric.topology import TopologyBuilder
-
-_HEX = re.compile(r"^[0-9a-f]{1,16}$")
 
 
 def split_lines(text: str, source: str) -> list[str]:
@@ -31,11 +29,10 @@ def split_lines(text: str, source: str) -> list[str]:
 
 
 def norm_guid(token: str) -> tuple[str, bool]:
-    """('0c42a10300a9b026', True) for any spelling of a GUID; (token, False) when it is not hex (redacted)."""
-    t = token.strip().lower().removeprefix("0x")
-    if _HEX.match(t):
-        return t.zfill(16), True
-    return token.strip(), False
+    """('0c42a10300a9b026', True) for any spelling of a GUID (`provision.state.identifiers.canonical_guid`);
+    (token, False) when it is not one (a capture with its GUIDs redacted): the token is then the node's key."""
+    guid = canonical_guid(token)
+    return (guid, True) if guid else (token.strip(), False)
 
 
 def printable(line: str, limit: int = 70) -> str:

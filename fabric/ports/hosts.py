@@ -31,6 +31,7 @@ from fabric.ports.ledger import (
 from provision.site.model import Host, Site
 from provision.state import HostRecord, State, StateStore
 from provision.state.facts import HostFacts
+from provision.state.identifiers import canonical_guid
 from provision.state.lifecycle import RANK
 from provision.steps.pipeline import PORTS
 from provision.steps.runner import HostFailure, HostResult, Recording, Step, run_step
@@ -82,7 +83,7 @@ def guid_hosts(store: StateStore, hosts: Iterable[str]) -> dict[str, str]:
     facts: dict[str, HostFacts] = store.facts_many(hosts)
     for name, known in facts.items():
         for guid in known.hca_guids or ():
-            out[guid.lower().removeprefix("0x").zfill(16)] = name
+            out[canonical_guid(guid) or guid] = name
     return out
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +48,7 @@ from fabric.ufm.errors import (
 )
 from fabric.ufm.jobs import UfmJob, job_id_from_location, job_list, one_job
 from provision.site.credentials import Login
+from provision.site.tls import tls_context
 from provision.state.peer_json import JsonTooDeep, loads
 
 UfmAuthKind = Literal["basic", "session", "token"]
@@ -58,14 +58,6 @@ JOB_MAX_BODY = 1 << 20  # a job, its sub-jobs, an action's answer
 JOB_TIMEOUT_S = 120.0  # NVIDIA's batch_isolate_devices.py waits 10 x 20 s for its jobs; a port change takes seconds
 POLL_FIRST_S, POLL_MAX_S, POLL_FACTOR = 0.25, 2.0, 1.5
 MAX_SUB_JOBS = 20  # sub-job summaries kept in a failed job's message
-
-
-def tls_context(verify: bool, ca_bundle: Path | None) -> ssl.SSLContext | bool:
-    if not verify:
-        return False
-    if ca_bundle is not None:
-        return ssl.create_default_context(cafile=str(ca_bundle))
-    return True
 
 
 class UfmClient:
@@ -82,7 +74,7 @@ class UfmClient:
         basic = (login.username, login.password.reveal()) if auth == "basic" else None
         headers = {"Authorization": f"Basic {login.password.reveal()}"} if auth == "token" else None
         self._http = httpx.AsyncClient(base_url=self.base, auth=basic, headers=headers,
-                                       verify=tls_context(verify, ca_bundle), timeout=timeout_s,
+                                       verify=tls_context(verify, ca_bundle, service="UFM"), timeout=timeout_s,
                                        follow_redirects=False)
 
     async def __aenter__(self) -> UfmClient:

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_MAC = re.compile(r"^[0-9a-f]{12}$")
+from provision.state.identifiers import nic_mac
+
 _PXE_ATTR = re.compile(r"^PxeDev(\d+)(EnDis|Interface)$")
 _ONBOARD = ("NIC.Embedded.", "NIC.Integrated.")
 ETHERNET_INTERFACE = "EthernetInterface"
@@ -20,17 +21,6 @@ PORT = "Port"
 # NetDevFuncType values whose Ethernet.MACAddress is a MAC the host sends DHCP from; an FCoE function (a Cisco
 # VIC's fc0) carries an Ethernet MAC too, but nothing boots or asks DHCP from it.
 _ETHERNET_FUNCTIONS = frozenset({"ethernet", "iscsi"})
-
-
-def normalize_mac(value: Any) -> str | None:
-    """`B8:CE:F6:94:F0:B8`, `b8-ce-f6-94-f0-b8` or `B8CEF694F0B8` → `b8:ce:f6:94:f0:b8`; None if not a
-    unicast, non-zero MAC."""
-    if not isinstance(value, str):
-        return None
-    raw = re.sub(r"[:.\-]", "", value.strip().lower())
-    if not _MAC.match(raw) or raw == "0" * 12 or int(raw[:2], 16) & 1:
-        return None
-    return ":".join(raw[i : i + 2] for i in range(0, 12, 2))
 
 
 def _str(data: Mapping[str, Any], key: str) -> str | None:
@@ -76,8 +66,8 @@ def parse_ethernet_interface(data: Mapping[str, Any]) -> Nic:
     enabled = data.get("InterfaceEnabled")
     return Nic(
         id=_str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1],
-        mac=normalize_mac(data.get("MACAddress")) or normalize_mac(data.get("PermanentMACAddress")),
-        permanent_mac=normalize_mac(data.get("PermanentMACAddress")),
+        mac=nic_mac(data.get("MACAddress")) or nic_mac(data.get("PermanentMACAddress")),
+        permanent_mac=nic_mac(data.get("PermanentMACAddress")),
         link=_str(data, "LinkStatus"),
         speed_mbps=speed if isinstance(speed, int) and not isinstance(speed, bool) else None,
         enabled=enabled if isinstance(enabled, bool) else None,
@@ -96,7 +86,7 @@ def parse_network_device_function(data: Mapping[str, Any]) -> NetworkFunction:
     eth = data.get("Ethernet")
     mac = None
     if isinstance(eth, Mapping):
-        mac = normalize_mac(eth.get("MACAddress")) or normalize_mac(eth.get("PermanentMACAddress"))
+        mac = nic_mac(eth.get("MACAddress")) or nic_mac(eth.get("PermanentMACAddress"))
     return NetworkFunction(
         id=_str(data, "Id") or str(data.get("@odata.id", "")).rsplit("/", 1)[-1],
         kind=_str(data, "NetDevFuncType"),
@@ -119,7 +109,7 @@ def nic_from_function(adapter: str, data: Mapping[str, Any]) -> Nic:
     EthernetInterfaces): its `Ethernet.MACAddress`, else the permanent one."""
     fn = parse_network_device_function(data)
     eth = data.get("Ethernet")
-    permanent = normalize_mac(eth.get("PermanentMACAddress")) if isinstance(eth, Mapping) else None
+    permanent = nic_mac(eth.get("PermanentMACAddress")) if isinstance(eth, Mapping) else None
     return Nic(id=f"{adapter}/{fn.id}", mac=fn.mac, permanent_mac=permanent, link=None, speed_mbps=None,
                enabled=None, description=fn.kind, source=DEVICE_FUNCTION)
 
@@ -129,7 +119,7 @@ def nic_from_port(adapter: str, data: Mapping[str, Any]) -> Nic:
     MAC of `Ethernet.AssociatedMACAddresses`, its `LinkStatus` and `CurrentSpeedGbps`."""
     eth = data.get("Ethernet")
     macs = eth.get("AssociatedMACAddresses") if isinstance(eth, Mapping) else None
-    found = [m for m in (normalize_mac(v) for v in (macs if isinstance(macs, list) else [])) if m]
+    found = [m for m in (nic_mac(v) for v in (macs if isinstance(macs, list) else [])) if m]
     speed = data.get("CurrentSpeedGbps")
     mbps = None
     if isinstance(speed, (int, float)) and not isinstance(speed, bool) and 0 < speed < 1e6:

@@ -34,14 +34,15 @@ from provision.bmc.power import (
 )
 from provision.bmc.reconcile import BOOT_OVERRIDE, SYSTEM, reconcile_bmcs, reset_action
 from provision.bmc.triage import HostProblem, triage
-from provision.errors import StateError
 from provision.ethernet.triage import SwitchTriage
-from provision.redfish import ClientOptions, RedfishClient, RedfishRequestRejected, RedfishUnsupported, tls_context
+from provision.redfish import ClientOptions, RedfishClient, RedfishRequestRejected, RedfishUnsupported
 from provision.site import Host, Site
 from provision.site.credentials import Login, login
 from provision.site.endpoints import join_host_port
+from provision.site.tls import tls_context
 from provision.state import HostRecord, State, StateStore
-from provision.state.facts import HostFacts, facts_from_inventory, normalise_mac
+from provision.state.facts import HostFacts, facts_from_inventory
+from provision.state.identifiers import nic_mac
 from provision.state.intents import Outcome, open_intents
 from provision.steps.pipeline import HARVEST, POWER, PXE
 from provision.steps.runner import HostFailure, HostResult, Progress, Recording, RunLimits, Step, run_step
@@ -85,7 +86,7 @@ class BmcStep(Step):
         self.options = options or RunOptions()
         tls = site.spec.bmc_tls
         bundle = str((site.directory / tls.ca_bundle).resolve()) if tls.ca_bundle else None
-        self._tls = tls_context(tls.verify, bundle)
+        self._tls = tls_context(tls.verify, bundle, service="BMC")
         self._logins: dict[str, Login] = {}
         self._opening = asyncio.Semaphore(self.options.open_concurrency)
 
@@ -173,9 +174,8 @@ class HarvestStep(BmcStep):
     def claim_pxe_mac(self, hostname: str, mac: str | None) -> None:
         """Record that `hostname` holds `mac`, or fail it (`duplicate_pxe_mac`) if another host does.
         Synchronous, so two hosts of one run cannot both claim a MAC between awaits."""
-        try:
-            mac = normalise_mac("pxe_mac", mac)
-        except StateError:  # none, or not a MAC: the facts' own check refuses it when it is written
+        mac = nic_mac(mac)
+        if mac is None:  # none, or not a MAC: the facts' own check refuses it when it is written
             return
         holder = self._pxe_holder.setdefault(mac, hostname)
         if holder != hostname:

@@ -31,21 +31,13 @@ from provision.errors import BringupError
 from provision.ethernet.rule import MAX_REPORTED, DesignRule, PlatformRule, Position, RoleRule, port_name
 from provision.site.bounded import InputRefused, load_yaml, read_text
 from provision.site.switches import ManagementSwitch
+from provision.state.identifiers import canonical_mac
 
 MAX_DESIGN_BYTES = 8 * 1024 * 1024
-_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 
 
 class EthernetDesignError(BringupError):
     """The Ethernet design file cannot be used."""
-
-
-def normalise_mac(text: str) -> str:
-    """Any of 5087.89a1.de75, 50-87-89-A1-DE-75, 50:87:89:a1:de:75 as 50:87:89:a1:de:75 ('' if not a MAC)."""
-    digits = re.sub(r"[^0-9a-f]", "", text.lower())
-    if len(digits) != 12:
-        return ""
-    return ":".join(digits[i:i + 2] for i in range(0, 12, 2))
 
 
 def normalise_port(text: str) -> str:
@@ -72,8 +64,8 @@ class NicPlacement(_Model):
     def _mac(cls, v: str | None) -> str | None:
         if v is None:
             return None
-        mac = normalise_mac(v)
-        if not _MAC.match(mac):
+        mac = canonical_mac(v)
+        if mac is None:
             raise ValueError(f"{v!r} is not a MAC address")
         return mac
 

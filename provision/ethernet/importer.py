@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from fabric.sheets import SheetRow, read_table
-from provision.ethernet.design import EthernetDesign, EthernetDesignError, design_problems, normalise_mac
+from provision.ethernet.design import EthernetDesign, EthernetDesignError, design_problems
+from provision.state.identifiers import canonical_mac
 
 NIC_FIELDS = ("host", "bmc_switch", "bmc_port", "pxe_switch", "pxe_port", "bmc_mac", "pxe_mac", "bmc_vlan",
               "pxe_vlan")
@@ -42,9 +43,10 @@ def _placement(row: SheetRow, role: str, switches: set[str]) -> tuple[dict[str, 
     out: dict[str, Any] = {"switch": switch, "port": port}
     mac, vlan = f.get(f"{role}_mac", ""), f.get(f"{role}_vlan", "")
     if mac:
-        if not normalise_mac(mac):
+        canonical = canonical_mac(mac)
+        if canonical is None:
             return None, f"{role.upper()} MAC {mac!r} is not a MAC address"
-        out["mac"] = normalise_mac(mac)
+        out["mac"] = canonical
     if vlan:
         if not vlan.isdigit() or not 1 <= int(vlan) <= 4094:
             return None, f"{role.upper()} VLAN {vlan!r} is not 1-4094"

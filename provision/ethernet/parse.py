@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from provision.ethernet.design import normalise_mac, normalise_port
+from provision.ethernet.design import normalise_port
+from provision.state.identifiers import canonical_mac
 
 # platform -> {what: (command, a header line its real output carries)}
 COMMANDS: dict[str, dict[str, tuple[str, str]]] = {
@@ -106,7 +107,7 @@ def parse_macs(platform: str, text: str) -> list[MacEntry]:
     for row in _rows(platform, "macs", text):
         ports = row.get("ports") or row.get("destination_port") or []
         port = str(ports[0] if isinstance(ports, list) and ports else ports)
-        mac = normalise_mac(str(row.get("mac_address", "")))
+        mac = canonical_mac(str(row.get("mac_address", "")))
         vlan = str(row.get("vlan_id", ""))
         if mac and port:
             out.append(MacEntry(mac, int(vlan) if vlan.isdigit() else None, port, normalise_port(port)))
@@ -144,5 +145,5 @@ def parse_lldp(platform: str, text: str) -> list[LldpNeighbour]:
             port_id = str(row.get("neighbor_interface", "")).strip('"')
             description = str(row.get("port_description", "")).strip('"')
             out.append(LldpNeighbour(port, normalise_port(port), name, port_id,
-                                     normalise_mac(str(row.get("chassis_id", ""))), description))
+                                     canonical_mac(str(row.get("chassis_id", ""))) or "", description))
     return out

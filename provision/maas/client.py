@@ -48,6 +48,7 @@ from provision.maas.errors import (
 )
 from provision.maas.machine import MaasMachine, parse_machine
 from provision.site.credentials import Secret
+from provision.state.identifiers import canonical_mac
 from provision.state.peer_json import JsonTooDeep, loads
 from provision.state.secret_values import hold_maas_key
 
@@ -58,10 +59,6 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE"})
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # A region's machine list is ~10 KB a machine: 64 MiB is thousands of machines.
 MAX_BODY_BYTES = 64 * 1024 * 1024
-
-
-def _mac(mac: str) -> str:
-    return mac.lower().replace("-", ":")
 
 
 def multipart(fields: Mapping[str, FormValue]) -> tuple[bytes, str]:
@@ -202,7 +199,7 @@ class MaasClient:
         if hostnames:
             params["hostname"] = list(hostnames)
         if macs:
-            params["mac_address"] = [_mac(m) for m in macs]
+            params["mac_address"] = [canonical_mac(m) or m for m in macs]  # MAAS refuses a non-MAC
         data = await self._request("GET", "machines/", params=params, what="machine list")
         if not isinstance(data, list):
             raise MaasError("MAAS machine list is not a list")
@@ -248,7 +245,7 @@ class MaasClient:
             found = await self.machines(macs=macs)
         except MaasError:
             return None
-        wanted = {_mac(m) for m in macs}
+        wanted = {mac for mac in map(canonical_mac, macs) if mac}
         return next((m for m in found if m.hostname == hostname and wanted & set(m.macs)), None)
 
     async def commission(self, system_id: str) -> MaasMachine:

@@ -7,6 +7,7 @@ from enum import IntEnum
 from typing import Any
 
 from provision.maas.errors import MaasError
+from provision.state.identifiers import canonical_mac
 
 
 class MaasStatus(IntEnum):
@@ -77,8 +78,7 @@ def _text(value: Any, limit: int = MAX_TEXT) -> str:
 
 
 def _mac_of(interface: Any) -> str | None:
-    mac = interface.get("mac_address") if isinstance(interface, dict) else None
-    return str(mac).lower()[:64] if isinstance(mac, str) and mac else None
+    return canonical_mac(interface.get("mac_address")) if isinstance(interface, dict) else None
 
 
 def parse_machine(data: Any) -> MaasMachine:

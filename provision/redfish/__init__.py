@@ -16,7 +16,6 @@ from provision.redfish.errors import (
 )
 from provision.redfish.options import ClientOptions
 from provision.redfish.resource import Resource, odata_id
-from provision.redfish.tls import tls_context
 
 __all__ = [
     "NOT_SERVED",
@@ -34,5 +33,4 @@ __all__ = [
     "RedfishUnsupported",
     "Resource",
     "odata_id",
-    "tls_context",
 ]

@@ -40,9 +40,10 @@ from provision.redfish.errors import (
 )
 from provision.redfish.options import ClientOptions as ClientOptions  # re-exported: tests import it from here
 from provision.redfish.resource import ROOT, Resource, is_expanded, next_page, odata_id, sessions_path
-from provision.redfish.tls import ssl_cause, tls_context
+from provision.redfish.tls import ssl_cause
 from provision.redfish.transport import BmcTransport, MalformedAnswer
 from provision.site.credentials import Login
+from provision.site.tls import tls_context
 
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 
@@ -90,7 +91,7 @@ class RedfishClient:
         # merging, cookies, auth flows, redirects) costs a third of the CPU per request and none of it
         # is wanted here; redirects in particular are refused, not followed.
         if transport is None:
-            context = tls if isinstance(tls, ssl.SSLContext) else tls_context(tls)
+            context = tls if isinstance(tls, ssl.SSLContext) else tls_context(tls, service="BMC")
             transport = BmcTransport(context) if self.options.lean_transport else httpx.AsyncHTTPTransport(
                 verify=context, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
         self._transport: httpx.AsyncBaseTransport = transport

@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 import h11
 import httpx
 
+from provision.site.tls import tls_context
+
 _IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
 _READ_SIZE = 64 * 1024
 _CLOSE_WAIT_S = 0.5  # for the BMC to answer our TLS close_notify; a hung BMC's connection is aborted after
@@ -205,7 +207,7 @@ class BmcTransport(httpx.AsyncBaseTransport):
         scheme, host, port = origin
         tls = self._ssl if scheme == "https" else None
         if scheme == "https" and tls is None:
-            tls = ssl.create_default_context()
+            tls = tls_context(True, service="BMC")
         self.phase = "connecting"
         try:
             async with asyncio.timeout(timeout):

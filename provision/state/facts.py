@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from provision.errors import StateError
+from provision.state.identifiers import canonical_guid, guid_0x, nic_mac
 
 TEXT_FACTS = ("pxe_nic", "serial", "service_tag", "model", "redfish_system_id", "bios_version", "bmc_firmware",
               "maas_system_id")
@@ -25,9 +26,6 @@ FACT_NAMES: tuple[str, ...] = (
     "bmc_firmware", "bmc_mac",
     "maas_system_id", "os_address", "hca_guids",
 )
-_MAC_SEPARATORS = re.compile(r"[:.\-]")
-_HEX12 = re.compile(r"^[0-9a-f]{12}$")
-_HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _TEXT = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
@@ -71,20 +69,19 @@ def _fail(name: str, value: Any, what: str) -> StateError:
 
 
 def normalise_mac(name: str, value: Any) -> str:
-    """`B8:CE:F6:94:F0:B8`, `b8-ce-f6-94-f0-b8`, `b8ce.f694.f0b8` or `B8CEF694F0B8` → `b8:ce:f6:94:f0:b8`."""
-    raw = _MAC_SEPARATORS.sub("", value.strip().lower()) if isinstance(value, str) else ""
-    if not _HEX12.match(raw) or raw == "0" * 12 or int(raw[:2], 16) & 1:
+    """The MAC fact `name` in its stored form (`provision.state.identifiers.nic_mac`)."""
+    mac = nic_mac(value)
+    if mac is None:
         raise _fail(name, value, "a NIC's MAC address (12 hex digits, unicast, not zero)")
-    return ":".join(raw[i : i + 2] for i in range(0, 12, 2))
+    return mac
 
 
 def normalise_guid(name: str, value: Any) -> str:
-    """`0x98039B03009FBE9A`, `98039b03009fbe9a` or `9803:9b03:009f:be9a` → `0x98039b03009fbe9a`."""
-    raw = value.strip().lower() if isinstance(value, str) else ""
-    raw = _MAC_SEPARATORS.sub("", raw.removeprefix("0x"))
-    if not _HEX16.match(raw):
-        raise _fail(name, value, "an InfiniBand GUID (16 hex digits)")
-    return "0x" + raw
+    """A GUID fact in its stored form, `0x` and 16 hex digits (`provision.state.identifiers.canonical_guid`)."""
+    guid = canonical_guid(value)
+    if guid is None:
+        raise _fail(name, value, "an InfiniBand GUID (up to 16 hex digits)")
+    return guid_0x(guid)
 
 
 def normalise_address(name: str, value: Any) -> str:

@@ -27,9 +27,10 @@ from netmiko.linux.linux_ssh import LinuxSSH
 from ntc_templates.parse import parse_output
 from textfsm import TextFSMError
 
-from provision.ethernet.design import EthernetDesign, normalise_mac, normalise_port
+from provision.ethernet.design import EthernetDesign, normalise_port
 from provision.ethernet.parse import COMMANDS, NETMIKO_TYPE, parse_macs
 from provision.ethernet.switches import SwitchView, read_switch
+from provision.state.identifiers import canonical_mac
 from sim.switches import session
 from sim.switches.asbuilt import EthernetFaults
 from sim.switches.harness import running
@@ -151,10 +152,10 @@ def test_ntc_templates_through_netmiko_read_the_facts_the_project_reads(
     design, conns, _ = switches
     platform, conn, view = design.switches[name].platform, conns[name], _project(design, name)
     macs = _stock_rows(conn, COMMANDS[platform]["macs"][0])
-    assert {(normalise_mac(r["mac_address"]), int(r["vlan_id"]), normalise_port(str(r.get("ports") or r["destination_port"][0])))
+    assert {(canonical_mac(r["mac_address"]), int(r["vlan_id"]), normalise_port(str(r.get("ports") or r["destination_port"][0])))
             for r in macs} == {(m.mac, m.vlan, m.key) for m in view.macs}
     lldp = _stock_rows(conn, COMMANDS[platform]["lldp"][0])
-    assert {(normalise_port(r["local_interface"]), r["neighbor_name"], r["neighbor_interface"], normalise_mac(r["chassis_id"]))
+    assert {(normalise_port(r["local_interface"]), r["neighbor_name"], r["neighbor_interface"], (canonical_mac(r["chassis_id"]) or ""))
             for r in lldp} == {(n.key, n.name, n.port_id, n.chassis) for p in view.lldp.values() for n in p}
     if platform == "arista_eos":
         ports = _stock_rows(conn, COMMANDS[platform]["ports"][0])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.ethernet.design import normalise_mac, normalise_port
+from provision.ethernet.design import normalise_port
 from provision.ethernet.parse import (
     COMMANDS,
     UnknownFormat,
@@ -16,6 +16,7 @@ from provision.ethernet.parse import (
     parse_macs,
     parse_ports,
 )
+from provision.state.identifiers import canonical_mac
 from sim.switches.model import SimPort, SimSwitch
 from sim.switches.render import answer
 
@@ -77,7 +78,7 @@ def test_an_answer_without_the_table_header_is_an_unknown_format_not_an_empty_ta
 
 
 def test_macs_and_ports_compare_in_one_spelling() -> None:
-    assert normalise_mac("5087.89A1.DE75") == normalise_mac("50-87-89-a1-de-75") == "50:87:89:a1:de:75"
+    assert canonical_mac("5087.89A1.DE75") == canonical_mac("50-87-89-a1-de-75") == "50:87:89:a1:de:75"
     assert normalise_port("Ethernet1/26") == normalise_port("Eth1/26") == "eth1/26" and normalise_port("Et7") == "eth7"
 
 

@@ -73,6 +73,7 @@ def test_a_garbled_record_is_a_maas_error(fields: dict[str, Any]) -> None:
 
 
 def test_interfaces_that_are_not_objects_are_skipped() -> None:
-    machine = parse_machine(_record(interface_set=[1, "x", None, {"mac_address": 7}, {"mac_address": "aa:bb"}],
-                                    boot_interface="eth0"))
-    assert machine.macs == ("aa:bb",) and machine.boot_mac is None
+    # "aa:bb" is no MAC: MAAS's MACs are read with the one MAC contract (provision/state/identifiers.py)
+    machine = parse_machine(_record(interface_set=[1, "x", None, {"mac_address": 7}, {"mac_address": "aa:bb"},
+                                                   {"mac_address": "AA-BB-CC-DD-EE-01"}], boot_interface="eth0"))
+    assert machine.macs == ("aa:bb:cc:dd:ee:01",) and machine.boot_mac is None

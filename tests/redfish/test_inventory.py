@@ -15,7 +15,6 @@ from provision.bmc.inventory import (
     Nic,
     PxeDevice,
     choose_pxe_nic,
-    normalize_mac,
     parse_bios_pxe,
     parse_ethernet_interface,
     parse_network_device_function,
@@ -143,23 +142,6 @@ def test_a_non_dell_system_has_no_service_tag_and_its_nics_parse() -> None:
     assert system.service_tag is None and system.serial
     nic = parse_ethernet_interface(json.loads((d / "_redfish_v1_Systems_1_EthernetInterfaces_77.json").read_text()))
     assert nic.mac is not None and nic.id == "77"
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ("B8:CE:F6:94:F0:B8", "b8:ce:f6:94:f0:b8"),
-        ("b8-ce-f6-94-f0-b8", "b8:ce:f6:94:f0:b8"),
-        ("B8CEF694F0B8", "b8:ce:f6:94:f0:b8"),
-        ("00:00:00:00:00:00", None),
-        ("01:00:5e:00:00:01", None),  # multicast
-        ("not a mac", None),
-        (None, None),
-        (1234, None),
-    ],
-)
-def test_mac_normalisation(raw: Any, expected: str | None) -> None:
-    assert normalize_mac(raw) == expected
 
 
 def nic(fqdd: str, mac: str | None = "02:00:00:00:00:01", link: str | None = "LinkUp") -> Nic:
