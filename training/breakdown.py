@@ -7,8 +7,8 @@ Collective time: on NCCL, the process group's completion hook reports each colle
 (`TORCH_NCCL_ENABLE_TIMING=1`, set before the group is made); on gloo, the time the calling thread spends
 in `Work.wait()` (every blocking collective and every wait on an asynchronous one goes through it).
 
-Fault injection for drills and tests (`TRAINING_INJECT`, first attempt only, ';'-separated; RANK `*` is
-every rank; honoured only for fault injection, never set by the launcher):
+Slowdowns injected for drills and tests (`--inject`, or `TRAINING_INJECT` read at the edge,
+training/job_config.py; first attempt only, ';'-separated; RANK `*` is every rank; never set by the launcher):
 `compute:RANK:FACTOR` (that rank's busy time FACTOR x), `comm:RANK:FRACTION` (gloo: its waits
 FRACTION longer), `stall:RANK:PROB:SECONDS` (a stall of SECONDS on a random PROB of its steps, from a
 generator seeded by the rank: the same steps every run), `ckpt:RANK:SECONDS` (every checkpoint blocks
@@ -17,14 +17,14 @@ collector frees, and a per-step cost that grows with the uncollected ones: each 
 weak references to them, as a hook list or an allocator's block list would grow; with the GC controller
 collecting every `--gc-every` steps the registry stays small, with `--gc-every 0` it grows without end).
 
-`TRAINING_HOST` may hold `{local_rank}` (e.g. `gpu-0{local_rank}`): one machine standing in for one host
-per rank (tests, drills); the launcher sets a plain name per host.
+The host name (`--host-name`, or `TRAINING_HOST` read at the edge) may hold `{local_rank}` (e.g.
+`gpu-0{local_rank}`): one machine standing in for one host per rank (tests, drills); the launcher sets a
+plain name per host.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import statistics
@@ -117,11 +117,9 @@ class Injection:
     uncollected: weakref.WeakSet[_Garbage] = field(default_factory=weakref.WeakSet)
 
     @classmethod
-    def from_env(cls, rank: int, spec: str | None = None) -> Injection:
-        spec = os.environ.get("TRAINING_INJECT", "") if spec is None else spec
+    def parse(cls, spec: str, rank: int) -> Injection:
+        """What `spec` injects on `rank` (the caller passes "" after the first attempt)."""
         inj = cls(rng=random.Random(1000 + rank))
-        if os.environ.get("TRAINING_ATTEMPT", "0") != "0":
-            return inj
         for item in filter(None, spec.split(";")):
             kind, r, *values = item.split(":")
             if r != "*" and int(r) != rank:
@@ -137,7 +135,7 @@ class Injection:
             elif kind == "garbage":
                 inj.garbage = int(values[0])
             else:
-                raise ValueError(f"TRAINING_INJECT: unknown kind {kind!r} in {item!r}")
+                raise ValueError(f"inject: unknown kind {kind!r} in {item!r}")
         return inj
 
     def delay(self, last_busy_s: float) -> float:
@@ -216,9 +214,8 @@ class StepBreakdown:
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world = dist.get_world_size() if dist.is_initialized() else 1
         self.device = device
-        self.host = host or os.environ.get("TRAINING_HOST", "").replace(
-            "{local_rank}", os.environ.get("LOCAL_RANK", "0")) or socket.gethostname()
-        self.inject = inject or Injection.from_env(self.rank)
+        self.host = host or socket.gethostname()
+        self.inject = inject or Injection()
         self.clock = CommClock()
         self.clock.stretch = self.inject.comm_stretch
         if every > 0:

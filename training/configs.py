@@ -137,6 +137,9 @@ class TrainConfig:
     # DeepSpeed bucket sizes: "hidden" = Hugging Face's "auto" rules (reduce h², prefetch 0.9·h²);
     # "layer" = one decoder layer's parameters, so the next layer is fetched whole while this one computes.
     zero3_buckets: str = "layer"
+    # FSDP2 on CUDA: "compute" = gradient buffers from the compute stream's pool (training/engines/fsdp.py);
+    # "reduce-scatter" = FSDP2's own, for comparison.
+    grad_pool: str = "compute"
     document_mask: bool = False  # True: attention within each document; False: positions reset only
     document_mask_kernel: str = "flex"  # flex: flex_attention block mask (no S x S tensor); dense: SDPA + [B,1,S,S]
     loss_chunk_tokens: int = 4096
@@ -154,6 +157,8 @@ class TrainConfig:
             raise ValueError(f"activation_checkpoint must be one of {ACTIVATION_CHECKPOINT_MODES}")
         if self.zero3_buckets not in ("hidden", "layer"):
             raise ValueError("zero3_buckets is hidden or layer")
+        if self.grad_pool not in ("compute", "reduce-scatter"):
+            raise ValueError("grad_pool is compute or reduce-scatter")
         if self.deepspeed_optimizer not in ("torch", "fused"):
             raise ValueError("deepspeed_optimizer is torch or fused")
         if self.document_mask_kernel not in ("flex", "dense"):

@@ -11,13 +11,13 @@ is dealt out again to the new ranks (`training.data.reshard_states`), so the glo
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from training.configs import ModelConfig, TrainConfig
 from training.data import Batch, LoaderState, PackedLoader, SyntheticLoader
+from training.job_config import DataConfig
 from training.prepared import PreparedLoader, ZerosLoader, zeros_data
 from training.tokenizer import load_tokenizer
 
@@ -67,21 +67,21 @@ def plan_data(saved: Sequence[LoaderState], world: int, rank: int, keep_batch: b
     return DataResume(reshard=logical)
 
 
-def open_source(args: argparse.Namespace, mcfg: ModelConfig, tcfg: TrainConfig, state: LoaderState | None,
+def open_source(data: DataConfig, mcfg: ModelConfig, tcfg: TrainConfig, state: LoaderState | None,
                 rank: int, world: int, start_step: int, files: Sequence[Path], prepared: Path | None) -> Source:
     """The batches of one data stream: rank `rank` of `world` from `state` (None: from the start)."""
-    if args.synthetic:
+    if data.synthetic:
         return iter(SyntheticLoader(mcfg.vocab_size, tcfg.seq_len, tcfg.micro_batch, tcfg.seed + start_step, rank))
-    if zeros_data(args.data):
+    if zeros_data(data.paths):
         return iter(ZerosLoader(tcfg.seq_len, tcfg.micro_batch, rank))
-    split = bool(args.split_documents)
+    split = data.split_documents
     if prepared is not None:
         return iter(PreparedLoader.fresh_prepared(prepared, tcfg.seq_len, tcfg.micro_batch, rank, world, tcfg.seed,
                                                   split) if state is None else
                     PreparedLoader(prepared, tcfg.seq_len, tcfg.micro_batch, state, split))
-    if not files or args.tokenizer is None:
+    if not files or data.tokenizer is None:
         raise ValueError("--data and --tokenizer are required unless --synthetic")
-    tok = load_tokenizer(args.tokenizer)
+    tok = load_tokenizer(data.tokenizer)
     if tok.get_vocab_size() > mcfg.vocab_size:
         raise ValueError(f"tokenizer vocabulary {tok.get_vocab_size()} > model's {mcfg.vocab_size}")
     if state is None:

@@ -51,8 +51,15 @@ UNUSABLE_GIB = 1.3
 MEMORY_FLAGS = ("micro_batch", "grad_accum", "activation_checkpoint", "ac_layers", "reshard_after_forward")
 
 
-class PlanError(RuntimeError):
+class FitPlanError(RuntimeError):
     """The settings do not fit the GPU; the message carries the plan and what would fit."""
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    auto_fit: bool = False
+    gpu_mem_gib: float | None = None  # None: what CUDA reports (no check on CPU)
+    explicit: frozenset[str] = frozenset()  # the MEMORY_FLAGS given on the command line
 
 
 @dataclass(frozen=True)
@@ -152,7 +159,7 @@ def _line(b: Budget) -> str:
 
 def decide(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: TrainConfig, auto: bool,
            explicit: set[str]) -> FitDecision:
-    """What the job runs, or PlanError. Settings given on the command line are run as given when
+    """What the job runs, or FitPlanError. Settings given on the command line are run as given when
     they fit, and stop the job when the plan is over the GPU's memory; the model's defaults that do
     not fit (with the margin) are replaced by the auto-fit choice."""
     b = budget_of(m, engine, world, gpu_mem_gib, t)
@@ -169,7 +176,7 @@ def decide(m: ModelConfig, engine: str, world: int, gpu_mem_gib: float, t: Train
     hint = (f"settings that fit {world} GPU(s): {describe(best)}" if best is not None else
             f"nothing fits {world} GPU(s) of {gpu_mem_gib:.1f} GiB; fewest GPUs with full checkpointing, one "
             f"sequence each: {min_gpus(m, engine, gpu_mem_gib, t.seq_len)}")
-    raise PlanError(f"{m.name} on {world} x {gpu_mem_gib:.1f} GiB ({engine}) with {describe(t)}: {_line(b)}, "
+    raise FitPlanError(f"{m.name} on {world} x {gpu_mem_gib:.1f} GiB ({engine}) with {describe(t)}: {_line(b)}, "
                     f"over the GPU's memory. {hint} (or pass --auto-fit 1)")
 
 
@@ -181,29 +188,28 @@ def device_mem_gib(device: object) -> float | None:
     return float(torch.cuda.get_device_properties(device).total_memory) / GIB
 
 
-def apply_fit(args: argparse.Namespace, m: ModelConfig, t: TrainConfig, world: int,
+def apply_fit(fit: FitConfig, engine: str, m: ModelConfig, t: TrainConfig, world: int,
               device: object) -> FitDecision | None:
     """The decision for this run (None when there is no GPU memory to plan for: CPU without --gpu-mem)."""
-    mem = args.gpu_mem if getattr(args, "gpu_mem", None) is not None else device_mem_gib(device)
+    mem = fit.gpu_mem_gib if fit.gpu_mem_gib is not None else device_mem_gib(device)
     if mem is None:
         return None
-    explicit = {name for name in MEMORY_FLAGS if getattr(args, name, None) is not None}
-    return decide(m, args.engine, world, mem, t, bool(getattr(args, "auto_fit", 0)), explicit)
+    return decide(m, engine, world, mem, t, fit.auto_fit, set(fit.explicit))
 
 
-def plan_before_start(args: argparse.Namespace, m: ModelConfig, t: TrainConfig, world: int, device: object,
-                      metrics: MetricsWriter, rank: int) -> TrainConfig | None:
-    """The settings this rank runs, or None when the plan stops the job; the decision is logged
+def plan_before_start(fit: FitConfig, engine: str, m: ModelConfig, t: TrainConfig, world: int, device: object,
+                      metrics: MetricsWriter, rank: int) -> TrainConfig:
+    """The settings this rank runs, or FitPlanError when the plan stops the job; the decision is logged
     and recorded as a `plan` event on every rank."""
     try:
-        fit = apply_fit(args, m, t, world, device)
-    except PlanError as e:
+        decision = apply_fit(fit, engine, m, t, world, device)
+    except FitPlanError as e:
         metrics.event("plan", action="stopped", message=str(e))
         log(f"rank {rank}: {e}")
-        return None
-    if fit is None:
+        raise
+    if decision is None:
         return t
-    metrics.event("plan", action=fit.action, message=fit.message, plan=asdict(fit.budget))
+    metrics.event("plan", action=decision.action, message=decision.message, plan=asdict(decision.budget))
     if rank == 0:
-        log(fit.message)
-    return fit.train
+        log(decision.message)
+    return decision.train

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from training.configs import TrainConfig
 from training.data import Batch
 from training.hf import hf_config, model_config_from_hf
-from training.train import build_engine
+from training.trainer import build_engine
 
 
 def logits(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:

@@ -105,14 +105,14 @@ def test_compiled_pointwise_functions_give_the_eager_loss_and_gradients() -> Non
         assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-5), name
 
 
-def test_gradient_pool_is_left_to_fsdp_on_cpu_and_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gradient_pool_is_left_to_fsdp_on_cpu_and_when_switched_off() -> None:
     """The compute-stream gradient pool (engines/fsdp.py) is a CUDA allocator matter: on CPU, and with
-    TRAINING_GRAD_POOL=reduce-scatter, FSDP2's own reduce-scatter stays; its buffers on CPU are plain."""
+    --grad-pool reduce-scatter (TRAINING_GRAD_POOL), FSDP2's own reduce-scatter stays; its buffers on CPU
+    are plain."""
     from training.engines.fsdp import ComputeStreamReduceScatter, grads_from_compute_stream
 
     assert not grads_from_compute_stream([], torch.device("cpu"))
-    monkeypatch.setenv("TRAINING_GRAD_POOL", "reduce-scatter")
-    assert not grads_from_compute_stream([], torch.device("cuda", 0))
+    assert not grads_from_compute_stream([], torch.device("cuda", 0), pool="reduce-scatter")
     buf = ComputeStreamReduceScatter.allocate(object.__new__(ComputeStreamReduceScatter), (6,), dtype=torch.float32,
                                               device=torch.device("cpu"))
     assert buf.shape == (6,) and buf.dtype == torch.float32

@@ -17,7 +17,7 @@ from tests.training.conftest import FIXTURES, REPO
 from training.configs import model_config, recommended_train
 from training.fit import (
     UNUSABLE_GIB,
-    PlanError,
+    FitPlanError,
     auto_fit,
     budget_of,
     decide,
@@ -61,7 +61,7 @@ def test_the_issues_8b_setting_stops_the_job_and_names_settings_that_fit() -> No
     m = model_config("llama3_8b")
     t = replace(recommended_train("llama3_8b"), micro_batch=2, grad_accum=1, activation_checkpoint="full")
     assert not t.reshard_after_forward
-    with pytest.raises(PlanError, match=r"over the GPU's memory.*settings that fit 1 GPU.*--reshard-after-forward 1"):
+    with pytest.raises(FitPlanError, match=r"over the GPU's memory.*settings that fit 1 GPU.*--reshard-after-forward 1"):
         decide(m, "fsdp", 1, H200, t, auto=False, explicit={"micro_batch", "activation_checkpoint"})
 
 
@@ -85,7 +85,7 @@ def test_auto_fit_takes_no_checkpointing_when_memory_allows_and_the_cheapest_oth
 
 def test_nothing_fits_names_the_fewest_gpus() -> None:
     t = replace(recommended_train("llama3_70b"), micro_batch=1, grad_accum=1)
-    with pytest.raises(PlanError, match=r"nothing fits 1 GPU.*fewest GPUs"):
+    with pytest.raises(FitPlanError, match=r"nothing fits 1 GPU.*fewest GPUs"):
         decide(model_config("llama3_70b"), "fsdp", 1, H200, t, auto=True, explicit=set())
 
 

@@ -1,10 +1,11 @@
 """The job's watch, in every rank: the per-rank breakdown around each step and, on rank 0, the diagnosis
-over the instant-MFU series after each gather. Settings from the environment the launcher passes:
+over the instant-MFU series after each gather. Settings from the job's `ObserveConfig` (training/job_config.py;
+each a flag whose fallback is the environment variable the launcher may pass):
 
-- `TRAINING_BREAKDOWN_EVERY` (default 50): steps per gather (0: off).
-- `TRAINING_EXPECTED_MFU`: the site's expected MFU for this model and host class (GPU runs).
-- `TRAINING_EXPECTED_STORE` (default RUN/../expected_steps.json): what healthy runs learnt.
-- `TRAINING_HOST_CLASS` (default `default`): the key of the host class in that store.
+- `breakdown_every` (`TRAINING_BREAKDOWN_EVERY`, default 50): steps per gather (0: off).
+- `expected_mfu` (`TRAINING_EXPECTED_MFU`): the site's expected MFU for this model and host class (GPU runs).
+- `expected_store` (`TRAINING_EXPECTED_STORE`, default RUN/../expected_steps.json): what healthy runs learnt.
+- `host_class` (`TRAINING_HOST_CLASS`, default `default`): the key of the host class in that store.
 - `RUN/evidence.json` (written by the supervisor, read on each diagnosis): the job hosts' failing health
   checks and the HCA port counters that rose, `{"health": {host: {check: reason}}, "port_counters": ...}`.
 """
@@ -12,17 +13,17 @@ over the instant-MFU series after each gather. Settings from the environment the
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
-from training.breakdown import StepBreakdown, Window, describe
+from training.breakdown import Injection, StepBreakdown, Window, describe
 from training.diagnosis.classify import Anomaly, Evidence, Expected, RankView, Sample, classify
 from training.diagnosis.expected import LearnedStore, key, step_from_mfu
 from training.diagnosis.report import AnomalySink
+from training.job_config import ObserveConfig
 
 HISTORY = 2000  # steps the diagnosis looks back over
 MAX_EVIDENCE_BYTES = 4 << 20
@@ -43,10 +44,10 @@ def read_evidence(run_dir: Path) -> Evidence:
 
 
 class JobWatch:
-    def __init__(self, run_dir: Path, device: torch.device, job: str, prom_dir: Path | None, model_key: str,
+    def __init__(self, run_dir: Path, breakdown: StepBreakdown, job: str, prom_dir: Path | None, model_key: str,
                  checkpoint_every: int, expected: Expected | None, store: LearnedStore) -> None:
         self.run_dir, self.checkpoint_every = run_dir, checkpoint_every
-        self.breakdown = StepBreakdown(int(os.environ.get("TRAINING_BREAKDOWN_EVERY", "50")), run_dir, device)
+        self.breakdown = breakdown
         self.rank = self.breakdown.rank
         self.key, self.store = model_key, store
         self.expected = expected or store.get(model_key)
@@ -57,23 +58,23 @@ class JobWatch:
         self._last: tuple[int, float] | None = None
 
     @classmethod
-    def for_run(cls, run_dir: Path, device: torch.device, job: str, prom_dir: Path | None, model: str,
-                engine: str, world: int, checkpoint_every: int, tokens_per_step: int, flops_per_token: float,
-                peak_tflops: float | None) -> JobWatch:
-        host_class = os.environ.get("TRAINING_HOST_CLASS", "default")
-        store = LearnedStore(Path(os.environ.get("TRAINING_EXPECTED_STORE", run_dir.parent / "expected_steps.json")))
-        mfu = os.environ.get("TRAINING_EXPECTED_MFU")
-        expected = step_from_mfu(float(mfu), tokens_per_step, flops_per_token, peak_tflops) \
+    def for_run(cls, run_dir: Path, device: torch.device, observe: ObserveConfig, model: str, engine: str,
+                world: int, checkpoint_every: int, tokens_per_step: int, flops_per_token: float,
+                peak_tflops: float | None, inject: Injection) -> JobWatch:
+        store = LearnedStore(observe.expected_store or run_dir.parent / "expected_steps.json")
+        mfu = observe.expected_mfu
+        expected = step_from_mfu(mfu, tokens_per_step, flops_per_token, peak_tflops) \
             if mfu and peak_tflops else None
-        return cls(run_dir, device, job, prom_dir, key(model, engine, host_class, world), checkpoint_every,
-                   expected, store)
+        breakdown = StepBreakdown(observe.breakdown_every, run_dir, device, observe.host_name or None, inject)
+        return cls(run_dir, breakdown, observe.job_name, observe.prom_dir,
+                   key(model, engine, observe.host_class, world), checkpoint_every, expected, store)
 
     def begin(self, step: int, saving: bool = False) -> None:
         """`saving`: the previous step overlapped an asynchronous checkpoint write (its sample is labelled
         a checkpoint step, as the one that started the save)."""
         prev_ckpt = self._last is not None and self.checkpoint_every > 0 and self._last[0] % self.checkpoint_every == 0
         if prev_ckpt and self.breakdown.inject.ckpt_s:
-            time.sleep(self.breakdown.inject.ckpt_s)  # TRAINING_INJECT ckpt: the checkpoint blocked longer
+            time.sleep(self.breakdown.inject.ckpt_s)  # injected ckpt: the checkpoint blocked longer
         now = time.perf_counter()
         if self._last is not None and self.rank == 0:
             prev, t = self._last

@@ -9,13 +9,12 @@ on its reduce-scatter stream, and the caching allocator never hands one stream's
 another. The activations freed during backward (compute stream) then cannot hold the gradients
 arriving at the same time (reduce-scatter stream), so each stream keeps its own high-water mark: on
 one H200 the 8B with 20 of 32 layers kept reserved 138.5 GiB for a 123.6 GiB peak and retried
-cudaMalloc twice a step (training/PERFORMANCE.md). `TRAINING_GRAD_POOL=reduce-scatter` keeps FSDP2's
+cudaMalloc twice a step (training/PERFORMANCE.md). `--grad-pool reduce-scatter` (TrainConfig.grad_pool) keeps FSDP2's
 own allocation (for comparison).
 """
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -55,9 +54,10 @@ class ComputeStreamReduceScatter(DefaultReduceScatter):
         return t
 
 
-def grads_from_compute_stream(modules: list[torch.nn.Module], device: torch.device) -> bool:
-    """Install `ComputeStreamReduceScatter` on every FSDP module (CUDA only; see the module's doc)."""
-    if device.type != "cuda" or os.environ.get("TRAINING_GRAD_POOL", "compute") != "compute":
+def grads_from_compute_stream(modules: list[torch.nn.Module], device: torch.device, pool: str = "compute") -> bool:
+    """Install `ComputeStreamReduceScatter` on every FSDP module (CUDA and `pool` "compute" only; see the
+    module's doc)."""
+    if device.type != "cuda" or pool != "compute":
         return False
     comm = ComputeStreamReduceScatter(torch.cuda.current_stream(device))
     for module in modules:
@@ -89,7 +89,7 @@ class FsdpEngine:
                         offload_policy=offload)
         fully_shard(model, mp_policy=mp, reshard_after_forward=False, offload_policy=offload)
         if not tcfg.cpu_offload:
-            grads_from_compute_stream([*layers, model], device)
+            grads_from_compute_stream([*layers, model], device, tcfg.grad_pool)
         # Explicit prefetch: the next layer's all-gather is issued before this layer computes.
         for i, layer in enumerate(layers):
             assert isinstance(layer, FSDPModule)
