@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fabric.baseline import design_from_topology
+from fabric.captures import read_capture_bytes
 from fabric.design import Design, Location, load_design
 from fabric.design_csv import import_cabling_sheet
 from fabric.errors import FabricError, ParseError
@@ -18,7 +19,6 @@ from fabric.identify import Identification, identify
 from fabric.parsers import parse_any, parse_ufm_links
 from fabric.topology import Topology, merge
 from fabric.validate import Report, validate
-from provision.site.bounded import MAX_CAPTURE_BYTES, InputRefused, read_bytes
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def read_text(path: Path) -> str:
-    try:
-        data = read_bytes(path, limit=MAX_CAPTURE_BYTES, what="capture")
-    except InputRefused as e:
-        raise FabricError(str(e)) from None
-    except OSError as e:
-        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
+    data = read_capture_bytes(path)
     if b"\x00" in data[:65536]:
         raise ParseError(str(path), None, "binary data: expected the text output of an InfiniBand tool")
     return data.decode("utf-8", errors="replace")

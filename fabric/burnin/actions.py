@@ -16,6 +16,7 @@ from fabric.burnin.history import History, LinkRow
 from fabric.burnin.judge import NOT_COVERED, SLOWED, Judgement, judge
 from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
 from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, retry_for, site_hosts
+from fabric.captures import read_capture
 from fabric.errors import FabricError
 from provision.errors import BringupError
 from provision.site import load_site
@@ -94,8 +95,8 @@ def gpu_pairing(site: Site) -> Callable[[str, str], int | None]:
 
 def load_plan(path: Path) -> dict[str, Any]:
     try:
-        plan = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        plan = json.loads(read_capture(path, "burn-in plan"))
+    except ValueError as exc:
         raise FabricError(f"{path}: not a burn-in plan ({exc})") from None
     if not isinstance(plan, dict) or not isinstance(plan.get("stages"), list):
         raise FabricError(f"{path}: not a burn-in plan (no stages): write one with `fabric burnin plan --json`")

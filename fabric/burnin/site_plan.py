@@ -24,6 +24,7 @@ from fabric.burnin.plan import make_plan, retry_stages
 from fabric.burnin.rates import line_rate_gbps
 from fabric.burnin.render import flow_json, plan_json
 from fabric.burnin.routes import Hca, build_routing
+from fabric.captures import read_capture, read_capture_bytes
 from fabric.design import Design, load_design
 from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description
@@ -64,23 +65,14 @@ def design_line_rate(design: Design | None, site: Site) -> float:
 def read_fabric(site: Site, discovered: Path | None, routing: str, timeout_s: float) -> SiteFabric:
     tools = IbTools.for_site(site.path)
     if discovered is not None:
-        top = parse_ibnetdiscover(_read(discovered), str(discovered))
+        top = parse_ibnetdiscover(read_capture(discovered, "--discovered"), str(discovered))
     else:
         top = tools.discover(site.path, timeout_s)
     if routing == "live":
         return SiteFabric(top, tools.dump_lfts(timeout_s), "dump_lfts (live)")
-    try:
-        lfts = Path(routing).read_bytes()
-    except OSError as e:
-        raise FabricError(f"{routing}: cannot read: {e.strerror or e}") from None
-    return SiteFabric(top, lfts, routing)
+    return SiteFabric(top, read_capture_bytes(Path(routing), "--routing"), routing)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 def ledger_out_of_service(store: StateStore) -> dict[End, str]:

@@ -17,13 +17,14 @@ from typing import Annotated
 
 import typer
 
+from fabric.captures import read_capture
 from fabric.design import load_design
 from fabric.errors import FabricError
 from fabric.findings import Finding
 from fabric.parsers.iblinkinfo import parse_iblinkinfo
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import CounterSweep, parse_counters
-from fabric.ports.inputs import burnin_evidence, parse_duration, parse_now, read_capture, read_events, zone
+from fabric.ports.inputs import burnin_evidence, parse_duration, parse_now, read_events, zone
 from fabric.ports.linkstate import findings_from_iblinkinfo
 from fabric.ports.plan import plan_ports
 from fabric.ports.render import plan_text, plan_to_dict

@@ -4,6 +4,7 @@ event files (event.log, its syslog form, or REST JSON) and burn-in judgements, e
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator
@@ -11,10 +12,10 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from fabric.captures import read_capture
 from fabric.errors import FabricError
 from fabric.ports.evidence import Evidence
 from fabric.ufm.events import Rejected, UfmEvent, iter_event_log, parse_rest_events
-from provision.site.bounded import MAX_CAPTURE_BYTES, InputRefused, read_bytes
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -41,15 +42,6 @@ def parse_now(text: str | None) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def read_capture(path: Path, what: str) -> str:
-    try:
-        return read_bytes(path, limit=MAX_CAPTURE_BYTES, what=what).decode("utf-8", errors="replace")
-    except InputRefused as e:
-        raise PortsInputError(str(e)) from None
-    except OSError as e:
-        raise PortsInputError(f"{what} {path}: {e.strerror or e}") from None
-
-
 def zone(name: str) -> tzinfo:
     try:
         return ZoneInfo(name)
@@ -59,20 +51,13 @@ def zone(name: str) -> tzinfo:
 
 def read_events(paths: list[Path], tz: tzinfo) -> Iterator[UfmEvent | Rejected]:
     for path in paths:
-        try:
-            with path.open(errors="replace") as f:
-                head = f.read(1)
-                while head.isspace():
-                    head = f.read(1)
-                f.seek(0)
-                if head in ("[", "{"):
-                    log = parse_rest_events(f.read(), str(path), tz)
-                    yield from log.rejected
-                    yield from log.events
-                else:
-                    yield from iter_event_log(f, str(path), tz)
-        except OSError as e:
-            raise PortsInputError(f"--events {path}: {e.strerror or e}") from None
+        text = read_capture(path, "--events")
+        if text.lstrip()[:1] in ("[", "{"):
+            log = parse_rest_events(text, str(path), tz)
+            yield from log.rejected
+            yield from log.events
+        else:  # read as a file is: universal newlines
+            yield from iter_event_log(io.StringIO(text, newline=None), str(path), tz)
 
 
 def burnin_evidence(paths: list[Path]) -> list[Evidence]:
