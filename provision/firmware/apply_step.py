@@ -22,10 +22,11 @@ from typing import Any
 from provision.bmc.harvest import find_system
 from provision.bmc.power import PowerAction, power
 from provision.bmc.steps import BmcStep, RunOptions, base_url
-from provision.firmware.bios import BiosState
+from provision.firmware.bios import BiosState, pending
 from provision.firmware.drift import Judgement, bios_drift, judge
 from provision.firmware.images import ImageError, ImageServer, verify_image
 from provision.firmware.inventory_step import drift_failure, reentry
+from provision.firmware.jobs import bios_job, staged_for
 from provision.firmware.plan import HostPlan, RolloutPlan, Update
 from provision.firmware.read import HostFirmware, read_firmware
 from provision.firmware.reasons import BASELINE_REASONS
@@ -33,6 +34,7 @@ from provision.firmware.table import FirmwareRow, write_rows
 from provision.firmware.tasks import push_update, simple_update, wait_for_bmc
 from provision.redfish import RedfishClient, RedfishRequestRejected, RedfishUnsupported
 from provision.site import Host, Site
+from provision.site.firmware import WINDOWED
 from provision.state import State, StateStore
 from provision.state.intents import Ask, Outcome, begin_in, close
 from provision.steps.pipeline import BIOS_APPLY, FIRMWARE_APPLY
@@ -144,9 +146,16 @@ class FirmwareApplyStep(ApplyStep):
         MultipartHttpPushUri (read and checked against the pin just before it is sent)."""
         own = update.kind == "bmc"
         timeout_s, poll_s = self.rollout.task_timeout_s, self.rollout.poll_s
+        mine = [c for c in found.components or () if c.key in update.components]
+        staged = None if own else staged_for(found.jobs, [c.name for c in mine])
+        if staged is not None:  # a dead run's update the BMC holds for the next reboot: not sent again
+            return {**update.as_json(), "via": "staged", "job": staged.id, "job_state": staged.state}
+        targets = tuple(c.path for c in mine) if update.targeted else ()
         if found.simple_update is not None and self.images is not None:
             url = self.urls[update.image.file]
-            end = await simple_update(bmc, found.simple_update, url, timeout_s=timeout_s, poll_s=poll_s, own=own)
+            end = await simple_update(bmc, found.simple_update, url, timeout_s=timeout_s, poll_s=poll_s, own=own,
+                                      targets=targets,
+                                      hpe_service=found.update_service if found.hpe_progress else None)
             if self.images.served_ok(url) is False:
                 raise HostFailure("firmware_image_mismatch", f"the bytes served for {update.image.file} were not "
                                   "the pinned image (the file changed on disk)", {"image": update.image.file})
@@ -165,7 +174,7 @@ class FirmwareApplyStep(ApplyStep):
             raise HostFailure("firmware_image_mismatch", f"{update.image.file} changed on disk while it was read",
                               {"image": update.image.file})
         end = await push_update(bmc, found.multipart_push, path.name, image, timeout_s=timeout_s, poll_s=poll_s,
-                                own=own)
+                                own=own, targets=targets)
         return {**update.as_json(), "via": "MultipartHttpPushUri", **end.as_json()}
 
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
@@ -213,12 +222,62 @@ class FirmwareApplyStep(ApplyStep):
 class BiosApplyStep(ApplyStep):
     spec = BIOS_APPLY
 
-    @staticmethod
-    def apply_time(bios: BiosState) -> str | None:
-        """OnReset where the BMC lists it (or lists nothing); Immediate only where that is all it offers."""
+    def apply_time(self, bios: BiosState) -> str | None:
+        """The site's `firmware_rollout.bios_apply_time` where the BMC lists it (or lists none); without one, OnReset
+        where the BMC lists it (or lists nothing), Immediate only where that is all it offers. A time the BMC does not
+        list is refused here, before any PATCH: the BMC would answer 400."""
+        asked = self.rollout.bios_apply_time
+        if asked is not None:
+            if bios.apply_times and asked not in bios.apply_times:
+                raise HostFailure("bios_setting_refused", f"the site asks ApplyTime {asked}; the BMC's Bios lists "
+                                  f"only {', '.join(bios.apply_times)}", {"apply_times": list(bios.apply_times)})
+            return asked
         if not bios.apply_times or "OnReset" in bios.apply_times:
             return "OnReset" if bios.apply_times else None
         return "Immediate" if "Immediate" in bios.apply_times else bios.apply_times[0]
+
+    def annotation(self, when: str) -> dict[str, Any]:
+        """`@Redfish.SettingsApplyTime` (DMTF Settings v1_4 PreferredApplyTime), the site's window where it is one."""
+        out: dict[str, Any] = {"ApplyTime": when}
+        window = self.rollout.maintenance_window
+        if when in WINDOWED and window is not None:
+            out["MaintenanceWindowStartTime"] = window.start.isoformat()
+            out["MaintenanceWindowDurationInSeconds"] = window.duration_s
+        return out
+
+    def when_done(self, when: str | None, now: float | None = None) -> str:
+        """What ends the change: `reboot` (ours), `bmc` (the BMC resets the host itself: Immediate, or the window
+        has started), `scheduled` (the window is ahead: the next inventory after it sees the change)."""
+        window = self.rollout.maintenance_window
+        if when not in WINDOWED or window is None:
+            return "bmc" if when == "Immediate" else "reboot"
+        start = window.start.timestamp()
+        at = time.time() if now is None else now
+        if at < start:
+            return "scheduled"
+        return "bmc" if when == "AtMaintenanceWindowStart" else "reboot"
+
+    async def applied(self, bmc: RedfishClient, host: Host, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Until the BMC's own reset has applied the settings (read back from Bios), within reboot_timeout_s; the
+        reset counts against the reboot limits as ours would."""
+        deadline = time.monotonic() + self.rollout.reboot_timeout_s
+        async with self.gate.slot(host.rack):
+            while True:
+                found = await read_firmware(bmc)
+                if found.bios is not None and not bios_drift(dict(settings), found.bios):
+                    return {"reset_by": "the BMC"}
+                if time.monotonic() >= deadline:
+                    raise HostFailure("reboot_timeout", f"the BMC's own reset did not apply the settings within "
+                                      f"{self.rollout.reboot_timeout_s:g} s", {})
+                await asyncio.sleep(self.rollout.poll_s)
+
+    async def pending_already(self, bmc: RedfishClient, found: HostFirmware, settings: Mapping[str, Any]) -> str | None:
+        """The id of a scheduled BIOS job (a dead run's PATCH) whose pending attributes hold these settings."""
+        job = bios_job(found.jobs)
+        if job is None or found.bios is None or found.bios.settings_path is None:
+            return None
+        waiting = pending((await bmc.get(found.bios.settings_path)).data)
+        return job.id if all(waiting.get(k) == v for k, v in settings.items()) else None
 
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         planned = self.plan.host(host.hostname)
@@ -234,15 +293,27 @@ class BiosApplyStep(ApplyStep):
                 when = self.apply_time(found.bios)
                 body: dict[str, Any] = {"Attributes": settings}
                 if when is not None:
-                    body["@Redfish.SettingsApplyTime"] = {"ApplyTime": when}
+                    body["@Redfish.SettingsApplyTime"] = self.annotation(when)
                 evidence["apply_time"] = when
                 ids.append(await asyncio.to_thread(self.intend, host, "bios_settings",
                                                    ", ".join(f"{k}={v}" for k, v in settings.items())))
-                try:
-                    await bmc.patch(found.bios.settings_path, body, etag=found.bios.etag)
-                except (RedfishRequestRejected, RedfishUnsupported) as exc:
-                    raise HostFailure("bios_setting_refused", f"Bios/Settings refused: {exc}", exc.evidence()) from None
-                evidence["reboot"] = await self.reboot(bmc, host)
+                if (job := await self.pending_already(bmc, found, settings)) is not None:
+                    evidence["pending_job"] = job  # PATCHed by a dead run, waiting for its reboot: not sent again
+                else:
+                    try:
+                        await bmc.patch(found.bios.settings_path, body, etag=found.bios.etag)
+                    except (RedfishRequestRejected, RedfishUnsupported) as exc:
+                        raise HostFailure("bios_setting_refused", f"Bios/Settings refused: {exc}",
+                                          exc.evidence()) from None
+                ending = "reboot" if "pending_job" in evidence else self.when_done(when)
+                if ending == "scheduled":
+                    window = self.rollout.maintenance_window
+                    assert window is not None
+                    evidence["scheduled_for"] = window.start.isoformat()
+                    self.settle(ids, Outcome.confirmed, {"scheduled_for": evidence["scheduled_for"]})
+                    return evidence  # applied by the BMC in the window; the next inventory after it reads it
+                evidence["reboot"] = await (self.reboot(bmc, host) if ending == "reboot" else
+                                            self.applied(bmc, host, settings))
         except Exception as exc:
             raise self.failed(ids, evidence, exc) from None
         found, judged = await self.read_back(host, rec)

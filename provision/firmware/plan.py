@@ -2,7 +2,8 @@
 
 The input is each host's last inventory (`host_firmware`) judged against its class's baseline. A host gets:
 - for firmware: every drifted component whose pin names an image (components of one pin share one image and
-  one SimpleUpdate), host firmware before the BMC's own (the BMC restarts after its update);
+  one SimpleUpdate), host firmware before the BMC's own (the BMC restarts after its update); a pin that names
+  components by id (`gpu:HGX_FW_GPU_*`) sends them as the update's Targets;
 - for BIOS: every drifted attribute with the value wanted.
 Hosts that cannot be planned say why (never inventoried, failed for another reason, a drift without image).
 Waves: the first `canary` hosts alone, then batches of `batch_size`, in site order; reboots inside a wave are
@@ -31,10 +32,12 @@ class Update:
     seen: tuple[str | None, ...]
     wanted: str
     image: FirmwareImage
+    targeted: bool = False  # the pin names components by id: the update names them as its Targets
 
     def as_json(self) -> dict[str, Any]:
-        return {"pin": self.pin, "kind": self.kind, "components": list(self.components), "seen": list(self.seen),
-                "wanted": self.wanted, "image": self.image.file}
+        out = {"pin": self.pin, "kind": self.kind, "components": list(self.components), "seen": list(self.seen),
+               "wanted": self.wanted, "image": self.image.file}
+        return {**out, "targeted": True} if self.targeted else out
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def _updates(judged: Judgement, pins: Mapping[str, ComponentPin]) -> tuple[tuple
             continue
         present = [(c, s) for c, s in comps if s is not None]
         out.append(Update(label, pin.kind, tuple(c for c, _ in present), tuple(s for _, s in present), pin.wanted,
-                          pin.image))
+                          pin.image, pin.id is not None))
     out.sort(key=lambda u: u.kind == "bmc")  # the BMC's own firmware last: it restarts after it
     return tuple(out), missing
 

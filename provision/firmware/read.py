@@ -1,4 +1,4 @@
-"""Reading a BMC's firmware inventory and BIOS attributes through the Redfish client.
+"""Reading a BMC's firmware inventory, BIOS attributes and pending jobs through the Redfish client.
 
 ServiceRoot -> `UpdateService` -> `FirmwareInventory` (members, bounded) and the ComputerSystem -> `Bios`. A
 BMC that has no UpdateService or no Bios (a 404, or no link) leaves that part None: the judgement calls it
@@ -14,6 +14,7 @@ from typing import Any
 from provision.bmc.harvest import find_system
 from provision.firmware.bios import BiosState, parse_bios
 from provision.firmware.components import Component, parse_components
+from provision.firmware.jobs import PendingJob, read_jobs
 from provision.redfish import RedfishClient, RedfishNotFound, RedfishUnsupported, Resource
 
 MAX_COMPONENTS = 512
@@ -28,12 +29,15 @@ class HostFirmware:
     multipart_push: str | None = None  # the UpdateService's MultipartHttpPushUri
     system: str | None = None  # the ComputerSystem path
     notes: tuple[str, ...] = ()
+    jobs: tuple[PendingJob, ...] | None = None  # the BMC's pending jobs (jobs.py); None: it keeps no job queue
+    hpe_progress: bool = False  # an iLO: an update's progress is the UpdateService's Oem.Hpe.State, not a task
 
     def as_json(self) -> dict[str, Any]:
         return {"components": None if self.components is None else [c.as_json() for c in self.components],
                 "bios": None if self.bios is None else self.bios.as_json(), "update_service": self.update_service,
                 "simple_update": self.simple_update, "multipart_push": self.multipart_push, "system": self.system,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "jobs": None if self.jobs is None else [j.as_json() for j in self.jobs],
+                "hpe_progress": self.hpe_progress}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HostFirmware:
@@ -42,12 +46,21 @@ class HostFirmware:
         return cls(None if comps is None else tuple(Component.from_json(c) for c in comps),
                    None if bios is None else BiosState.from_json(bios), data.get("update_service"),
                    data.get("simple_update"), data.get("multipart_push"), data.get("system"),
-                   tuple(data.get("notes") or ()))
+                   tuple(data.get("notes") or ()),
+                   None if data.get("jobs") is None else tuple(PendingJob.from_json(j) for j in data["jobs"]),
+                   bool(data.get("hpe_progress")))
 
 
 def multipart_push_target(service: Mapping[str, Any]) -> str | None:
     target = service.get("MultipartHttpPushUri")
     return target if isinstance(target, str) and target.startswith("/") else None
+
+
+def hpe_progress(service: Mapping[str, Any]) -> bool:
+    """Whether the UpdateService reports an update's progress as HPE iLO does (`Oem.Hpe.State`)."""
+    oem = service.get("Oem")
+    hpe = oem.get("Hpe") if isinstance(oem, Mapping) else None
+    return isinstance(hpe, Mapping) and isinstance(hpe.get("State"), str)
 
 
 def simple_update_target(service: Mapping[str, Any]) -> str | None:
@@ -106,5 +119,6 @@ async def read_firmware(bmc: RedfishClient, *, bios: bool = True) -> HostFirmwar
         system = await find_system(bmc)
         system_path = system.path
         state = await _bios(bmc, system, notes)
+    jobs = await read_jobs(bmc, root, notes)
     return HostFirmware(components, state, service, simple_update_target(update), multipart_push_target(update),
-                        system_path, tuple(notes))
+                        system_path, tuple(notes), jobs, hpe_progress(update))

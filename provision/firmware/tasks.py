@@ -72,17 +72,33 @@ def _messages(data: Any) -> tuple[str, ...]:
     return tuple(shown(str(m.get("Message", "")), 300) for m in raw[:8] if isinstance(m, dict))
 
 
+def hpe_as_task(data: Any) -> dict[str, Any]:
+    """An iLO's UpdateService, which stands for the task it does not name, read as a Task: `Oem.Hpe.State` (Idle,
+    Uploading, Progressing, Updating, Verifying, Writing, Backingup, Complete, Error; `Result` on Error) and
+    `FlashProgressPercent` (REFERENCE-wave3 B4, python-redfish-utility FirmwareUpdateCommand)."""
+    oem = data.get("Oem") if isinstance(data, dict) else None
+    hpe = oem.get("Hpe") if isinstance(oem, dict) else None
+    hpe = hpe if isinstance(hpe, dict) else {}
+    state = str(hpe.get("State", ""))
+    result = hpe.get("Result")
+    said = [{"Message": str(result.get("Message") or result.get("MessageId", ""))}] \
+        if isinstance(result, dict) and result else []
+    return {"TaskState": {"Complete": GOOD, "Error": "Exception"}.get(state, state),
+            "PercentComplete": hpe.get("FlashProgressPercent"), "Messages": said}
+
+
 async def follow(bmc: RedfishClient, path: str, *, timeout_s: float, poll_s: float, away_ends: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> TaskEnd:
+                 clock: Callable[[], float] = time.monotonic, hpe: bool = False) -> TaskEnd:
     """Read the task until it is done; a BMC briefly away (503, reset connection) is read again, unless
     `away_ends` (the BMC's own update: it restarts when the update is done, ending the task as AWAY). Raises
-    HostFailure firmware_task_timeout past the deadline (the task may still run on the BMC)."""
+    HostFailure firmware_task_timeout past the deadline (the task may still run on the BMC). `hpe`: `path` is an
+    iLO's UpdateService, read as its task (hpe_as_task)."""
     deadline = clock() + timeout_s
     last: dict[str, Any] = {}
     while True:
         try:
             task = await bmc.get(path)
-            last = dict(task.data)
+            last = hpe_as_task(task.data) if hpe else dict(task.data)
             state = str(last.get("TaskState", ""))
             if state in DONE:
                 pct = last.get("PercentComplete")
@@ -116,31 +132,42 @@ async def wait_for_bmc(open_client: Callable[[], Any], *, timeout_s: float, poll
 
 
 async def simple_update(bmc: RedfishClient, target: str, image_uri: str, *, timeout_s: float, poll_s: float,
-                        own: bool = False) -> TaskEnd:
+                        own: bool = False, targets: tuple[str, ...] = (), hpe_service: str | None = None
+                        ) -> TaskEnd:
     """POST SimpleUpdate `{"ImageURI", "TransferProtocol": "HTTP"}` (sushy's body; no Targets: the BMC matches the
-    image to its component), then follow the task it names to its end. A refusal (400, 405, 501) is one failure,
-    never retried; a task that ends other than Completed fails firmware_update_failed with its messages. `own`: the
-    BMC's own firmware, whose task may end with the BMC going away (AWAY: the caller waits for it to return)."""
-    body = {"ImageURI": image_uri, "TransferProtocol": "HTTP"}
-    return await _update(bmc, target, body, "SimpleUpdate", timeout_s=timeout_s, poll_s=poll_s, own=own)
+    image to its component; `targets`: the FirmwareInventory URIs it goes to where the baseline names components),
+    then follow the task it names to its end (an iLO names none: `hpe_service`, its UpdateService, is followed). A
+    refusal (400, 405, 501) is one failure, never retried; a task that ends other than Completed fails
+    firmware_update_failed with its messages. `own`: the BMC's own firmware, whose task may end with the BMC going
+    away (AWAY: the caller waits for it to return)."""
+    body: dict[str, Any] = {"ImageURI": image_uri, "TransferProtocol": "HTTP"}
+    if targets:
+        body["Targets"] = list(targets)
+    return await _update(bmc, target, body, "SimpleUpdate", timeout_s=timeout_s, poll_s=poll_s, own=own,
+                         hpe_service=hpe_service)
 
 
 async def push_update(bmc: RedfishClient, target: str, filename: str, image: bytes, *, timeout_s: float,
-                      poll_s: float, own: bool = False) -> TaskEnd:
+                      poll_s: float, own: bool = False, targets: tuple[str, ...] = ()) -> TaskEnd:
     """The image itself POSTed to the BMC's MultipartHttpPushUri (multipart.py), then its task followed as
-    SimpleUpdate's is; for BMCs that offer no SimpleUpdate."""
-    body = multipart_body({"Targets": [], "@Redfish.OperationApplyTime": "Immediate"}, filename, image)
+    SimpleUpdate's is; for BMCs that offer no SimpleUpdate. `targets`: UpdateParameters' Targets, the inventory
+    URIs the image goes to (an HGX BMC updates only those: GPU VBIOS `HGX_FW_GPU_<n>`); empty: every component
+    the image is for."""
+    body = multipart_body({"Targets": list(targets), "@Redfish.OperationApplyTime": "Immediate"}, filename, image)
     return await _update(bmc, target, body, "the multipart push", timeout_s=timeout_s, poll_s=poll_s, own=own)
 
 
 async def _update(bmc: RedfishClient, target: str, body: dict[str, Any] | tuple[str, bytes], what: str, *,
-                  timeout_s: float, poll_s: float, own: bool) -> TaskEnd:
+                  timeout_s: float, poll_s: float, own: bool, hpe_service: str | None = None) -> TaskEnd:
     try:
         answer, location = await bmc.post_located(target, body)
     except (RedfishRequestRejected, RedfishUnsupported, RedfishNotFound) as exc:
         raise HostFailure("firmware_update_refused", f"{what} refused: {exc}", exc.evidence()) from None
-    end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s,
-                       away_ends=own)
+    if hpe_service is not None and location is None and "TaskState" not in answer.data:
+        end = await follow(bmc, hpe_service, timeout_s=timeout_s, poll_s=poll_s, away_ends=own, hpe=True)
+    else:
+        end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s,
+                           away_ends=own)
     if end.state not in (GOOD, AWAY):
         raise HostFailure("firmware_update_failed", f"update task {end.state}: {'; '.join(end.messages)}",
                           end.as_json())

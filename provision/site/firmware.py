@@ -18,6 +18,8 @@
       max_rebooting_per_rack: 2
       max_rebooting: 16
       image_url: http://10.64.0.2:8088/     # where the BMCs fetch images from (the controller serves the folder)
+      bios_apply_time: InMaintenanceWindowOnReset   # Immediate | OnReset | AtMaintenanceWindowStart | ...
+      maintenance_window: {start: "2026-12-12T02:00:00Z", duration_s: 14400}
 
 A host whose components or BIOS attributes differ from its class's baseline fails `firmware_drift` or
 `bios_drift`; `policy.golden_requires_baseline` (default on) keeps such a host, or one never inventoried, from
@@ -27,6 +29,7 @@ golden.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator, model_validator
@@ -115,6 +118,25 @@ class FirmwareBaseline(_Model):
         return value
 
 
+ApplyTime = Literal["Immediate", "OnReset", "AtMaintenanceWindowStart", "InMaintenanceWindowOnReset"]
+WINDOWED = ("AtMaintenanceWindowStart", "InMaintenanceWindowOnReset")
+
+
+class MaintenanceWindow(_Model):
+    """When BIOS changes may apply (`@Redfish.SettingsApplyTime`'s MaintenanceWindowStartTime and
+    MaintenanceWindowDurationInSeconds, DMTF Settings v1_4)."""
+
+    start: datetime = Field(description="the window's start, with its UTC offset")
+    duration_s: int = Field(ge=60, le=7 * 86_400, description="how long it lasts, in seconds")
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("start needs its UTC offset (e.g. 2026-12-12T02:00:00Z)")
+        return value
+
+
 class FirmwareRollout(_Model):
     """How firmware and BIOS changes reach the fleet: a canary first, then batches, few reboots at once."""
 
@@ -133,6 +155,16 @@ class FirmwareRollout(_Model):
                                       "(http://address:port/); `apply` serves the site folder's images there")
     image_listen: str | None = Field(None, description="address:port the controller binds the image server to "
                                      "(default: image_url's)")
+    bios_apply_time: ApplyTime | None = Field(None, description="when BIOS changes apply (DMTF Settings ApplyTime); "
+                                              "none: OnReset where the BMC lists it, else what it lists")
+    maintenance_window: MaintenanceWindow | None = Field(None, description="the window the maintenance-window "
+                                                         "apply times name")
+
+    @model_validator(mode="after")
+    def _window(self) -> Self:
+        if self.bios_apply_time in WINDOWED and self.maintenance_window is None:
+            raise ValueError(f"bios_apply_time {self.bios_apply_time} needs a maintenance_window (start, duration_s)")
+        return self
 
 
 def baseline_versions(baseline: FirmwareBaseline | None) -> dict[str, str]:

@@ -310,6 +310,18 @@ class SimBmc:
             self._power_task = asyncio.create_task(self._restart())
         return Response(204)
 
+    def restart_host(self) -> None:
+        """The BMC resets the host by itself (a BIOS change applied Immediate or at its maintenance window's start):
+        a running host restarts, one that is off applies it as it would at its next boot."""
+        if self.power not in ("On", "PoweringOn"):
+            if self.firmware is not None:
+                self.firmware.booted(self)
+            return
+        self.resets.append("BmcRestart")
+        if self._power_task is not None and not self._power_task.done():
+            self._power_task.cancel()
+        self._power_task = asyncio.create_task(self._restart())
+
     async def _power_on(self) -> None:
         self.power = "PoweringOn"
         await asyncio.sleep(self.settings.power_delay_s)

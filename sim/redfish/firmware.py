@@ -1,15 +1,17 @@
-"""UpdateService, FirmwareInventory, TaskService and Bios/Settings of one simulated iDRAC.
+"""UpdateService, FirmwareInventory, TaskService and Bios/Settings of one simulated BMC, in its flavour's shape
+(firmware_flavours.py: Dell iDRAC by default, HPE iLO, NVIDIA HGX).
 
 Shapes and behaviour (REFERENCE-wave3 B1-B4): SimpleUpdate `{"ImageURI", "TransferProtocol"?, "Targets"?}`
-answers 202 with `Location: /redfish/v1/TaskService/Tasks/JID_<n>` (iDRAC job ids) and the Task as body; the task
-goes New -> Running (PercentComplete) -> Completed or Exception, its `Messages` saying why; the image is fetched
-from ImageURI (loopback only here) while the task runs. Host firmware (BIOS, NIC, HCA, GPU, PSU, CPLD) is staged
-and installed at the next host reboot, as an iDRAC schedules such jobs; the iDRAC's own firmware installs at
-once and the iDRAC restarts: every request answers 503 meanwhile and the sessions are gone (401 after), as
-Dell's scripts handle it. Bios carries `@Redfish.Settings` with the R650's SupportedApplyTimes (OnReset,
-AtMaintenanceWindowStart, InMaintenanceWindowOnReset: no Immediate); PATCH Bios/Settings `{"Attributes": {...},
-"@Redfish.SettingsApplyTime": {"ApplyTime": "OnReset"}}` keeps them pending until the next reboot, an unknown
-attribute is 400 PropertyUnknown. Firmware faults: firmware_config.py.
+answers 202 with `Location: /redfish/v1/TaskService/Tasks/<id>` (an iLO: 200 and no task, its UpdateService's
+`Oem.Hpe.State` tells the progress) and the Task as body; the task goes New -> Running (PercentComplete) ->
+Completed or Exception, its `Messages` saying why; the image is fetched from ImageURI (loopback only here) while
+the task runs. A multipart push (iDRAC, HGX) carries the image itself; its `Targets` (FirmwareInventory URIs)
+limit the components it goes to, as on HGX. Host firmware (BIOS, NIC, HCA, GPU, PSU, CPLD, baseboard) is staged
+and installed at the next host reboot, as an iDRAC schedules such jobs (its job queue: firmware_jobs.py); the
+BMC's own firmware installs at once and the BMC restarts: every request answers 503 meanwhile and the sessions
+are gone (401 after), as Dell's scripts handle it. Bios carries `@Redfish.Settings` with the flavour's
+SupportedApplyTimes; a PATCH to its SettingsObject applies as firmware_bios.py says (OnReset: pending until the
+next reboot); an unknown attribute is 400 PropertyUnknown. Firmware faults: firmware_config.py.
 """
 
 from __future__ import annotations
@@ -24,7 +26,22 @@ from urllib.parse import unquote, urlsplit
 
 from sim.addresses import check_loopback
 from sim.redfish import tree
-from sim.redfish.firmware_config import FirmwareFault, HostFirmwareConfig, SimComponent, image_target
+from sim.redfish.firmware_bios import ApplyRule, apply_rule, schedule
+from sim.redfish.firmware_config import FirmwareFault, HostFirmwareConfig, image_target
+from sim.redfish.firmware_flavours import (
+    BIOS,
+    INVENTORY,
+    SHAPES,
+    SIMPLE_UPDATE,
+    UPDATE,
+    Flavour,
+    HpeState,
+    SimComponent,
+    member,
+    targets_of,
+    update_service,
+)
+from sim.redfish.firmware_jobs import DELL_JOBS, JOB_SERVICE, TASKS, DellJob, JobQueue, SimTask
 from sim.redfish.firmware_push import parse_push
 from sim.redfish.http import Request, Response
 from sim.redfish.identity import ServerIdentity
@@ -42,54 +59,30 @@ class SimBmc(Protocol):
 
     def rebuild(self) -> None: ...
 
+    def restart_host(self) -> None: ...
 
-UPDATE = f"{tree.V1}/UpdateService"
-INVENTORY = f"{UPDATE}/FirmwareInventory"
-SIMPLE_UPDATE = f"{UPDATE}/Actions/UpdateService.SimpleUpdate"
-PUSH = f"{UPDATE}/MultipartUpload"  # the iDRAC's MultipartHttpPushUri
-TASKS = f"{tree.V1}/TaskService/Tasks"
-BIOS = f"{tree.SYSTEM}/Bios"
-BIOS_SETTINGS = f"{BIOS}/Settings"
-APPLY_TIMES = ["OnReset", "AtMaintenanceWindowStart", "InMaintenanceWindowOnReset"]
+
 MAX_IMAGE = 64 * 1024 * 1024
 _JOB_IDS = itertools.count(1)
-
-
-@dataclass
-class SimTask:
-    id: str
-    state: str = "New"
-    percent: int = 0
-    messages: list[dict[str, str]] = field(default_factory=list)
-    start: float = field(default_factory=time.time)
-    end: float | None = None
-
-    def resource(self) -> dict[str, Any]:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(self.start))
-        health = {"Completed": "OK", "Exception": "Critical"}.get(self.state, "OK")
-        out: dict[str, Any] = {
-            "@odata.id": f"{TASKS}/{self.id}", "@odata.type": "#Task.v1_5_1.Task", "Id": self.id, "Name": "Task",
-            "TaskState": self.state, "TaskStatus": health, "PercentComplete": self.percent,
-            "Messages": list(self.messages), "StartTime": stamp, "TaskMonitor": f"{TASKS}/{self.id}",
-            "Oem": {"Dell": {"JobState": {"Completed": "Completed", "Exception": "Failed"}.get(self.state, "Running"),
-                             "JobType": "FirmwareUpdate", "PercentComplete": self.percent}}}
-        if self.end is not None:
-            out["EndTime"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(self.end))
-        return out
+_PENDING = ("New", "Running")
 
 
 @dataclass
 class SimFirmware:
     config: HostFirmwareConfig
     task_s: float = 1.0  # how long an update task runs
-    bmc_reboot_s: float = 1.0  # how long the iDRAC is away after its own update
+    bmc_reboot_s: float = 1.0  # how long the BMC is away after its own update
     components: dict[str, SimComponent] = field(default_factory=dict)
     bios: dict[str, Any] = field(default_factory=dict)
     pending: dict[str, Any] = field(default_factory=dict)
+    pending_rule: ApplyRule = field(default_factory=lambda: ApplyRule("OnReset"))
     staged: dict[str, str] = field(default_factory=dict)  # fqdd -> version installed at the next reboot
     tasks: dict[str, SimTask] = field(default_factory=dict)
+    jobs: JobQueue = field(default_factory=JobQueue)  # the iDRAC's job queue (firmware_jobs.py)
+    hpe: HpeState = field(default_factory=HpeState)  # the iLO's update state (firmware_flavours.py)
     gone_until: float = 0.0
-    updates: list[str] = field(default_factory=list)  # ImageURIs SimpleUpdate was given
+    updates: list[str] = field(default_factory=list)  # ImageURIs SimpleUpdate was given (a push: its URI's tail)
+    patches: int = 0  # Bios/Settings PATCHes accepted
     _running: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -100,25 +93,29 @@ class SimFirmware:
     def faults(self) -> frozenset[FirmwareFault]:
         return self.config.faults
 
+    @property
+    def flavour(self) -> Flavour:
+        return self.config.flavour
+
+    @property
+    def apply_times(self) -> tuple[str, ...]:
+        given = self.config.apply_times
+        return SHAPES[self.flavour].apply_times if given is None else given
+
     # resources -----------------------------------------------------------------------------------
 
     def resource(self, bmc: SimBmc, path: str) -> dict[str, Any] | None:
+        shape = SHAPES[self.flavour]
         if path == UPDATE:
-            actions = {} if FirmwareFault.no_simple_update in self.faults else {"#UpdateService.SimpleUpdate": {
-                "TransferProtocol@Redfish.AllowableValues": ["HTTP", "HTTPS"], "target": SIMPLE_UPDATE}}
-            return {"@odata.id": UPDATE, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
-                    "Name": "Update Service", "ServiceEnabled": True, "FirmwareInventory": tree.ref(INVENTORY),
-                    "MultipartHttpPushUri": PUSH, "Actions": actions}
+            return update_service(self.flavour, simple=FirmwareFault.no_simple_update not in self.faults,
+                                  hpe=self.hpe)
         if path == INVENTORY:
             return tree.collection(INVENTORY, "SoftwareInventory", "Firmware Inventory Collection",
                                    [f"{INVENTORY}/{c.rid}" for c in self.components.values()])
         if path.startswith(INVENTORY + "/"):
             rid = path.rsplit("/", 1)[1]
             comp = next((c for c in self.components.values() if c.rid == rid), None)
-            return None if comp is None else {
-                "@odata.id": path, "@odata.type": "#SoftwareInventory.v1_5_0.SoftwareInventory", "Id": rid,
-                "Name": comp.name, "Version": comp.version, "Updateable": comp.updateable,
-                "Status": {"Health": "OK", "State": "Enabled"}, "SoftwareId": rid.split("-")[1]}
+            return None if comp is None else member(self.flavour, comp, path, self.staged.get(comp.fqdd))
         if path == f"{tree.V1}/TaskService":
             return {"@odata.id": path, "@odata.type": "#TaskService.v1_1_4.TaskService", "Id": "TaskService",
                     "Name": "Task Service", "ServiceEnabled": True, "Tasks": tree.ref(TASKS)}
@@ -129,33 +126,43 @@ class SimFirmware:
             return None if task is None else task.resource()
         if path == BIOS:
             return self._bios(bmc)
-        if path == BIOS_SETTINGS:
-            return {"@odata.id": BIOS_SETTINGS, "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
+        if path == shape.settings:
+            return {"@odata.id": path, "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
                     "Name": "BIOS Configuration Pending Settings", "Attributes": dict(self.pending)}
+        if self.flavour is Flavour.idrac:
+            if path == tree.MANAGER:  # the R650's Manager links its job queue (Links.Oem.Dell.Jobs)
+                static = bmc._tree.get(path) or {}
+                links = {**static.get("Links", {}), "Oem": {"Dell": {"Jobs": tree.ref(DELL_JOBS)}}}
+                return {**static, "Links": links}
+            if path.startswith((DELL_JOBS, JOB_SERVICE)):
+                return self.jobs.resource(path)
         return None
 
     def _bios(self, bmc: SimBmc) -> dict[str, Any]:
         static = bmc._tree.get(BIOS) or {}
         attrs = {**(static.get("Attributes") or {}), **self.bios}
-        attrs["SystemBiosVersion"] = self.components["BIOS.Setup.1-1"].version
-        return {**static, "Attributes": attrs, "@Redfish.Settings": {
-            "@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": tree.ref(BIOS_SETTINGS),
-            "SupportedApplyTimes": APPLY_TIMES}}
+        attrs["SystemBiosVersion"] = next(c.version for c in self.components.values() if c.kind == "bios")
+        settings: dict[str, Any] = {"@odata.type": "#Settings.v1_3_5.Settings",
+                                    "SettingsObject": tree.ref(SHAPES[self.flavour].settings)}
+        if self.apply_times:
+            settings["SupportedApplyTimes"] = list(self.apply_times)
+        return {**static, "Attributes": attrs, "@Redfish.Settings": settings}
 
     # requests ------------------------------------------------------------------------------------
 
     async def handle(self, bmc: SimBmc, req: Request) -> Response | None:
         """The answer to a request this module serves, else None (bmc.py answers it)."""
         if time.monotonic() < self.gone_until:
-            return message(503, "The iDRAC is restarting after a firmware update.", "ServiceTemporarilyUnavailable",
+            return message(503, "The BMC is restarting after a firmware update.", "ServiceTemporarilyUnavailable",
                            "Retry the operation after some time.", {"Retry-After": "5"})
         path = req.path.rstrip("/") or "/"
         if path == tree.V1 and req.method == "GET":
             root = tree.service_root(bmc.ident.uuid)
             return Response.of(200, {**root, "UpdateService": tree.ref(UPDATE),
                                      "Tasks": tree.ref(f"{tree.V1}/TaskService")})  # ServiceRoot names it Tasks
+        push = SHAPES[self.flavour].push
         found = self.resource(bmc, path)
-        if found is None and path not in (SIMPLE_UPDATE, PUSH):
+        if found is None and path not in (SIMPLE_UPDATE, push):
             return None
         if not bmc._authorized(req):
             return message(401, "The authentication credentials included with this request are missing or invalid.",
@@ -164,18 +171,16 @@ class SimFirmware:
             # A running task answers 202 (DSP0266 task monitor; sushy's TaskMonitor polls until it is not 202).
             return Response.of(200 if found["TaskState"] in ("Completed", "Exception") else 202, found)
         if req.method == "GET" and found is not None:
-            if path == INVENTORY and "$expand" in unquote(req.query):  # members inline, as an iDRAC does
+            if path in (INVENTORY, f"{DELL_JOBS}", f"{JOB_SERVICE}/Jobs") and "$expand" in unquote(req.query):
                 found = {**found, "Members": [self.resource(bmc, m["@odata.id"]) for m in found["Members"]]}
             return Response.of(200, found)
-        if req.method == "POST" and path == SIMPLE_UPDATE and FirmwareFault.no_simple_update not in self.faults:
+        simple = SHAPES[self.flavour].simple_update and FirmwareFault.no_simple_update not in self.faults
+        if req.method == "POST" and path == SIMPLE_UPDATE and simple:
             return self._simple_update(bmc, req)
-        if req.method == "POST" and path == PUSH:
-            pushed = parse_push(req.headers.get("content-type", ""), req.body)
-            if isinstance(pushed, str):
-                return message(400, pushed, "MalformedJSON")
-            return self._start(bmc, "MultipartUpload", pushed[1])
-        if req.method == "PATCH" and path == BIOS_SETTINGS:
-            return self._patch_bios(req)
+        if req.method == "POST" and push is not None and path == push:
+            return self._push(bmc, req)
+        if req.method == "PATCH" and path == SHAPES[self.flavour].settings:
+            return self._patch_bios(bmc, req)
         return message(405, f"The operation {req.method} is not allowed on {path}.", "OperationNotAllowed")
 
     def _simple_update(self, bmc: SimBmc, req: Request) -> Response:
@@ -191,68 +196,111 @@ class SimFirmware:
         if proto not in ("HTTP", "HTTPS") or FirmwareFault.update_refused in self.faults:
             return message(400, f"The value {proto} for the parameter TransferProtocol is not in the list of "
                            "acceptable values.", "ActionParameterValueNotInList")
-        return self._start(bmc, uri, None)
+        targets = targets_of(body.get("Targets"), list(self.components.values()))
+        if isinstance(targets, str):
+            return message(400, targets, "ActionParameterValueNotInList")
+        return self._start(bmc, uri, None, targets)
 
-    def _start(self, bmc: SimBmc, source: str, content: bytes | None) -> Response:
+    def _push(self, bmc: SimBmc, req: Request) -> Response:
+        pushed = parse_push(req.headers.get("content-type", ""), req.body)
+        if isinstance(pushed, str):
+            return message(400, pushed, "MalformedJSON")
+        params, image = pushed
+        when = params.get("@Redfish.OperationApplyTime", "Immediate")
+        if self.flavour is Flavour.hgx and when != "Immediate":  # OperationApplyTimeSupport lists Immediate only
+            return message(400, f"The value {when} for the parameter @Redfish.OperationApplyTime is not in the list "
+                           "of acceptable values.", "ActionParameterValueNotInList")
+        targets = targets_of(params.get("Targets"), list(self.components.values()))
+        if isinstance(targets, str):
+            return message(400, targets, "ActionParameterValueNotInList")
+        return self._start(bmc, (SHAPES[self.flavour].push or "").rsplit("/", 1)[-1], image, targets)
+
+    def _start(self, bmc: SimBmc, source: str, content: bytes | None,
+               targets: list[SimComponent] | None) -> Response:
         """A firmware job for an image fetched from `source` (SimpleUpdate's ImageURI) or pushed (`content`)."""
         self.updates.append(source)
-        task = SimTask(f"JID_{int(time.time()) % 1000000:06d}{next(_JOB_IDS):06d}")
+        number = next(_JOB_IDS)
+        prefix = SHAPES[self.flavour].task_prefix
+        task = SimTask(f"JID_{int(time.time()) % 1000000:06d}{number:06d}" if prefix else str(number),
+                       dell=self.flavour is Flavour.idrac)
         self.tasks[task.id] = task
-        job = asyncio.create_task(self._run(bmc, task, source, content))
+        if self.flavour is Flavour.idrac:
+            self.jobs.add(DellJob(task.id, "FirmwareUpdate", "Firmware Update"))
+        job = asyncio.create_task(self._run(bmc, task, source, content, targets))
         self._running.add(job)
         job.add_done_callback(self._running.discard)
+        if self.flavour is Flavour.ilo:  # no task: the UpdateService's Oem.Hpe.State tells the progress
+            self.hpe = HpeState("Updating", 0)
+            return Response.of(200, {"@Message.ExtendedInfo": [info("Success", "Successfully Completed Request")]})
         where = f"{TASKS}/{task.id}"
         if FirmwareFault.task_off_bmc in self.faults:
             where = f"https://198.51.100.7{where}"
         return Response.of(202, task.resource(), {"Location": where})
 
-    async def _run(self, bmc: SimBmc, task: SimTask, uri: str, pushed: bytes | None) -> None:
-        task.state = "Running"
-        task.percent = 10
+    def _progress(self, task: SimTask, percent: int) -> None:
+        task.state, task.percent = "Running", percent
+        if (job := self.jobs.jobs.get(task.id)) is not None:
+            job.move("Running", "Job in progress.", percent)
+        if self.flavour is Flavour.ilo:
+            self.hpe = HpeState("Updating", percent)
+
+    async def _run(self, bmc: SimBmc, task: SimTask, uri: str, pushed: bytes | None,
+                   targets: list[SimComponent] | None) -> None:
+        self._progress(task, 10)
         try:
             content = pushed if pushed is not None else await fetch_image(uri)
         except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
             return self._end(task, "Exception", f"Unable to transfer the image from {uri}: {exc}")
         target = image_target(content)
-        comp = None if target is None else next((c for c in self.components.values() if c.kind == target[0]), None)
-        if target is None or comp is None:
-            return self._end(task, "Exception", "The update package is not applicable to this system.")
+        chosen = [c for c in (targets or self.components.values()) if target is not None and c.kind == target[0]]
+        if target is None or not chosen:
+            return self._end(task, "Exception", "The update package is not applicable to this system"
+                             + (" or the targets named." if targets else "."))
+        if (job := self.jobs.jobs.get(task.id)) is not None:
+            job.name = f"Firmware Update: {chosen[0].name}"
         await asyncio.sleep(self.task_s / 2)
-        task.percent = 50
+        self._progress(task, 50)
         if FirmwareFault.task_hangs in self.faults:
             return  # Running at 50% for ever
         if FirmwareFault.update_fails in self.faults:
             return self._end(task, "Exception", "Unable to complete the firmware update: flash write failed.")
         await asyncio.sleep(self.task_s / 2)
         if target[0] == "bmc":
-            self._install(bmc, "bmc", target[1])
-            self._end(task, "Completed", "The iDRAC firmware was updated; the iDRAC restarts.")
+            self._install(bmc, chosen, target[1])
+            self._end(task, "Completed", "The BMC firmware was updated; the BMC restarts.")
             reboot = 60.0 if FirmwareFault.bmc_gone_long in self.faults else self.bmc_reboot_s
             self.gone_until = time.monotonic() + reboot
             bmc.sessions.clear()
             return None
-        for c in self.components.values():
-            if c.kind == target[0]:
-                self.staged[c.fqdd] = target[1]
-        return self._end(task, "Completed", "Job completed successfully; the update is applied at the next reboot.")
+        for c in chosen:
+            self.staged[c.fqdd] = target[1]
+        self._end(task, "Completed", "Job completed successfully; the update is applied at the next reboot.")
+        if (job := self.jobs.jobs.get(task.id)) is not None:
+            job.move("Scheduled", "Task successfully scheduled.", 100)
+        return None
 
     def _end(self, task: SimTask, state: str, text: str) -> None:
         task.state = state
         task.percent = 100 if state == "Completed" else task.percent
         task.end = time.time()
         task.messages.append(info("Success" if state == "Completed" else "GeneralError", text))
+        if (job := self.jobs.jobs.get(task.id)) is not None:
+            job.move("Completed" if state == "Completed" else "Failed", text, task.percent)
+        if self.flavour is Flavour.ilo:
+            self.hpe = HpeState("Complete", 100) if state == "Completed" else HpeState(
+                "Error", task.percent, {"MessageId": info("GeneralError", text)["MessageId"], "Message": text})
 
-    def _install(self, bmc: SimBmc, kind: str, version: str) -> None:
-        for c in self.components.values():
-            if c.kind == kind:
-                c.version = version
-        if kind == "bios":
+    def _install(self, bmc: SimBmc, comps: list[SimComponent], version: str) -> None:
+        for c in comps:
+            c.version = version
+        kinds = {c.kind for c in comps}
+        if "bios" in kinds:
             bmc.ident = replace(bmc.ident, bios_version=version)
-        elif kind == "bmc":
+        if "bmc" in kinds:
             bmc.ident = replace(bmc.ident, bmc_firmware=version)
         bmc.rebuild()
 
-    def _patch_bios(self, req: Request) -> Response:
+    def _patch_bios(self, bmc: SimBmc, req: Request) -> Response:
         try:
             body = req.json()
         except ValueError:
@@ -260,10 +308,9 @@ class SimFirmware:
         attrs = body.get("Attributes") if isinstance(body, dict) else None
         if not isinstance(attrs, dict) or not attrs:
             return message(400, "The request body must carry Attributes.", "PropertyUnknown")
-        when = body.get("@Redfish.SettingsApplyTime", {}).get("ApplyTime", "OnReset")
-        if when not in APPLY_TIMES:
-            return message(400, f"The value {when} for the property ApplyTime is not in the list of acceptable "
-                           "values.", "PropertyValueNotInList")
+        rule = apply_rule(body, self.apply_times)
+        if isinstance(rule, Response):
+            return rule
         for name, value in attrs.items():
             if name not in self.bios and name not in ("SysProfile", "BootMode"):
                 return message(400, f"The property {name} is not in the list of valid properties for the resource.",
@@ -272,23 +319,41 @@ class SimFirmware:
                 return message(400, f"The value {value} for the property {name} is not in the list of acceptable "
                                "values.", "PropertyValueNotInList")
         self.pending.update(attrs)
-        return Response.of(202, {"@Message.ExtendedInfo": [info("Success", "Successfully Completed Request")]},
-                           {"Location": f"{TASKS}/JID_BIOS{next(_JOB_IDS):06d}"})
+        self.pending_rule = rule
+        self.patches += 1
+        schedule(rule, bmc.restart_host, asyncio.get_running_loop().call_later)
+        done = {"@Message.ExtendedInfo": [info("Success", "Successfully Completed Request")]}
+        if self.flavour is not Flavour.idrac:
+            return Response.of(200, done)
+        for old in self.jobs.scheduled("BIOSConfiguration"):  # one BIOS job at a time: the new one replaces it
+            old.move("Failed", "Job canceled: replaced by a newer BIOS configuration job.")
+        job = self.jobs.add(DellJob(f"JID_{int(time.time()) % 1000000:06d}{next(_JOB_IDS):06d}", "BIOSConfiguration",
+                                    "Configure: BIOS.Setup.1-1", "Scheduled", "Task successfully scheduled.",
+                                    target=SHAPES[self.flavour].settings))
+        return Response.of(202, done, {"Location": f"{DELL_JOBS}/{job.id}"})
 
     def booted(self, bmc: SimBmc) -> None:
-        """The host rebooted: staged firmware installs, pending BIOS attributes apply (unless a fault drops them)."""
+        """The host rebooted: staged firmware installs, pending BIOS attributes apply (unless a fault drops them, or
+        their maintenance window is not open)."""
         staged, self.staged = self.staged, {}
         if FirmwareFault.version_unchanged not in self.faults:
             for fqdd, version in staged.items():
-                self._install(bmc, self.components[fqdd].kind, version)
+                self._install(bmc, [self.components[fqdd]], version)
+        for job in self.jobs.scheduled("FirmwareUpdate"):
+            job.move("Completed", "Job completed successfully.", 100)
+        if not self.pending or not self.pending_rule.applies_at_boot(time.time()):
+            return
         pending, self.pending = self.pending, {}
         if FirmwareFault.bios_not_applied not in self.faults:
             self.bios.update(pending)
+        for job in self.jobs.scheduled("BIOSConfiguration"):
+            job.move("Completed", "Job completed successfully.", 100)
 
     def snapshot(self) -> dict[str, Any]:
-        return {"versions": {c.fqdd: c.version for c in self.components.values()}, "bios": dict(self.bios),
-                "pending": dict(self.pending), "staged": dict(self.staged), "updates": list(self.updates),
-                "tasks": {t.id: t.state for t in self.tasks.values()}}
+        return {"flavour": self.flavour.value, "versions": {c.fqdd: c.version for c in self.components.values()},
+                "bios": dict(self.bios), "pending": dict(self.pending), "staged": dict(self.staged),
+                "updates": list(self.updates), "tasks": {t.id: t.state for t in self.tasks.values()},
+                "jobs": {j.id: j.state for j in self.jobs.jobs.values()}}
 
 
 async def fetch_image(uri: str) -> bytes:

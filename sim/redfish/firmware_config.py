@@ -10,6 +10,10 @@ simulator file `firmware-sim.yml`, beside the site file, takes hosts off it and 
       gpu-r1-04: {SysProfile: PerfPerWattOptimizedOs}
     faults:                          # per host: how its updates misbehave
       gpu-r2-02: [update_fails]
+    flavour:                         # per host: the BMC's shape, idrac (default), ilo or hgx (firmware_flavours.py)
+      gpu-r3-01: hgx
+    apply_times:                     # per host: the Bios SupportedApplyTimes it lists instead of its flavour's
+      gpu-r3-01: [Immediate, OnReset]
 
 Faults: update_fails (the task ends in Exception half-way), task_hangs (it stays Running), bmc_gone_long (after
 its own update the BMC stays away 60 s instead of `bmc_reboot_s`), version_unchanged (a staged update is lost at
@@ -33,18 +37,19 @@ from typing import Any
 import yaml
 
 from provision.site import Host, Site
+from sim.redfish.firmware_flavours import Flavour, SimComponent, components
 
 DEFAULT_VERSIONS = {"bios": "1.14.1", "bmc": "7.10.30.00", "nic": "22.36.10.10", "hca": "20.39.2048",
-                    "gpu": "96.00.A5.00.1A", "psu": "00.1D.7D", "cpld": "1.0.6"}
-# iDRAC ComponentIDs as the FirmwareInventory ids carry them (Installed-<ComponentID>-<version>__<FQDD>).
-_COMPONENT_IDS = {"bios": "159", "bmc": "25227", "nic": "105164", "hca": "108255", "gpu": "109140", "psu": "104341",
-                  "cpld": "27763"}
+                    "gpu": "96.00.A5.00.1A", "psu": "00.1D.7D", "cpld": "1.0.6", "baseboard": "GB200Nvl-25.07-7",
+                    "inforom": "G548.0301.00.03"}
 # Attributes the simulated BIOS carries besides those tree.py renders (a Dell R650's names and defaults).
 DEFAULT_BIOS = {"ProcCStates": "Enabled", "ProcC1E": "Enabled", "LogicalProc": "Enabled",
                 "ProcVirtualization": "Enabled", "SriovGlobalEnable": "Disabled", "MemFrequency": "MaxPerf",
                 "WorkloadProfile": "NotAvailable"}
 IMAGE_HEADER = re.compile(rb"^BRINGUP-SIM-FIRMWARE kind=([a-z]+) version=([A-Za-z0-9._\-]{1,64})\s*$", re.M)
 SIM_FILE = "firmware-sim.yml"
+SECTIONS = {"installed", "bios", "faults", "flavour", "apply_times"}
+APPLY_TIMES = ("Immediate", "OnReset", "AtMaintenanceWindowStart", "InMaintenanceWindowOnReset")  # Settings v1_4
 
 
 class FirmwareFault(StrEnum):
@@ -60,23 +65,12 @@ class FirmwareFault(StrEnum):
 
 
 @dataclass
-class SimComponent:
-    fqdd: str
-    kind: str
-    name: str
-    version: str
-    updateable: bool = True
-
-    @property
-    def rid(self) -> str:
-        return f"Installed-{_COMPONENT_IDS.get(self.kind, '0')}-{self.version}__{self.fqdd}"
-
-
-@dataclass
 class HostFirmwareConfig:
     components: list[SimComponent]
     bios: dict[str, Any]
     faults: frozenset[FirmwareFault] = field(default_factory=frozenset)
+    flavour: Flavour = Flavour.idrac
+    apply_times: tuple[str, ...] | None = None  # None: the flavour's own list
 
 
 def _pinned(site: Site, host: Host) -> dict[str, str]:
@@ -92,27 +86,18 @@ def _pinned(site: Site, host: Host) -> dict[str, str]:
     return out
 
 
-def _components(site: Site, host: Host, versions: dict[str, str]) -> list[SimComponent]:
+def _components(site: Site, host: Host, versions: dict[str, str], flavour: Flavour) -> list[SimComponent]:
     cls = site.host_class(host)
-    comps = [SimComponent("BIOS.Setup.1-1", "bios", "BIOS", versions["bios"]),
-             SimComponent("iDRAC.Embedded.1-1", "bmc", "Integrated Dell Remote Access Controller", versions["bmc"]),
-             SimComponent("NIC.Integrated.1-1-1", "nic", "Mellanox ConnectX-6 Lx 2x25G OCP NIC", versions["nic"]),
-             SimComponent("CPLD.Embedded.1", "cpld", "System CPLD", versions["cpld"]),
-             SimComponent("PSU.Slot.1", "psu", "Power Supply.Slot.1", versions["psu"])]
-    comps += [SimComponent(f"InfiniBand.Slot.{31 + i}-1", "hca", "Mellanox ConnectX-7 Single Port NDR InfiniBand",
-                           versions["hca"]) for i in range(cls.ib.hca_count if cls.ib else 0)]
-    if cls.gpu is not None:
-        comps += [SimComponent(f"Video.Slot.{20 + i}-1", "gpu", f"{cls.gpu.model} VBIOS", versions["gpu"])
-                  for i in range(cls.gpu.count)]
-    return comps
+    gpus, model = (cls.gpu.count, cls.gpu.model) if cls.gpu is not None else (0, "")
+    return components(flavour, versions, cls.ib.hca_count if cls.ib else 0, gpus, model)
 
 
 def load_sim_file(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict) or not set(data) <= {"installed", "bios", "faults"}:
-        raise ValueError(f"{path}: expected a mapping with installed, bios and faults")
+    if not isinstance(data, dict) or not set(data) <= SECTIONS:
+        raise ValueError(f"{path}: expected a mapping with {', '.join(sorted(SECTIONS))}")
     return data
 
 
@@ -125,7 +110,12 @@ def host_config(site: Site, host: Host, sim: dict[str, Any]) -> HostFirmwareConf
         bios.update(cls.firmware.bios)
     bios.update((sim.get("bios") or {}).get(host.hostname) or {})
     faults = frozenset(FirmwareFault(str(f)) for f in ((sim.get("faults") or {}).get(host.hostname) or ()))
-    return HostFirmwareConfig(_components(site, host, versions), bios, faults)
+    flavour = Flavour(str((sim.get("flavour") or {}).get(host.hostname, "idrac")))
+    times = (sim.get("apply_times") or {}).get(host.hostname)
+    if times is not None and not (isinstance(times, list) and set(times) <= set(APPLY_TIMES)):
+        raise ValueError(f"{SIM_FILE}: apply_times of {host.hostname} must be a list of {', '.join(APPLY_TIMES)}")
+    return HostFirmwareConfig(_components(site, host, versions, flavour), bios, faults, flavour,
+                              None if times is None else tuple(times))
 
 
 def site_configs(site: Site) -> dict[str, HostFirmwareConfig]:

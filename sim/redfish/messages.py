@@ -19,6 +19,7 @@ BASE_KEYS = {
     "NoValidSession": "Critical",
     "OperationNotAllowed": "Critical",
     "PreconditionFailed": "Critical",
+    "PropertyMissing": "Warning",
     "PropertyNotWritable": "Warning",
     "PropertyUnknown": "Warning",
     "PropertyValueNotInList": "Warning",

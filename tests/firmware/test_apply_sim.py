@@ -29,10 +29,10 @@ OFF = {"installed": {"h01": {"bios": "1.14.1"}, "h02": {"hca": "28.39.1002"}, "h
 
 
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim: dict[str, Any], *, hosts: int = 5,
-        racks: int = 1, **rollout: Any) -> tuple[Site, StateStore]:
+        racks: int = 1, baseline: dict[str, Any] | None = None, **rollout: Any) -> tuple[Site, StateStore]:
     monkeypatch.setenv(PASSWORD_VAR, new_password())
-    site = load(write_site(tmp_path, hosts, racks=racks, sim=sim, baseline=baseline_with_images(tmp_path),
-                           rollout=image_rollout(**rollout)))
+    site = load(write_site(tmp_path, hosts, racks=racks, sim=sim, rollout=image_rollout(**rollout),
+                           baseline=baseline if baseline is not None else baseline_with_images(tmp_path)))
     store = StateStore(tmp_path / "state.db")
     store.sync_site([(h.hostname, h.rack) for h in site.hosts()])
     for h in site.hosts():
