@@ -12,7 +12,9 @@ least ceil(|G| / |R|) stages (likewise with senders). Such groups, from the fabr
   every link has one; the subset that forced the last stage is the witness);
 - *out of* such a pod: the routed links leaving it, which only its own HCAs can send over;
 - one receiver's *own* links (no other receiver's route crosses them): the routes into it form a tree, and
-  the own links with no own link farther up cannot share a path, so it needs a stage for each.
+  the own links with no own link farther up cannot share a path, so it needs a stage for each;
+- *from* a leaf with one or two senders: links only its routes cross, pairwise routed to different
+  receivers, so no flow crosses two (`fabric.burnin.lone_sender`).
 
 The bound is the largest of them, with its witness: the group, its links and its HCAs. Tiers are hop
 counts from the HCAs (a leaf is tier 1).
@@ -22,16 +24,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fabric.burnin.lone_sender import lone_sender_bound
 from fabric.burnin.reach import Reach, bits
 from fabric.topology import NodeType
 
 
 @dataclass(frozen=True)
 class Witness:
-    kind: str  # into, out_of, own, any
+    kind: str  # into, out_of, own, from, any
     links: tuple[int, ...]  # the group's routed links
-    hcas: tuple[int, ...]  # the receivers (into, own) or senders (out_of) that alone can cross them
-    switches: tuple[int, ...]  # the pod (into, out_of)
+    hcas: tuple[int, ...]  # the receivers (into, own) or senders (out_of, from) that alone can cross them
+    switches: tuple[int, ...]  # the pod (into, out_of), the senders' leaf (from)
 
 
 @dataclass(frozen=True)
@@ -233,6 +236,10 @@ def lower_bound(r: Reach) -> Bound:
     for n, w in pod_bounds(r, tiers(r), best.stages):
         if n > best.stages:
             best = Bound(n, describe(r, n, w), w)
+    n, links, senders, leaf = lone_sender_bound(r, best.stages)
+    if n > best.stages:
+        w = Witness("from", links, senders, (leaf,))
+        best = Bound(n, describe(r, n, w), w)
     return best
 
 
@@ -247,6 +254,12 @@ def describe(r: Reach, n: int, w: Witness) -> str:
         shown = ", ".join(routing.link_name(routing.links[i]) for i in w.links[:4])
         return (f"{hcas[0]} is the only receiver routed over {len(w.links)} links that no one path crosses "
                 f"together ({shown}{', ...' if len(w.links) > 4 else ''})")
+    if w.kind == "from":
+        shown = ", ".join(routing.link_name(routing.links[i]) for i in w.links[:3])
+        leaf = names[routing.switch_guids[w.switches[0]]]
+        whose = f"{leaf}'s sender {who} sends" if len(hcas) == 1 else f"{leaf}'s {len(hcas)} senders ({who}) send"
+        return (f"{n - 1} stage{'s' if n > 2 else ''} cannot cover {len(w.links)} routed links that only {whose} "
+                f"over, no one route crossing two ({shown}{', ...' if len(w.links) > 3 else ''})")
     pod = sorted(names[routing.switch_guids[x]] for x in w.switches)
     where = pod[0] if len(pod) == 1 else f"the pod of {len(pod)} switches {', '.join(pod[:3])}, ..."
     if w.kind == "into":

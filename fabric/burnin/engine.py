@@ -6,6 +6,9 @@ not see as a fat tree: "Fabric topology is not a fat-tree", "more than one root"
 the default minhop, routes it instead: `<engine> tables configured on all switches` names the one whose
 tables the switches hold (osm_ucast_mgr.c, osm_ucast_mgr_process). Nothing in `dump_lfts` says which it
 was, and it changes which links carry traffic, so a fallback is a warning in the plan.
+
+Without the log, a site whose SM is UFM's says it through UFM's SM configuration (`fabric.ufm.smconf`): the
+engines asked for (`routing_engine`) and the one active (`routing_engine_active`); `engine_from_sm_config`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from fabric.parsers.common import printable
+from fabric.ufm.smconf import SmConfig
 
 _USED = re.compile(r"osm_ucast_mgr_process: (\S+) tables configured on all switches")
 _FAILED = re.compile(r"ucast_mgr_route: (\S+): (cannot .*)$")
@@ -35,8 +39,8 @@ class RoutingEngine:
 
     def warning(self) -> str | None:
         if self.used is None:
-            return (f"{self.source}: opensm's log does not say which routing engine configured the switches: "
-                    "the plan trusts the tables as dumped")
+            return (f"{self.source}: does not say which routing engine configured the switches"
+                    f"{' (' + '; '.join(self.why) + ')' if self.why else ''}: the plan trusts the tables as dumped")
         if not self.fell_back:
             return None
         return (f"{self.source}: opensm could not route this fabric with {', '.join(self.failed)} "
@@ -70,3 +74,22 @@ def parse_opensm_log(text: str, source: str = "opensm.log") -> RoutingEngine:
         elif (m := _WHY.search(line)) is not None and used is None and len(why) < 4:
             why.append(printable(m.group(1), 120))
     return RoutingEngine(used, tuple(failed), tuple(why) if failed else (), source)
+
+
+def engine_from_sm_config(config: SmConfig, source: str) -> RoutingEngine:
+    """The engine UFM's OpenSM routes with; the engines asked for before it are those that could not."""
+    if config.active is None:
+        asked = f"asks for {', '.join(config.requested)} but " if config.requested else ""
+        return RoutingEngine(None, (), (f"UFM's SM configuration {asked}names no routing_engine_active",), source)
+    if config.active in config.requested:
+        failed = config.requested[:config.requested.index(config.active)]
+    else:
+        failed = config.requested
+    why = (f"UFM's SM configuration asks for {','.join(config.requested)}; routing_engine_active is "
+           f"{config.active}",) if failed else ()
+    return RoutingEngine(config.active, failed, why, source)
+
+
+def engine_unread(source: str, error: str) -> RoutingEngine:
+    """The engine is unknown: the source could not be read (`error` says why)."""
+    return RoutingEngine(None, (), (printable(error, 160),), source)

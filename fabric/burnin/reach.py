@@ -174,6 +174,11 @@ def _users(hops: Sequence[dict[int, _Hop]], sets: Sequence[dict[int, int]], good
     return users, seen
 
 
+def routed_from(r: Reach, leaf: int) -> dict[int, int]:
+    """Link -> receivers routed over it from `leaf` (its senders' routes alone)."""
+    return _users(r.hops, r.sets, [-1] * len(r.hops), {leaf: r.start.get(leaf, 0)})[0]
+
+
 def _unknown(routing: Routing, senders: dict[int, list[int]], host: Sequence[int], start: dict[int, int],
              good: Sequence[int]) -> tuple[tuple[str, int], ...]:
     counts: Counter[str] = Counter()

@@ -1,15 +1,20 @@
 """`fabric burnin plan --site S`: the site's GPU hosts' HCAs, on the fabric as it is now.
 
 The topology is discovered live (or read from `--discovered`), the forwarding tables are read from the
-switches (`--routing live`: `dump_lfts` here, or through `ibsim-run` on the lab's fabric) or from a file.
+switches (`--routing live`: `dump_lfts` as the site's tools reach the fabric, `fabric.diags`) or from a file.
 Hosts with an HCA port that is down or disabled (what `fabric ports` disabled shows as `Down/Disabled`)
 are left out with that reason, so no flow is planned over a port that cannot carry it. The plan's JSON
 carries what the runner and the judge need besides the stages: each switch's LID (for `perfquery`), the
 design's line rate per direction and the site's floor, and both ends of every link with their locations.
+
+The routing engine that programmed the tables read live is the one `--opensm-log` names; without the log,
+a site with UFM asks UFM's SM configuration (`fabric.ufm.smconf`), and the plan names it and warns of a
+fallback as with the log (or says that it could not be read).
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 from collections import Counter
 from collections.abc import Collection, Mapping
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabric.burnin.engine import RoutingEngine
+from fabric.burnin.engine import RoutingEngine, engine_from_sm_config, engine_unread
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.lft import parse_lfts
 from fabric.burnin.plan import make_plan, retry_stages
@@ -32,9 +37,15 @@ from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.ledger import OUT_OF_SERVICE, Ledger
 from fabric.ports.resolve import Resolver
 from fabric.topology import End, NodeType, Topology
+from fabric.ufm.errors import UfmError
+from fabric.ufm.site import site_client
+from fabric.ufm.smconf import parse_sm_config
+from provision.errors import CredentialError
 from provision.site.model import Site
 from provision.state import StateStore
 from provision.state.identifiers import canonical_guid
+
+LIVE = "dump_lfts (live)"
 
 
 @dataclass(frozen=True)
@@ -69,8 +80,27 @@ def read_fabric(site: Site, discovered: Path | None, routing: str, timeout_s: fl
     else:
         top = tools.discover(site.path, timeout_s)
     if routing == "live":
-        return SiteFabric(top, tools.dump_lfts(timeout_s), "dump_lfts (live)")
+        return SiteFabric(top, tools.dump_lfts(timeout_s), LIVE)
     return SiteFabric(top, read_capture_bytes(Path(routing), "--routing"), routing)
+
+
+def ufm_engine(site: Site) -> RoutingEngine | None:
+    """The routing engine UFM's SM configuration names; None when the site has no UFM."""
+    fabric = site.spec.fabric
+    if fabric is None or fabric.ufm is None:
+        return None
+    source = f"UFM's SM configuration (GET {str(fabric.ufm.url).rstrip('/')}/ufmRest/app/smconf)"
+
+    async def read() -> str:
+        client = site_client(site)
+        assert client is not None
+        async with client:
+            return await client.sm_config()
+
+    try:
+        return engine_from_sm_config(parse_sm_config(asyncio.run(read())), source)
+    except (UfmError, CredentialError) as exc:
+        return engine_unread(source, f"not read: {exc}")
 
 
 
@@ -157,6 +187,8 @@ def plan_for_site(site: Site, fabric: SiteFabric, hosts: Collection[str], floor_
             raise FabricError(f"no GPU host is left to burn in ({next(iter(short.values()))})")
         routing = build_routing(top, dump, set(chosen))
     plan = make_plan(routing)
+    if engine is None and fabric.lfts_source == LIVE:
+        engine = ufm_engine(site)
     out = plan_json(plan, engine)
     design = load_design(site.fabric_design) if site.fabric_design is not None else None
     rate = design_line_rate(design, site)

@@ -12,9 +12,10 @@ password (or token) is a `Secret`, revealed only into httpx's auth, the login fo
 URL, message or log line.
 
 Endpoints: `GET /ufmRest/app/events`, `GET /ufmRest/resources/ports` (and `/ports/<name>`), `GET
-/ufmRest/resources/links`, and port disable/enable through the Actions REST API (`POST /ufmRest/actions`
-with `{"action": "disable"|"enable", "params": {"port_id": "<guid>_<port>"}, "object_ids": ["<guid>"],
-"object_type": "System", "identifier": "id"}`), which answers 202 with a job that runs after the answer
+/ufmRest/resources/links`, `GET /ufmRest/app/smconf` (OpenSM's configuration: its routing engine), and port
+disable/enable through the Actions REST API (`POST /ufmRest/actions` with `{"action": "disable"|"enable",
+"params": {"port_id": "<guid>_<port>"}, "object_ids": ["<guid>"], "object_type": "System", "identifier":
+"id"}`), which answers 202 with a job that runs after the answer
 (`fabric.ufm.jobs`). A port change is done when its job is: `wait_job` polls `GET /ufmRest/jobs/<id>` (first
 after `POLL_FIRST_S`, backing off to `POLL_MAX_S`; NVIDIA's own `job_polling.py` polls every 3 s) until it is no
 longer `Running` or `job_timeout_s` has passed since the 202; a poll that UFM answers 5xx or not at all is
@@ -57,6 +58,7 @@ MAX_BODY = 64 << 20  # a 12,000-cable fabric's ports list is tens of MB
 JOB_MAX_BODY = 1 << 20  # a job, its sub-jobs, an action's answer
 JOB_TIMEOUT_S = 120.0  # NVIDIA's batch_isolate_devices.py waits 10 x 20 s for its jobs; a port change takes seconds
 POLL_FIRST_S, POLL_MAX_S, POLL_FACTOR = 0.25, 2.0, 1.5
+SMCONF_MAX_BODY = 1 << 20  # opensm.conf's few hundred keys
 MAX_SUB_JOBS = 20  # sub-job summaries kept in a failed job's message
 
 
@@ -165,6 +167,10 @@ class UfmClient:
 
     async def links(self) -> str:
         return await self.get_text("/ufmRest/resources/links")
+
+    async def sm_config(self) -> str:
+        """OpenSM's configuration as UFM serves it (`fabric.ufm.smconf`)."""
+        return (await self._request("GET", "/ufmRest/app/smconf", max_body=SMCONF_MAX_BODY))[1]
 
     async def port(self, end: End) -> dict[str, Any]:
         text = await self.get_text(f"/ufmRest/resources/ports/{end.guid}_{end.port}")

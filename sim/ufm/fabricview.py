@@ -24,11 +24,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from fabric.burnin.engine import MAX_LOG, RoutingEngine, parse_opensm_log
+from fabric.diags import Diags, last_complaint
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.actuate import IbPortState, PortStatus, dr_path, lids_from_ibnetdiscover
 from fabric.ports.counters import parse_perfquery
-from fabric.toolrun import run_tool
 from fabric.topology import End, Link, NodeType, Topology
+from sim.ibfabric.diags_prefix import RUN_DIAGS, run_sim_tool
 
 FLAP_WINDOW_S = 300.0
 SIM_CA = "ibsim0"  # the one CA umad2sim shows a tool (umad2sim.c: umad2sim_dev_create(0, "ibsim0"))
@@ -71,9 +73,12 @@ class SimActuator(IbPortState):
 
 
 class FabricView:
-    def __init__(self, state_file: Path, timeout_s: float = 30.0) -> None:
+    def __init__(self, state_file: Path, timeout_s: float = 30.0, routing_engine: str = "ftree") -> None:
         state = json.loads(state_file.read_text())
         self.env = {"IBSIM_SOCKNAME": str(state["socket"])}
+        self.routing_engine = routing_engine  # opensm's -R: the engines asked for, comma separated
+        self.opensm_log = state_file.with_name(state_file.name + ".opensm.log")
+        self.engine: RoutingEngine | None = None  # what the last sweep's log says routed the fabric
         self.console_path = Path(state["console"])
         self.timeout_s = timeout_s
         self.lock = threading.RLock()
@@ -85,15 +90,14 @@ class FabricView:
         self.nodes = dict(self.topology.nodes)  # every node ever seen (an HCA behind a disabled link vanishes)
         self.known_links = {(ln.a, ln.b): ln for ln in self.topology.links}
         self.cabling = dict(self.known_links)  # the cables, kept to re-cable a repaired link
-        self.actuator = SimActuator(self.discover_text, env=self.env, wrapper=["ibsim-run"])
+        self.actuator = SimActuator(self.discover_text, Diags(prefix=(str(RUN_DIAGS),), env=self.env))
         self.poll()
 
     def tool(self, argv: list[str], sim_host: str | None = None, check: bool = False) -> str:
         env = {**self.env, **({"SIM_HOST": sim_host} if sim_host else {})}
-        proc = run_tool(["ibsim-run", *argv], env, self.timeout_s)
+        proc = run_sim_tool(argv, env, self.timeout_s)
         if check and proc.returncode != 0:
-            last = [ln for ln in proc.stderr.splitlines() if "sim_connect" not in ln][-1:]
-            raise RuntimeError(f"{' '.join(argv)} failed (rc {proc.returncode}): {last[0] if last else 'no output'}")
+            raise RuntimeError(f"{' '.join(argv)} failed (rc {proc.returncode}): {last_complaint(proc)}")
         return proc.stdout
 
     def discover_text(self) -> str:
@@ -107,8 +111,15 @@ class FabricView:
         return top
 
     def sweep(self) -> None:
-        """What UFM's SM does after a change: assign LIDs and program routes (the real opensm, once)."""
-        run_tool(["ibsim-run", "opensm", "-o", "-R", "ftree", "-f", "/dev/null"], self.env, 120)
+        """What UFM's SM does after a change: assign LIDs and program routes (the real opensm, once); which
+        engine routed it is read from opensm's log, as UFM's SM configuration reports it."""
+        self.opensm_log.unlink(missing_ok=True)
+        run_sim_tool(["opensm", "-o", "-R", self.routing_engine, "-f", str(self.opensm_log)], self.env, 120)
+        try:
+            text = self.opensm_log.read_text(errors="replace")[-MAX_LOG:]
+        except OSError:
+            text = ""
+        self.engine = parse_opensm_log(text, "opensm.log")
 
     def console(self, command: str) -> None:
         with self.console_path.open("w") as fifo:

@@ -38,6 +38,7 @@ from sim.ufm.callers import kill_caller
 from sim.ufm.fabricview import FabricView
 from sim.ufm.faults import Faults, load_faults
 from sim.ufm.jobs import SimJobs
+from sim.ufm.smconf import sm_config
 
 PASSWORD_ENV = "BRINGUP_SIM_UFM_PASSWORD"
 TOKEN_ENV = "BRINGUP_SIM_UFM_TOKEN"
@@ -100,6 +101,8 @@ class UfmSim:
             return ok(200, self.jobs.get(m.group(1)))
         if request.method == "POST" and path == "/ufmRest/actions":
             return self.action(request, peer)
+        if request.method == "GET" and path == "/ufmRest/app/smconf":
+            return ok(*sm_config(self.view.routing_engine, self.view.engine, query))
         return ok(404, {"error": f"{request.method} {path}: not simulated"})
 
     def action(self, request: Request, peer: tuple[str, int] | None = None) -> Response:
@@ -204,7 +207,7 @@ async def main_async(args: argparse.Namespace) -> int:
             sys.stderr.write(f"ufm-sim: no simulated fabric at {args.ibsim_state}\n")
             return 2
         await asyncio.sleep(0.2)
-    view = await asyncio.to_thread(FabricView, args.ibsim_state)
+    view = await asyncio.to_thread(FabricView, args.ibsim_state, routing_engine=args.routing_engine)
     faults = load_faults(args.faults, view, args.design)
     await asyncio.to_thread(faults.start, view)
     sim = UfmSim(view, args.user, password, faults)
@@ -242,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", type=Path)
     p.add_argument("--design", type=Path, help="the fabric design (faults name its nodes)")
     p.add_argument("--poll-s", type=float, default=2.0)
+    p.add_argument("--routing-engine", default="ftree", help="opensm -R: the engines the SM is asked for")
     return asyncio.run(main_async(p.parse_args(argv)))
 
 

@@ -53,7 +53,7 @@ def rederive(plan: Plan) -> None:
             crossed = len(links & set(path))
             if w.kind in ("into", "own"):
                 assert dst.end in hcas and crossed == 1, (src.name, dst.name)
-            elif w.kind == "out_of":
+            elif w.kind in ("out_of", "from"):
                 assert src.end in hcas and crossed == 1, (src.name, dst.name)
     assert len(links) > (plan.lower_bound - 1) * len(hcas)
 
@@ -75,9 +75,21 @@ def test_a_receiver_alone_on_its_leaf_routed_over_three_spines_needs_three_stage
     rederive(plan)
 
 
-def test_a_plan_short_of_its_bound_names_the_links_that_forced_the_extra_stage() -> None:
-    # L1 and L4 both send up S1, so b-01 alone sends over S2 to L1, L3 and L4: three flows, three stages,
-    # which no group of the bound sees (it says 2)
+def test_a_lone_sender_routed_down_one_spine_to_three_leaves_needs_three_stages() -> None:
+    # L1 and L4 both send up S1, so b-01 alone on L2 sends over S2 to L1, L3 and L4: links no other leaf's
+    # route crosses, each to other receivers, so no flow crosses two: three flows, three stages (no pod
+    # bound sees it: they lie outside L2 and every pod above it is crossed)
+    plan = make_plan(_lone_receiver(("L1", "L2", "L3", "L4")))
+    assert plan.lower_bound == len(plan.stages) == 3 and not plan.forced and not plan.uncovered
+    assert plan.witness is not None and plan.witness.kind == "from"
+    assert "only L2's sender b-01/mlx5_0 sends over" in plan.bound_reason and "S2[1] -> L1[11]" in plan.bound_reason
+    rederive(plan)
+
+
+def test_a_plan_short_of_its_bound_names_the_links_that_forced_the_extra_stage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lone sender's bound left out, the bound says 2 and the third stage is forced by S2's links
+    monkeypatch.setattr("fabric.burnin.bound.lone_sender_bound", lambda r, floor: (0, (), (), -1))
     plan = make_plan(_lone_receiver(("L1", "L2", "L3", "L4")))
     assert (plan.lower_bound, len(plan.stages)) == (2, 3) and plan.forced and not plan.uncovered
     doc = plan_json(plan)
