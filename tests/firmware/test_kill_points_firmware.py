@@ -9,8 +9,10 @@ landed, and finishes the others. The kills come from a wrapper in front of one s
 
 BMC behaviour: the simulated iDRAC's (sim/redfish/firmware.py, REFERENCE-wave3 B1-B4): host firmware is staged
 by its task and installed at the next boot, the iDRAC's own firmware installs at once and the iDRAC restarts,
-Bios/Settings stays pending until the next boot. A SimpleUpdate's image is fetched from the controller's image
-server, which dies with the controller: the task of a killed run ends Exception.
+Bios/Settings stays pending until the next boot, each a job in the iDRAC's job queue (sim/redfish/firmware_jobs.py)
+Scheduled until that boot. A SimpleUpdate's image is fetched from the controller's image server, which dies with the
+controller: the task of a killed run ends Exception. An update or BIOS change the BMC holds Scheduled is activated
+by a reboot, never sent again (the job queue read with the inventory, provision/firmware/jobs.py).
 
 BIOS runs go at once (one process per host, each killed by its own BMC); firmware runs go one after another, as
 each binds the site's one image server address.
@@ -48,6 +50,9 @@ SIMPLE_UPDATE = "UpdateService.SimpleUpdate"
 PUSH = "/MultipartUpload"
 LANDED = "the BMC shows the host on its baseline: not changed again"
 NOT_LANDED = "the BMC shows the host still off its baseline: the next apply changes it"
+STAGED = "the next apply reboots the host without sending it again"  # after "the BMC holds it ... (job JID_.. Scheduled)"
+STAGED_FIRMWARE = ("h04", "h05", "h14")  # killed after the BMC staged the update for the next reboot
+PENDING_BIOS = ("h09", "h10", "h11")  # killed after the PATCH: a Scheduled BIOSConfiguration job waits for a reboot
 
 # host -> (kill point, whether the change landed on the BMC before the next run)
 FIRMWARE = {
@@ -56,7 +61,8 @@ FIRMWARE = {
     "h01": (KillPoint("SimpleUpdate accepted, answer lost", "POST", acted=True, path=SIMPLE_UPDATE), False),
     "h02": (KillPoint("multipart push arriving", "POST", acted=False, path=PUSH), False),
     "h03": (KillPoint("push of the iDRAC's own firmware accepted, answer lost", "POST", acted=True, path=PUSH), True),
-    # staged by the BMC, not activated (no reboot): still off its baseline, so pushed again and then rebooted
+    # staged by the BMC, not activated (no reboot): still off its baseline, but its Dell job queue holds a
+    # Scheduled FirmwareUpdate job for the HCA: rebooted, not pushed again
     "h14": (KillPoint("push of the HCA's firmware accepted, answer lost", "POST", acted=True, path=PUSH), False),
     "h04": (KillPoint("ForceOff of the activating reboot arriving", "POST", acted=False, reset="ForceOff"), False),
     "h05": (KillPoint("On of the activating reboot arriving", "POST", acted=False, reset="On"), False),
@@ -196,10 +202,15 @@ def test_firmware_apply_killed_at_every_point_is_reconciled_from_the_bmc_and_nev
         for host, (point, landed) in FIRMWARE.items():
             updates, resets, hca = lab.seen(host)
             said = _said(store, host, "firmware_update")
-            assert said == (LANDED if landed else NOT_LANDED), point.name
+            staged = host in STAGED_FIRMWARE
+            assert said.endswith(STAGED) if staged else said == (LANDED if landed else NOT_LANDED), point.name
             assert next(x for x in out["reconciled_lines"] if f" of {host} (" in x).endswith(said), point.name
             if landed:  # never flashed nor rebooted again
                 assert host not in results and (updates, resets) == before[host][:2], point.name
+            elif staged:  # the staged update activated by this run's reboot, not sent again
+                assert results[host]["ok"] and updates == before[host][0] and hca == "28.43.1014", point.name
+                assert resets > before[host][1], point.name
+                assert [u["via"] for u in results[host]["data"]["updates"]] == ["staged"], point.name
             else:  # updated once more, by this run, and rebooted
                 assert results[host]["ok"] and updates == before[host][0] + 1 and hca == "28.43.1014", point.name
             assert store.get(host).state is State.configured, point.name  # health and burn-in again
@@ -234,10 +245,14 @@ def test_bios_apply_killed_at_every_point_is_reconciled_by_the_next_inventory_or
             firmware = lab.sim.bmc(host).firmware
             assert firmware is not None
             said = _said(store, host, "bios_settings")
-            assert said == (LANDED if landed else NOT_LANDED), point.name
+            if host in PENDING_BIOS:
+                assert said.endswith(STAGED), point.name
+            else:
+                assert said == (LANDED if landed else NOT_LANDED), point.name
             assert (f"for bios_settings of {host} (to ProcCStates=Disabled); {said}" in shown) is \
                 (host != BY_INVENTORY), point.name  # the drifted attribute only
             resets = len(lab.sim.bmc(host).resets)
+            assert firmware.patches == 1, point.name  # a PATCH the BMC holds pending is never sent again
             if landed:  # not PATCHed nor rebooted again
                 assert resets == before[host][1], point.name
             else:
