@@ -8,7 +8,7 @@ from typing import Any
 
 from provision.bmc.export import default_paths, write_exports
 from provision.bmc.power import PowerAction
-from provision.bmc.steps import HarvestStep, PowerStep, PxeStep, RunOptions, inventory_view
+from provision.bmc.step import HarvestStep, PowerStep, PxeStep, RunOptions, inventory_view
 from provision.site import Host, Site
 from provision.state import State, StateStore
 from provision.steps.runner import HostResult, Progress

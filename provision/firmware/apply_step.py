@@ -21,7 +21,7 @@ from typing import Any
 
 from provision.bmc.harvest import find_system
 from provision.bmc.power import PowerAction, power
-from provision.bmc.steps import BmcStep, RunOptions, base_url
+from provision.bmc.step import BmcStep, RunOptions, base_url
 from provision.firmware.bios import BiosState, pending
 from provision.firmware.drift import Judgement, bios_drift, judge
 from provision.firmware.images import ImageError, ImageServer, verify_image

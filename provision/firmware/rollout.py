@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from provision.bmc.steps import RunOptions
+from provision.bmc.step import RunOptions
 from provision.errors import BringupError
 from provision.firmware.apply_step import BiosApplyStep, FirmwareApplyStep, RebootGate
 from provision.firmware.drift import Judgement

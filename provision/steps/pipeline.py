@@ -1,7 +1,7 @@
 """The bring-up as one table: every step from `declared` to `golden`, what it takes and where it moves
 hosts, the host facts it reads and writes, and each failure reason with what to do about it.
 
-`provision steps` prints this table. Each step's code (provision/bmc/steps.py, provision/maas/step.py,
+`provision steps` prints this table. Each step's code (provision/bmc/step.py, provision/maas/step.py,
 provision/health/steps.py, provision/lifecycle_steps.py) names its spec from here, and the one runner
 (provision/steps/runner.py) runs every one of them the same way.
 """

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from provision.bmc.steps import RunOptions
+from provision.bmc.step import RunOptions
 from provision.errors import BringupError
 from provision.firmware.inventory_step import InventoryStep
 from provision.firmware.rollout import RolloutResult, apply

@@ -16,7 +16,7 @@ import pytest
 from provision.bmc import steps
 from provision.bmc.export import to_dhcpd, to_dnsmasq
 from provision.bmc.operations import contested_pxe_macs
-from provision.bmc.steps import HarvestStep
+from provision.bmc.step import HarvestStep
 from provision.site import Site, load_site
 from provision.state import State, StateStore
 from tests.redfish.simlab import PASSWORD_VAR, write_site
