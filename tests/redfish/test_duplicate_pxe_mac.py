@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provision.bmc import steps
+from provision.bmc import step
 from provision.bmc.export import to_dhcpd, to_dnsmasq
 from provision.bmc.operations import contested_pxe_macs
 from provision.bmc.step import HarvestStep
@@ -55,9 +55,9 @@ def _fake_bmcs(monkeypatch: pytest.MonkeyPatch, pxe_macs: dict[str, str]) -> Non
                                cross_check={}, notes=(), raw={})
 
     monkeypatch.setattr(HarvestStep, "session", session)
-    monkeypatch.setattr(steps, "find_system", find_system)
-    monkeypatch.setattr(steps, "harvest", harvest)
-    monkeypatch.setattr(steps, "check_inventory", lambda inventory, cls: None)
+    monkeypatch.setattr(step, "find_system", find_system)
+    monkeypatch.setattr(step, "harvest", harvest)
+    monkeypatch.setattr(step, "check_inventory", lambda inventory, cls: None)
 
 
 def test_two_bmcs_reporting_one_pxe_mac_in_one_run_fail_the_later_host_naming_the_first(
