@@ -1,8 +1,8 @@
 """`fabric`: cabling designs, fabric captures, identification and validation.
 
-Every command takes `--json`. Errors are one readable line on stderr. `fabric validate` exits 0 when the
-fabric matches its design, 1 when there are findings, 2 when it could not validate (bad input, no design,
-discovery failed).
+Every command takes `--json`. Exit codes are every command's (provision/cli/runner.py): 0 done and nothing
+wrong, 1 could not do it (bad input, no design, discovery failed: one readable line on stderr), 2 it ran and
+found problems (`fabric validate`'s findings, `identify`'s unplaced switches).
 """
 
 from __future__ import annotations
@@ -23,18 +23,15 @@ from fabric.options import (
     DesignFileOrNone,
     DesignName,
     DesignOut,
-    JsonOutput,
+    JsonOpt,
     NodeNameMapOut,
-    SiteFile,
+    SiteOrNone,
 )
 from fabric.ports.cli import ports_app
 from fabric.topology_cmd import topology_command
-from provision.cli.runner import ErrorExit, run_app
+from provision.cli.runner import command_app, problems_unless, run_app
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-FABRIC_ERRORS = ErrorExit(code=EXIT_ERROR, report=render.error_line)
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = command_app("fabric", __doc__ or "")
 design_app = typer.Typer(no_args_is_help=True, help="Cabling design files: generate, import, check.")
 
 # The sub-apps, one line each.
@@ -44,13 +41,9 @@ app.add_typer(burnin_app, name="burnin")
 app.command("topology")(topology_command)
 
 
-def _exit_with_findings(found: bool) -> typer.Exit:
-    return typer.Exit(EXIT_FINDINGS if found else EXIT_CLEAN)
-
-
 @app.command()
 def validate(
-    site: SiteFile = None,
+    site: SiteOrNone = None,
     design: DesignFileOrNone = None,
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", help="Known-good capture to compare with (no site).")] = None,
@@ -63,19 +56,19 @@ def validate(
     fmt: CaptureFormat = "auto",
     ufm_systems: Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (node types "
                            "and names for --discovered UFM links JSON).")] = None,
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
     worklist: Annotated[Path | None, typer.Option("--worklist", help="Write the datacenter worklist CSV here.")
                         ] = None,
     node_name_map: NodeNameMapOut = None,
 ) -> None:
-    """Prove the fabric is cabled as designed: exit 0 clean, 1 findings, 2 could not validate."""
+    """Prove the fabric is cabled as designed: exit 0 clean, 2 findings, 1 could not validate."""
     from fabric.pipeline import Inputs, validate_inputs
 
     inputs = Inputs(site=site, design=design, baseline=baseline, discovered=tuple(discovered or ()), live=live,
                     timeout=timeout, sim_state=sim_state, fmt=fmt, ufm_systems=ufm_systems)
     result = validate_inputs(inputs, warn=render.warning_line)
     render.validation(result, as_json, worklist, node_name_map)
-    raise _exit_with_findings(bool(result.report.findings))
+    problems_unless(not result.report.findings)
 
 
 @app.command()
@@ -84,21 +77,21 @@ def identify(
     discovered: Captures,
     fmt: CaptureFormat = "auto",
     node_name_map: NodeNameMapOut = None,
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Name every discovered switch by its physical location; report those that cannot be placed."""
     from fabric.pipeline import identify_captures
 
     the_design, ident = identify_captures(design, list(discovered), fmt)
     render.identification(the_design, ident, as_json, node_name_map)
-    raise _exit_with_findings(bool(ident.unplaced))
+    problems_unless(not ident.unplaced)
 
 
 @app.command()
 def parse(
     capture: Annotated[Path, typer.Argument(help="A capture file.")],
     fmt: CaptureFormat = "auto",
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Parse a capture and print what it holds (nodes, links, down ports, warnings)."""
     from fabric.pipeline import load_captures
@@ -127,7 +120,7 @@ def design_generate(
     first_u: Annotated[int, typer.Option("--first-u")] = 1,
     host_height_u: Annotated[int, typer.Option("--host-height-u")] = 4,
     out: DesignOut = None,
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Generate a 2-tier or 3-tier (rail-optimised) fat-tree design."""
     from fabric.generate import FatTreeParams, describe, generate_fat_tree
@@ -157,7 +150,7 @@ def design_import(
                             "object {field: header}.")] = None,
     sheet: Annotated[str | None, typer.Option("--sheet", help="Read only this sheet of a workbook.")] = None,
     out: DesignOut = None,
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Turn a partner's cabling workbook or CSV into a design file (every bad row reported with sheet and row)."""
     from fabric.design_csv import CABLING_ALIASES
@@ -172,7 +165,7 @@ def design_import(
 @design_app.command("check")
 def design_check(
     path: Annotated[Path, typer.Argument(help="Design file.")],
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Validate a design file (undeclared switches, duplicate ports, bad port numbers...)."""
     from fabric.design import load_design
@@ -181,7 +174,7 @@ def design_check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_app(app, argv, "fabric", FABRIC_ERRORS)
+    return run_app(app, argv, "fabric")
 
 
 if __name__ == "__main__":

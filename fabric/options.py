@@ -1,4 +1,6 @@
-"""Options that several `fabric` commands take, declared once (a sub-app such as `fabric ports` uses these too)."""
+"""Options that several `fabric` commands take, declared once (the sub-apps `fabric ports` and `fabric burnin`
+use these too). `--site`, `--db` and `--json` are the whole CLI's (`provision/cli/options.py`): one meaning in
+`provision` and `fabric` alike; `site_path` resolves an omitted `--site` as provision does."""
 
 from __future__ import annotations
 
@@ -7,8 +9,17 @@ from typing import Annotated
 
 import typer
 
-JsonOutput = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
-SiteFile = Annotated[Path | None, typer.Option("--site", help="Site file; its `fabric.design` is the design.")]
+from provision.cli.context import default_site_path
+from provision.cli.options import DbOpt, JsonOpt, SiteOpt, SiteOrNone
+
+__all__ = ["CaptureFormat", "Captures", "CapturesOrNone", "DbOpt", "DesignFile", "DesignFileOrNone", "DesignName",
+           "DesignOut", "JsonOpt", "NodeNameMapOut", "SiteOpt", "SiteOrNone", "site_path"]
+
+
+def site_path(site: Path | None) -> Path:
+    """`--site`, else `$BRINGUP_SITE`, else the embedded simulated site (as every provision command)."""
+    return site if site is not None else default_site_path()
+
 DESIGN = typer.Option("--design", help="Cabling design file.")
 DesignFile = Annotated[Path, DESIGN]
 DesignFileOrNone = Annotated[Path | None, DESIGN]

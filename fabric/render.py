@@ -8,7 +8,6 @@ rich is imported only by the validation report's text form.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -29,12 +28,6 @@ UNPLACED_SHOWN = 10
 
 def emit_json(payload: Any) -> None:
     sys.stdout.write(mask(json.dumps(mask_tree(payload), indent=2, default=str)) + "\n")  # held secrets masked
-
-
-def error_line(message: str) -> None:
-    """`fabric: error: <message>` as one line on stderr (a multi-line message is joined with "; ")."""
-    with contextlib.suppress(Exception):  # it reports an error: it never raises one itself
-        sys.stderr.write(mask(f"fabric: error: {message}".replace("\n", "; ")) + "\n")
 
 
 def warning_line(message: str) -> None:

@@ -4,7 +4,8 @@
 line, hosts sharing a leaf side by side (a hostfile for `python -m training launch --hostfile`). The fabric
 is read as `fabric validate` reads it (`--discovered FILE` or `--live`); `--site` gives the host names (its
 GPU hosts), the design (switch names) and the state store, whose port ledger and burn-in verdicts take links
-out. Warnings (a leaf left an island, hosts not written) go to stderr; errors are one line, exit 1.
+out. Warnings (a leaf left an island, hosts not written) go to stderr; errors are one line, exit 1
+(provision/cli/runner.py).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from typing import Annotated
 import typer
 
 from fabric import render
-from fabric.options import CapturesOrNone, DesignFileOrNone, JsonOutput, SiteFile
+from fabric.options import CapturesOrNone, DbOpt, DesignFileOrNone, JsonOpt, SiteOrNone
 from fabric.slurm_topology import SlurmTopology, rank_order_text, to_json, topology_conf
 from fabric.topology_inputs import escape
 from fabric.topology_load import TopologyRequest, load_slurm_topology
-from provision.errors import BringupError
 
 
 class TopologyFormat(StrEnum):
@@ -32,7 +32,7 @@ class TopologyFormat(StrEnum):
 def topology_command(
     fmt: Annotated[TopologyFormat, typer.Option("--format", help="slurm: topology.conf; rank-order: one host "
                                                 "per line, grouped by leaf.")] = TopologyFormat.slurm,
-    site: SiteFile = None,
+    site: SiteOrNone = None,
     design: DesignFileOrNone = None,
     discovered: CapturesOrNone = None,
     live: Annotated[bool, typer.Option("--live", help="Run ibnetdiscover now (here, or on the simulated fabric).")
@@ -43,21 +43,16 @@ def topology_command(
                                                 "iblinkinfo, ufm-links.")] = "auto",
     ufm_systems: Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (with "
                                                      "--discovered UFM links JSON).")] = None,
-    db: Annotated[Path | None, typer.Option("--db", help="State database (default: $BRINGUP_STATE_DB, else the "
-                                            "site's).")] = None,
+    db: DbOpt = None,
     hosts: Annotated[str | None, typer.Option("--hosts", help="Only hosts matching this glob.")] = None,
     output: Annotated[Path | None, typer.Option("--output", help="Write the text here (default: stdout).")] = None,
-    as_json: JsonOutput = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Slurm topology.conf (tree) or a leaf-grouped rank order from the as-built fabric."""
     req = TopologyRequest(site=site, design=design, discovered=tuple(discovered or ()), live=live, timeout=timeout,
                           sim_state=sim_state, fmt=capture_format, ufm_systems=ufm_systems, db=db, hosts=hosts)
-    try:
-        result = load_slurm_topology(req, warn=lambda w: render.warning_line(escape(w, 400, quotes=False)))
-        _show(result, fmt, output, as_json)
-    except BringupError as exc:
-        render.error_line(str(exc))
-        raise typer.Exit(1) from None
+    result = load_slurm_topology(req, warn=lambda w: render.warning_line(escape(w, 400, quotes=False)))
+    _show(result, fmt, output, as_json)
 
 
 def _show(t: SlurmTopology, fmt: TopologyFormat, output: Path | None, as_json: bool) -> None:

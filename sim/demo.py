@@ -20,6 +20,7 @@ from fabric.cli import main as fabric_main
 from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
 from provision.cli.output import console, get_console
+from provision.cli.runner import PROBLEMS
 from sim.demo_progress import Progress
 from sim.demo_slurm import run_slurm_stage
 from sim.demo_training import prepare as prepare_training
@@ -194,6 +195,12 @@ def _stage(title: str, program: str, argv: list[str], run: _Run) -> int:
     return code
 
 
+def _story(code: int) -> int:
+    """A stage's exit code as the demo counts it: 0 clean, 1 part of the story (a command that found problems
+    exits 2: failed hosts, findings, failing links; the stage's own tally says 1), anything else as it is."""
+    return 1 if code == PROBLEMS else code
+
+
 def run_demo(site_path: Path | None) -> int:
     started = time.monotonic()
     lab = open_lab(site_path)
@@ -215,8 +222,8 @@ def run_demo(site_path: Path | None) -> int:
                 # site.yml's stage counts from the play's start (before the validation that ran beside it)
                 since = run.configure[1] if program == "configure" and run.configure else None
                 progress.start(title, _takes(program, argv), since)
-                # A step reporting failed hosts (exit 1) is part of the story; the demo goes on.
-                worst = max(worst, _stage(title, program, argv, run))
+                # A step reporting failed hosts or findings (exit 2) is part of the story; the demo goes on.
+                worst = max(worst, _story(_stage(title, program, argv, run)))
                 progress.finish()
         finally:
             progress.close()
@@ -224,7 +231,7 @@ def run_demo(site_path: Path | None) -> int:
                 run.configure[0].kill()
                 run.configure[0].wait()
         console.rule("[bold]Bring-up report[/]  [dim]provision report")
-        worst = max(worst, provision_main(["report", "--site", site_file]))
+        worst = max(worst, _story(provision_main(["report", "--site", site_file])))
         console.print(progress.summary())
         console.rule("[bold]stopping the lab")
     console.print(f"demo: {time.monotonic() - started:.1f} s in all (the lab's start and stop included)")

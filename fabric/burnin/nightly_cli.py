@@ -1,4 +1,7 @@
-"""`fabric burnin nightly --site S --budget 2h [--cycle 7] [--in-use HOSTFILE]`: burn idle golden hosts' links."""
+"""`fabric burnin nightly --site S --budget 2h [--cycle 7] [--in-use HOSTFILE]`: burn idle golden hosts' links.
+
+Exit codes are every command's (provision/cli/runner.py): 1 when it could not burn (a bad option or file, too
+few idle hosts: one line on stderr), 2 when it burned and flagged links."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import sys
 import time
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +19,8 @@ from fabric.burnin.actions import Opened, judge_run, link_rows, open_site, plan_
 from fabric.burnin.nightly import Flag, choose_stages, flags, hostfile_hosts, parse_budget, prometheus
 from fabric.burnin.runner import RunOptions
 from fabric.errors import FabricError
+from fabric.options import DbOpt, JsonOpt, SiteOpt, site_path
+from provision.cli.runner import problems_unless
 from provision.state import State
 
 STAGE_OVERHEAD_S = 60.0  # launching, counters and cleanup around each stage's duration
@@ -23,16 +28,42 @@ STAGE_OVERHEAD_S = 60.0  # launching, counters and cleanup around each stage's d
 
 def _idle_golden(opened: Opened, in_use: Path | None) -> tuple[set[str], set[str]]:
     golden = set(opened.store.in_state(State.golden))
-    busy = hostfile_hosts(in_use.read_text(encoding="utf-8", errors="replace")) if in_use is not None else set()
+    busy = hostfile_hosts(_read(in_use)) if in_use is not None else set()
     return golden - busy, golden & busy
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 def _write(path: Path | None, text: str) -> None:
     if path is None:
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # the textfile collector never reads half a file
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        raise FabricError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+def _budget(text: str) -> float:
+    try:
+        return parse_budget(text)
+    except ValueError as e:
+        raise FabricError(f"--budget: {e}") from None
+
+
+def _night(text: str | None) -> date:
+    if text is None:
+        return datetime.now(UTC).date()
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise FabricError(f"--night {text!r}: a date as YYYY-MM-DD") from None
 
 
 def nightly(site: Path, budget_s: float, cycle: int, in_use: Path | None, duration: int, routing: str,
@@ -74,31 +105,28 @@ def _text(out: dict[str, Any]) -> str:
 
 
 def nightly_command(
-    site: Path = typer.Option(..., "--site", help="Site file."),  # noqa: B008
-    budget: str = typer.Option("2h", "--budget", help="Time for tonight's stages (2h, 90m)."),
-    cycle: int = typer.Option(7, "--cycle", min=1, max=365, help="Every link burned at least once every N nights."),
-    in_use: Path | None = typer.Option(None, "--in-use", help="The running job's hostfile: never touched."),  # noqa: B008
-    duration: int = typer.Option(600, "--duration", min=1, max=86400, help="Seconds per stage."),
-    routing: str = typer.Option("live", "--routing", help="`live`, or an LFT dump file."),
-    report: Path | None = typer.Option(None, "--report", help="Also write the report here."),  # noqa: B008
-    prom: Path | None = typer.Option(None, "--prom", help="Prometheus textfile (node exporter collector)."),  # noqa: B008
-    night: str | None = typer.Option(None, "--night", help="The night's date (default: today, UTC)."),
-    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
-    db: Path | None = typer.Option(None, "--db", help="State database."),  # noqa: B008
+    site: SiteOpt = None,
+    budget: Annotated[str, typer.Option("--budget", help="Time for tonight's stages (2h, 90m).")] = "2h",
+    cycle: Annotated[int, typer.Option("--cycle", min=1, max=365, help="Every link burned at least once every N "
+                                       "nights.")] = 7,
+    in_use: Annotated[Path | None, typer.Option("--in-use", help="The running job's hostfile: never touched.")
+                      ] = None,
+    duration: Annotated[int, typer.Option("--duration", min=1, max=86400, help="Seconds per stage.")] = 600,
+    routing: Annotated[str, typer.Option("--routing", help="`live`, or an LFT dump file.")] = "live",
+    report: Annotated[Path | None, typer.Option("--report", help="Also write the report here.")] = None,
+    prom: Annotated[Path | None, typer.Option("--prom", help="Prometheus textfile (node exporter collector).")
+                    ] = None,
+    night: Annotated[str | None, typer.Option("--night", help="The night's date (default: today, UTC).")] = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
 ) -> None:
     """Burn the links of golden hosts not in a running job, within the budget, rotating over `cycle` nights."""
-    try:
-        today = date.fromisoformat(night) if night else datetime.now(UTC).date()
-        out = nightly(site, parse_budget(budget), cycle, in_use, duration, routing, db, today)
-    except (FabricError, ValueError, OSError) as exc:
-        sys.stderr.write(f"fabric burnin nightly: error: {str(exc).replace(chr(10), '; ')}\n")
-        raise typer.Exit(1) from None
+    out = nightly(site_path(site), _budget(budget), cycle, in_use, duration, routing, db, _night(night))
     text = json.dumps({k: v for k, v in out.items() if k != "prometheus"}, indent=1) + "\n" if as_json else _text(out)
     _write(report, text)
     _write(prom, out["prometheus"])
     sys.stdout.write(text)
-    if out["flags"]:
-        raise typer.Exit(1)
+    problems_unless(not out["flags"])
 
 
 __all__ = ["Flag", "nightly_command"]

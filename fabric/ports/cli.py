@@ -3,8 +3,8 @@
 `plan` needs no site: it reads files a user saved (ibnetdiscover, UFM event.log or its REST JSON,
 perfquery/ibqueryerrors sweeps, iblinkinfo) and prints what it would disable or watch. `apply --site S`
 plans from the site's fabric now and disables the links (dry run unless --apply), `reenable LINK
---repaired` brings a repaired link back, `list` and `ticket` read the port ledger. Errors are one
-readable line on stderr and exit code 1.
+--repaired` brings a repaired link back, `list` and `ticket` read the port ledger. Exit codes are every
+command's (provision/cli/runner.py): an error is one readable line on stderr and exit code 1.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import typer
 
 from fabric.captures import read_capture
 from fabric.design import load_design
-from fabric.errors import FabricError
 from fabric.findings import Finding
+from fabric.options import JsonOpt
 from fabric.parsers.iblinkinfo import parse_iblinkinfo
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import CounterSweep, parse_counters
@@ -31,8 +31,6 @@ from fabric.ports.render import plan_text, plan_to_dict
 from fabric.topology import End, Topology, merge
 from fabric.ufm.resources import UfmPort, parse_link_cables, parse_ufm_ports
 from provision.site.port_policy import PortPolicy
-
-EXIT_ERROR = 1
 
 ports_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -85,20 +83,16 @@ def plan(
     since: Annotated[str | None, typer.Option("--since", help="Window, e.g. 24h (default: the policy's).")] = None,
     now: Annotated[str | None, typer.Option("--now", help="ISO time the window ends (default: now).")] = None,
     events_tz: Annotated[str, typer.Option("--events-tz", help="Zone of UFM's timestamps.")] = "UTC",
-    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Plan which links to disable (both ends) or watch, from saved captures; changes nothing."""
-    try:
-        policy = PortPolicy(ufm_timezone=events_tz)
-        window = parse_duration(since) if since else None
-        topology = _topology(discovered)
-        result = plan_ports(topology, read_events(events or [], zone(policy.ufm_timezone)),
-                            [_sweep(p) for p in counters or []], _findings(iblinkinfo), policy, parse_now(now),
-                            load_design(design) if design else None, since=window,
-                            ufm_ports=_ufm_ports(ufm_ports, ufm_links), evidence=burnin_evidence(burnin or []))
-    except FabricError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(EXIT_ERROR) from None
+    policy = PortPolicy(ufm_timezone=events_tz)
+    window = parse_duration(since) if since else None
+    topology = _topology(discovered)
+    result = plan_ports(topology, read_events(events or [], zone(policy.ufm_timezone)),
+                        [_sweep(p) for p in counters or []], _findings(iblinkinfo), policy, parse_now(now),
+                        load_design(design) if design else None, since=window,
+                        ufm_ports=_ufm_ports(ufm_ports, ufm_links), evidence=burnin_evidence(burnin or []))
     if json_out:
         sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
     else:

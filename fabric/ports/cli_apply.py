@@ -7,8 +7,9 @@ caps applies nothing without `--force`. Through UFM each port change is a job fo
 output and the ledger. Both first reconcile the links a run cut short left in flight (`planned` or
 `reenabling` as their latest row: their ports are read and what happened is recorded, reconcile.py); a dry run
 lists them. After an apply or a re-enable the hosts follow their ports (the `ports` lifecycle step,
-fabric/ports/hosts.py). Errors are one readable line on stderr and exit 1; a refused plan, an apply that
-stopped or a re-enable that found the link still bad also exit 1.
+fabric/ports/hosts.py). Exit codes are every command's (provision/cli/runner.py): an error is one readable line on
+stderr and exit 1, as are a refused plan and an apply that stopped; a re-enable that found the link still bad
+exits 2.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
+from fabric.options import DbOpt, JsonOpt, SiteOpt, site_path
 from fabric.ports.apply import ApplyReport
 from fabric.ports.hosts import hosts_follow
 from fabric.ports.inputs import burnin_evidence, parse_duration, parse_now, read_events, zone
@@ -30,22 +32,15 @@ from fabric.ports.reconcile import Reconciled
 from fabric.ports.render import plan_text, plan_to_dict
 from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
 from fabric.ports.ticket import entry_ticket
+from provision.cli.runner import ERROR, problems_unless
 from provision.errors import BringupError
 from provision.slurm.after_step import sync_after_step
 from provision.state.secret_values import mask
 from provision.steps.runner import HostResult
 
-SiteOption = Annotated[Path, typer.Option("--site", help="Site file (its fabric, UFM, policy and state store).")]
-DbOption = Annotated[Path | None, typer.Option("--db", help="State database (default: $BRINGUP_STATE_DB, else "
-                                               "the site's).")]
 JobTimeoutOption = Annotated[str | None, typer.Option(
     "--job-timeout", help="How long a UFM job (a port's disable or enable) may run before the ledger says "
     "job_timeout (default: the site's fabric.ufm.job_timeout_s, 120s unless set).")]
-
-
-def _fail(err: BaseException) -> typer.Exit:
-    sys.stderr.write(mask(f"error: {str(err).replace(chr(10), '; ')}") + "\n")
-    return typer.Exit(1)
 
 
 def _out(text: str) -> None:
@@ -89,7 +84,7 @@ def _follow(ps: PortsSite) -> list[HostResult]:
 
 
 def apply_command(
-    site: SiteOption,
+    site: SiteOpt = None,
     apply: Annotated[bool, typer.Option("--apply", help="Disable the links (default: a dry run).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Apply a plan over the site's caps.")] = False,
     events: Annotated[list[Path] | None, typer.Option(
@@ -100,30 +95,27 @@ def apply_command(
     tickets: Annotated[bool, typer.Option("--tickets", help="Print the ticket of every link disabled.")] = False,
     burnin: Annotated[list[Path] | None, typer.Option(
         "--burnin", help="`fabric burnin judge --json` output: its failing links as evidence (repeatable).")] = None,
-    db: DbOption = None,
-    json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    db: DbOpt = None,
+    json_out: JsonOpt = False,
     job_timeout: JobTimeoutOption = None,
 ) -> None:
     """Disable (both ends of) every link the plan condemns, each step in the port ledger; dry run unless --apply."""
+    ps = open_ports_site(site_path(site), db)
     try:
-        ps = open_ports_site(site, db)
-        try:
-            policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric else None
-            tz = zone(policy.ufm_timezone if policy else "UTC")
-            inputs = ApplyInputs(parse_duration(since) if since else None, parse_now(now) if now else None,
-                                 tuple(read_events(events, tz)) if events else None,
-                                 parse_duration(sweep).total_seconds() if sweep else None, apply, force,
-                                 tuple(burnin_evidence(burnin or [])),
-                                 parse_duration(job_timeout).total_seconds() if job_timeout else None)
-            run = asyncio.run(plan_and_apply(ps, inputs))
-            write_port_metrics(run.plan, ps.store.path)
-            moved = [*run.held, *_follow(ps)] if run.report.applied else list(run.held)
-            links = [r.link for r in run.reconciled if r.state == DISABLED] + [o.link for o in run.report.outcomes]
-            disabled = [ps.ledger.find(x) for x in links] if tickets and run.report.applied else []
-        finally:
-            ps.close()
-    except BringupError as err:
-        raise _fail(err) from None
+        policy = ps.site.spec.fabric.port_policy if ps.site.spec.fabric else None
+        tz = zone(policy.ufm_timezone if policy else "UTC")
+        inputs = ApplyInputs(parse_duration(since) if since else None, parse_now(now) if now else None,
+                             tuple(read_events(events, tz)) if events else None,
+                             parse_duration(sweep).total_seconds() if sweep else None, apply, force,
+                             tuple(burnin_evidence(burnin or [])),
+                             parse_duration(job_timeout).total_seconds() if job_timeout else None)
+        run = asyncio.run(plan_and_apply(ps, inputs))
+        write_port_metrics(run.plan, ps.store.path)
+        moved = [*run.held, *_follow(ps)] if run.report.applied else list(run.held)
+        links = [r.link for r in run.reconciled if r.state == DISABLED] + [o.link for o in run.report.outcomes]
+        disabled = [ps.ledger.find(x) for x in links] if tickets and run.report.applied else []
+    finally:
+        ps.close()
     if json_out:
         out: dict[str, Any] = {"reconciled": [r.to_dict() for r in run.reconciled], "plan": plan_to_dict(run.plan),
                                "report": run.report.to_dict(), "hosts": [_host_dict(r) for r in moved]}
@@ -132,8 +124,8 @@ def apply_command(
         _out(reconciled_text(run.reconciled) + plan_text(run.plan) + report_text(run.report)
              + (hosts_text(moved) if run.report.applied or moved else "")
              + "".join(f"\n--- ticket {e.link} (ledger row {e.id})\n{entry_ticket(e)}" for e in disabled))
-    if not run.report.ok:
-        raise typer.Exit(1)
+    if not run.report.ok:  # refused (over the caps) or stopped: the report above says which
+        raise typer.Exit(ERROR)
 
 
 def _host_dict(r: HostResult) -> dict[str, Any]:
@@ -143,31 +135,27 @@ def _host_dict(r: HostResult) -> dict[str, Any]:
 
 def reenable_command(
     link: Annotated[str, typer.Argument(help="Ledger link id, or one end as NAME[PORT] / 0xGUID[PORT].")],
-    site: SiteOption,
+    site: SiteOpt = None,
     repaired: Annotated[bool, typer.Option("--repaired", help="The cable or transceiver was replaced.")] = False,
     window: Annotated[str, typer.Option("--window", help="Error-counter window after it trains.")] = "30s",
     train: Annotated[str, typer.Option("--train", help="How long the link may take to train.")] = "15s",
-    db: DbOption = None,
+    db: DbOpt = None,
     job_timeout: JobTimeoutOption = None,
 ) -> None:
     """Re-enable both ends of a repaired link if it trains at its design rate with no errors; else it stays out."""
+    if not repaired:
+        raise BringupError("say --repaired once the cable or transceiver was replaced (a link is re-enabled "
+                           "only after a repair)")
+    window_s, train_s = parse_duration(window).total_seconds(), parse_duration(train).total_seconds()
+    job_timeout_s = parse_duration(job_timeout).total_seconds() if job_timeout else None
+    ps = open_ports_site(site_path(site), db)
     try:
-        if not repaired:
-            raise BringupError("say --repaired once the cable or transceiver was replaced (a link is re-enabled "
-                               "only after a repair)")
-        window_s, train_s = parse_duration(window).total_seconds(), parse_duration(train).total_seconds()
-        job_timeout_s = parse_duration(job_timeout).total_seconds() if job_timeout else None
-        ps = open_ports_site(site, db)
-        try:
-            run = asyncio.run(reenable_link(ps, link, window_s, train_s, job_timeout_s))
-            moved = [*run.held, *_follow(ps)]
-        finally:
-            ps.close()
-    except BringupError as err:
-        raise _fail(err) from None
+        run = asyncio.run(reenable_link(ps, link, window_s, train_s, job_timeout_s))
+        moved = [*run.held, *_follow(ps)]
+    finally:
+        ps.close()
     result, entry = run.result, run.result.entry
     verdict = "re-enabled" if result.ok else "still out of service (disabled again)"
     lines = [f"{entry.link}: {verdict} (ledger row {entry.id})", *(f"  {f}" for f in result.findings)]
     _out(reconciled_text(run.reconciled) + "\n".join(lines) + "\n" + hosts_text(moved))
-    if not result.ok:
-        raise typer.Exit(1)
+    problems_unless(result.ok)

@@ -18,39 +18,30 @@ from typing import Annotated
 import typer
 
 from fabric.errors import FabricError
+from fabric.options import DbOpt, JsonOpt, SiteOpt, site_path
 from fabric.ports.ledger import IN_FLIGHT, OUT_OF_SERVICE, Ledger
 from fabric.ports.ticket import entry_ticket
-from provision.cli.context import default_site_path
-from provision.errors import BringupError
 from provision.site.index import load_index
 from provision.site.store import open_store
 from provision.state.secret_values import mask, mask_tree
 
-SiteOption = Annotated[Path | None, typer.Option(
-    "--site", help="Site file (default: $BRINGUP_SITE, else the embedded simulated site).")]
-DbOption = Annotated[Path | None, typer.Option("--db", help="State database (default: $BRINGUP_STATE_DB, else "
-                                               "the site's).")]
 IN_FLIGHT_NOTE = ("in flight: a run is changing this link or was cut short; the next `fabric ports apply --apply` "
                   "or `reenable` reads its ports and records what happened")
 
 
 def _ledger(site: Path | None, db: Path | None) -> Ledger:
-    index = load_index(site or default_site_path())
+    index = load_index(site_path(site))
     path = index.paths.state_db(db)
     if not path.is_file():
         raise FabricError(f"{path}: no state database here (--db, $BRINGUP_STATE_DB or the site's default)")
     return Ledger(open_store(index, db))
 
 
-def list_links(site: SiteOption = None, db: DbOption = None,
+def list_links(site: SiteOpt = None, db: DbOpt = None,
                all_: Annotated[bool, typer.Option("--all", help="Re-enabled links too.")] = False,
-               json_out: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False) -> None:
+               json_out: JsonOpt = False) -> None:
     """Links the ledger has out of service (disabled, failed to apply, refused re-enable, in flight), with why."""
-    try:
-        current = [e for e in _ledger(site, db).current().values() if all_ or e.state in OUT_OF_SERVICE]
-    except BringupError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1) from None
+    current = [e for e in _ledger(site, db).current().values() if all_ or e.state in OUT_OF_SERVICE]
     if json_out:
         rows = [{**row.to_dict(), "in_flight": row.state in IN_FLIGHT} for row in current]
         sys.stdout.write(mask(json.dumps(mask_tree(rows), indent=2)) + "\n")  # the site's credentials masked
@@ -67,11 +58,7 @@ def list_links(site: SiteOption = None, db: DbOption = None,
 
 
 def ticket(link: Annotated[str, typer.Argument(help="Ledger link id, or one end as NAME[PORT] / 0xGUID[PORT].")],
-           site: SiteOption = None, db: DbOption = None) -> None:
+           site: SiteOpt = None, db: DbOpt = None) -> None:
     """The datacenter ticket of a link: both ends' locations, cable S/N, evidence, what to replace."""
-    try:
-        entry = _ledger(site, db).find(link)
-    except BringupError as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(1) from None
+    entry = _ledger(site, db).find(link)
     sys.stdout.write(mask(entry_ticket(entry)))

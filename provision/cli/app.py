@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
 
 from provision.cli.option_groups import with_group
+from provision.cli.options import DbOpt, JsonOpt, SiteOpt
 from provision.cli.runner import command_app
 
 R = TypeVar("R")
@@ -17,20 +17,6 @@ R = TypeVar("R")
 app = command_app("provision",
                   "Take GPU hosts from declared to golden: BMCs, PXE, MAAS, configuration, health, golden set.")
 
-SiteOpt = Annotated[
-    Path | None,
-    typer.Option("--site", help="Site file or directory (default: $BRINGUP_SITE, else the embedded sim site)."),
-]
-DbOpt = Annotated[
-    Path | None,
-    typer.Option("--db", help="State database (default: state/<site>.db next to the site file)."),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
-HostsOpt = Annotated[
-    str | None,
-    typer.Option("--hosts", help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME or @HOSTFILE, comma-separated "
-                 "(default: every host the command applies to)."),
-]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`provision ethernet check`: where every BMC and PXE NIC is plugged, asked of the management switches.
 
-Exit codes as `fabric validate`: 0 every NIC where the design says, 1 findings (including `unknown`),
-2 could not check (no design, bad design, no credential for any switch...).
+Exit codes as every command's (provision/cli/runner.py): 0 every NIC where the design says, 1 could not check
+(no design, bad design, no credential for any switch...), 2 findings (including `unknown`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ import typer
 import provision.cli.lifecycle_cmds  # noqa: F401
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
-from provision.cli.output import console, emit_json, error_line, esc
-from provision.errors import BringupError
+from provision.cli.output import console, emit_json, esc
+from provision.cli.runner import problems_unless
 
 if TYPE_CHECKING:
     from provision.ethernet.design import EthernetDesign
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 ethernet_app = typer.Typer(no_args_is_help=True, help="Ethernet cabling of BMC and PXE NICs, from the switches.")
 app.add_typer(ethernet_app, name="ethernet")
 
@@ -50,19 +49,15 @@ def check_cmd(
     from provision.ethernet.rule import site_positions
     from provision.site.credentials import login
 
-    try:
-        ctx = Context.of(common)
-        site = ctx.site
-        eth = load_design(design or site.directory / "ethernet.yml", site_positions(site), site.spec.switches)
-        facts = {h: f for h, f in ctx.store.facts_many().items() if h in eth.nics}
-        macs = {(h, role): mac for h, f in facts.items()
-                for role, mac in (("pxe", f.pxe_mac), ("bmc", f.bmc_mac)) if mac}
-        names = site_names(site, eth.nics, {h: f.service_tag for h, f in facts.items()})
-        report = check(eth, lambda name: login(site, name), macs, concurrency=concurrency, timeout=timeout,
-                       names=names)
-    except BringupError as e:
-        error_line(str(e))
-        raise typer.Exit(EXIT_ERROR) from None
+    ctx = Context.of(common)
+    site = ctx.site
+    eth = load_design(design or site.directory / "ethernet.yml", site_positions(site), site.spec.switches)
+    facts = {h: f for h, f in ctx.store.facts_many().items() if h in eth.nics}
+    macs = {(h, role): mac for h, f in facts.items()
+            for role, mac in (("pxe", f.pxe_mac), ("bmc", f.bmc_mac)) if mac}
+    names = site_names(site, eth.nics, {h: f.service_tag for h, f in facts.items()})
+    report = check(eth, lambda name: login(site, name), macs, concurrency=concurrency, timeout=timeout,
+                   names=names)
     data = report.to_json()
     if out is not None:
         out.write_text(json.dumps(data, indent=2) + "\n")
@@ -70,7 +65,7 @@ def check_cmd(
         emit_json(data)
     else:
         _print(data)
-    raise typer.Exit(EXIT_FINDINGS if report.findings else EXIT_CLEAN)
+    problems_unless(not report.findings)
 
 
 def _print(data: dict[str, object]) -> None:
@@ -107,12 +102,8 @@ def import_cmd(
     sheet: Annotated[str | None, typer.Option("--sheet", help="Read only this sheet of a workbook.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the design here (default: stdout).")] = None,
 ) -> None:
-    """Turn the datacenter's NIC cabling sheet into an Ethernet design (every bad row reported: exit 2)."""
-    try:
-        design, why = _imported(sheet_file, switches_from, site_file, rule, columns, columns_file, sheet)
-    except BringupError as e:
-        error_line(str(e))
-        raise typer.Exit(EXIT_ERROR) from None
+    """Turn the datacenter's NIC cabling sheet into an Ethernet design (every bad row reported: exit 1)."""
+    design, why = _imported(sheet_file, switches_from, site_file, rule, columns, columns_file, sheet)
     _write_design(design, why, switches_from is not None, out)
 
 

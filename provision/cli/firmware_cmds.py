@@ -8,11 +8,13 @@ from typing import Any
 import typer
 
 from provision.bmc import RunOptions
-from provision.cli.app import Common, HostsOpt, app, common_options
+from provision.cli.app import Common, app, common_options
 from provision.cli.bmc_cmds import BmcOptions
 from provision.cli.context import Context
 from provision.cli.option_groups import with_group
+from provision.cli.options import HostsOpt
 from provision.cli.output import console, emit_json, esc
+from provision.cli.runner import ERROR
 from provision.cli.step_view import counts, fail_if_any, render_failures, result_json, with_progress
 from provision.firmware.plan import Operation, RolloutPlan
 from provision.site.select import select_hosts
@@ -99,8 +101,8 @@ def _apply(common: Common, hosts: str | None, operation: Operation, options: Run
         for line in result.reconciled_lines:
             console.print(f"[yellow]reconciled[/] {esc(line)}")
     fail_if_any(result.results)
-    if result.stopped:
-        raise typer.Exit(1)
+    if result.stopped:  # the rollout could not go on (its failed hosts, if any, made it exit 2 above)
+        raise typer.Exit(ERROR)
 
 
 @firmware_app.command("plan")

@@ -10,9 +10,11 @@ import typer
 from provision.bisect.planner import PlanError
 from provision.bisect.runner import BisectReport, JobRun, make_planner
 from provision.bisect.runner import bisect as run_bisect
-from provision.cli.app import Common, HostsOpt, app, common_options
+from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.options import HostsOpt
 from provision.cli.output import console, emit_json, err_console, esc
+from provision.cli.runner import problems_unless
 from provision.health.errors import HealthError
 from provision.health.run import run_health
 from provision.health.summary import summarize
@@ -113,8 +115,7 @@ def health(
         _render_health(payload)
         if slurm_line is not None:
             console.print(esc(slurm_line))
-    if any(r.verdict is not Verdict.healthy for r in report.results):
-        raise typer.Exit(1)
+    problems_unless(all(r.verdict is Verdict.healthy for r in report.results))
 
 
 def _bisect_payload(report: BisectReport) -> dict[str, Any]:
@@ -192,5 +193,4 @@ def bisect(
             console.print(f"  [yellow]undecided[/] (too few cleared hosts to pad with): {undecided}")
         if not payload["culprits"] and not payload["unexplained"]:
             console.print("  no failing job: every sub-group passed")
-    if payload["culprits"] or payload["unexplained"]:
-        raise typer.Exit(1)
+    problems_unless(not payload["culprits"] and not payload["unexplained"])

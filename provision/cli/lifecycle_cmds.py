@@ -11,8 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import Common, JsonOpt, app, common_options
+from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.options import JsonOpt
 from provision.cli.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.firmware.table import read_rows, version_spread

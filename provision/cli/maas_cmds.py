@@ -9,9 +9,11 @@ from typing import Annotated
 
 import typer
 
-from provision.cli.app import Common, HostsOpt, app, common_options
+from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.options import HostsOpt
 from provision.cli.output import console, emit_json, esc
+from provision.cli.runner import problems_unless
 from provision.cli.step_view import render_reconciled, with_progress
 from provision.errors import BringupError
 from provision.site.model import Maas
@@ -106,8 +108,7 @@ def deploy(
         render_reconciled(results)
         deployed = sum(r.state is State.deployed for r in results)
         console.print(f"{deployed} deployed, {len(failed)} failed, {len(results) - deployed - len(failed)} skipped")
-    if failed:
-        raise typer.Exit(1)
+    problems_unless(not failed)
 
 
 @maas_app.command("machines")

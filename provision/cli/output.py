@@ -76,14 +76,17 @@ def esc(value: object) -> str:
 
 
 def error_line(message: str) -> None:
-    """`error: <message>` on stderr, the message verbatim (never parsed as markup).
+    """`error: <message>` as one line on stderr, the message verbatim (never parsed as markup): every command's
+    error path (`provision.cli.runner.run_app`).
 
-    Held secrets are masked (an exception's text can quote what a peer echoed) and control characters
-    shown escaped, so a peer's ANSI sequences are never interpreted. Never raises: it
-    reports errors. When rich cannot print (a closed or broken stderr, a character
-    the stream cannot encode) it falls back to a plain write, and failing that prints nothing.
+    A message of several lines (a site file's problems, one per line) is joined with "; ". Held secrets are
+    masked (an exception's text can quote what a peer echoed) and control characters shown escaped, so a
+    peer's ANSI sequences are never interpreted. Never raises: it reports errors. When rich cannot print (a
+    closed or broken stderr, a character the stream cannot encode) it falls back to a plain write, and failing
+    that prints nothing.
     """
-    message = "\n".join(shown(line) for line in mask(message).split("\n"))  # its own lines stay lines
+    lines = (shown(line).strip() for line in mask(message).split("\n"))
+    message = "; ".join(line for line in lines if line)
     try:
         from rich.text import Text
 

@@ -1,15 +1,21 @@
-"""Run a Typer application the project's way: every error becomes one readable line and an exit code.
+"""Run a Typer application the project's way: one exit-code table and one error path for every command line.
 
-One mapping from what went wrong to the exit code, for every command line of the project (`provision`,
-`fabric`, `sim`); each program only says which code its errors take and how its error line looks:
+The exit-code table (`provision`, `fabric`, `sim`; ARCHITECTURE.md and docs/guide.md say the same):
 
-    what happened                              exit code
-    the command returned (or `typer.Exit(n)`)  its code (0 when it returned nothing)
-    a BringupError (the user can act on it)    `error`     (provision 1, fabric 2)
-    a usage error (bad option, missing value)  click's 2
-    another click error, or an abort (^D)      `error`
-    interrupted (^C)                           130
-    anything else (a bug)                      `error`, or the traceback with BRINGUP_DEBUG=1
+    code  meaning                                                     raised as
+    0     done: the job ran and found nothing wrong                   the command returned
+    1     error: the job could not be done (bad input or option,     a BringupError, a usage error, any other
+          unreadable site file, another site's database, a peer      click error, an abort (^D), a bug
+          unreachable or refusing, a plan refused)
+    2     problems: the job ran and found some (failed hosts,        `ProblemsFound`, or `typer.Exit(PROBLEMS)`
+          validation findings, failing links, flagged links)         after the command printed its report
+    130   interrupted (^C)
+
+An error is one readable line on stderr, `error: <message>` (`provision.cli.output.error_line`: the secrets
+the process holds masked, control characters shown escaped, a message of several lines joined with "; "),
+never a traceback: an unexpected exception is reported as an internal error
+(BRINGUP_DEBUG=1 lets its traceback through). A usage error (an unknown option, a missing or malformed value)
+is the same one line, naming the command's `--help`; a group run bare prints its help and exits 1.
 
 `fabric` imports this module (and with it `provision.cli`'s package, which loads command modules only
 on demand): keep it free of the Redfish, MAAS and BMC packages.
@@ -18,8 +24,6 @@ on demand): keep it free of the Redfish, MAAS and BMC packages.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import click
 import typer
@@ -27,18 +31,11 @@ import typer
 from provision.cli.output import error_line
 from provision.errors import BringupError
 
-INTERRUPTED = 130
+OK, ERROR, PROBLEMS, INTERRUPTED = 0, 1, 2, 130
 
 
-@dataclass(frozen=True)
-class ErrorExit:
-    """How one program reports a failure: the exit code its errors take and the function writing the line."""
-
-    code: int
-    report: Callable[[str], None]
-
-
-PROVISION_ERRORS = ErrorExit(code=1, report=error_line)
+class ProblemsFound(BringupError):
+    """The job ran and found problems (hosts failed, findings): its message is the summary line, exit 2."""
 
 
 def _text(exc: BaseException) -> str:
@@ -49,42 +46,63 @@ def _text(exc: BaseException) -> str:
         return f"<{type(exc).__name__} whose message could not be read>"
 
 
-def _show(exc: click.ClickException, errors: ErrorExit) -> None:
+def _usage_line(exc: click.UsageError) -> str:
+    try:
+        message = exc.format_message()
+    except Exception:
+        message = _text(exc)
+    path = exc.ctx.command_path if exc.ctx is not None else None
+    return f"{message.rstrip('.')} (see `{path} --help`)" if path else message
+
+
+def _help(exc: click.UsageError) -> None:
+    """A group run bare: its help, as click shows it."""
     try:
         exc.show()
     except Exception:
-        errors.report(_text(exc))
+        error_line(_usage_line(exc))
 
 
-def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str,
-            errors: ErrorExit = PROVISION_ERRORS) -> int:
-    """Run `app` on `argv`; the exit code it ends with. Reporting an error never raises itself."""
+def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str) -> int:
+    """Run `app` on `argv`; the exit code it ends with (the table above). Reporting an error never raises itself."""
     try:
         # not standalone: click returns an explicit `typer.Exit(code)` instead of calling sys.exit
         code = app(args=argv, prog_name=prog_name, standalone_mode=False)
+    except ProblemsFound as exc:
+        error_line(_text(exc))
+        return PROBLEMS
     except BringupError as exc:
-        errors.report(_text(exc))
-        return errors.code
+        error_line(_text(exc))
+        return ERROR
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        _help(exc)
+        return ERROR
     except click.UsageError as exc:
-        _show(exc, errors)
-        return exc.exit_code
+        error_line(_usage_line(exc))
+        return ERROR
     except click.ClickException as exc:
-        _show(exc, errors)
-        return errors.code
+        error_line(_text(exc))
+        return ERROR
     except click.exceptions.Abort:
-        errors.report("aborted")
-        return errors.code
+        error_line("aborted")
+        return ERROR
     except KeyboardInterrupt:
-        errors.report("interrupted")
+        error_line("interrupted")
         return INTERRUPTED
     except Exception as exc:
         if os.environ.get("BRINGUP_DEBUG"):
             raise
-        errors.report(f"internal error: {type(exc).__name__}: {_text(exc)} (set BRINGUP_DEBUG=1 for the traceback)")
-        return errors.code
-    return code if isinstance(code, int) else 0
+        error_line(f"internal error: {type(exc).__name__}: {_text(exc)} (set BRINGUP_DEBUG=1 for the traceback)")
+        return ERROR
+    return code if isinstance(code, int) else OK
+
+
+def problems_unless(clean: bool) -> None:
+    """End a command that printed its report: exit 2 (`PROBLEMS`) unless it found nothing wrong."""
+    if not clean:
+        raise typer.Exit(PROBLEMS)
 
 
 def command_app(name: str, help_text: str) -> typer.Typer:

@@ -10,9 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import Common, HostsOpt, app, common_options
+from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.options import HostsOpt
 from provision.cli.output import console, emit_json, esc
+from provision.cli.runner import problems_unless
 from provision.errors import BringupError
 from provision.hostfiles import held_back
 from provision.ship.fanout import DEST, RAW_PUSH, HostShip, ShipConfig, Shipper
@@ -92,5 +94,4 @@ def ship(
             console.print(f"[red]failed[/] {esc(host)}: {esc(why)}")
         for host, why in flying.items():
             console.print(f"[yellow]left out[/] {esc(host)}: {esc(why)}")
-    if bad:
-        raise typer.Exit(1)
+    problems_unless(not bad)

@@ -11,6 +11,7 @@ from rich.table import Table
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json, err_console, esc
+from provision.cli.runner import ERROR, PROBLEMS
 from provision.errors import BringupError
 from provision.slurm.plan import Action
 from provision.slurm.sync import SyncResult
@@ -84,8 +85,8 @@ def sync_cmd(
     missing = result.plan.missing_golden()
     if result.error:
         err_console.print(f"[red]error:[/] {esc(result.error)} (re-run `provision slurm sync` to finish)")
-        raise typer.Exit(1)
+        raise typer.Exit(ERROR)
     if missing:
         err_console.print(f"[red]error:[/] golden hosts Slurm does not know: {esc(', '.join(missing))} "
                           "(run the slurm roles of site.yml, then restart slurmctld)")
-        raise typer.Exit(1)
+        raise typer.Exit(PROBLEMS)

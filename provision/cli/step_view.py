@@ -9,14 +9,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from provision.cli.output import console, esc, get_console
-from provision.errors import BringupError
+from provision.cli.runner import ProblemsFound
 from provision.steps.runner import HostResult, Progress
 
 T = TypeVar("T")
 
 
-class HostsFailed(BringupError):
-    """Some hosts failed this run (each is in the table/JSON above and recorded with its reason)."""
+class HostsFailed(ProblemsFound):
+    """Some hosts failed this run (each is in the table/JSON above and recorded with its reason): exit 2."""
 
 
 def result_json(r: HostResult) -> dict[str, Any]:

@@ -62,7 +62,7 @@ def test_the_cli_reports_runs_and_rounds(
     code = provision_main(["bisect", "--hosts", "gpu-*", "--cmd", JOB, "--site", str(sim.directory / "site.yml"),
                            "--db", str(sim.store.path), "--json", "--timeout", "30"])
     payload = json.loads(capsys.readouterr().out)
-    assert code == 1
+    assert code == 2
     assert payload["culprits"] == ["gpu-0005"]
     assert payload["rounds"] == 3 and payload["job_runs"] == len(payload["runs"])
     assert sim.store.get("gpu-0005").reason == REASON

@@ -104,21 +104,21 @@ def test_the_switch_password_is_in_neither_the_json_nor_the_logs(checked: tuple[
     assert PASSWORD not in json.dumps(data) and PASSWORD not in logs
 
 
-def test_the_command_reads_the_sites_credential_from_the_environment_and_exits_1_on_findings(
+def test_the_command_reads_the_sites_credential_from_the_environment_and_exits_2_on_findings(
         faulty_lab: EthernetDesign, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
     site = _site_with(faulty_lab, tmp_path, ("tor-r1", "tor-r5"), ("gpu-r1-",))
     monkeypatch.setenv("TEST_SWITCH_PASSWORD", PASSWORD)
     out = tmp_path / "ethernet-check.json"
-    assert main(["ethernet", "check", "--site", str(site), "--timeout", "2", "--json", "--out", str(out)]) == 1
+    assert main(["ethernet", "check", "--site", str(site), "--timeout", "2", "--json", "--out", str(out)]) == 2
     printed = capfd.readouterr()
     assert json.loads(printed.out) == json.loads(out.read_text())
     assert PASSWORD not in printed.out + printed.err
     assert [s["state"] for s in json.loads(out.read_text())["switches"]] == ["ok", "unknown"]
     monkeypatch.delenv("TEST_SWITCH_PASSWORD")
-    assert main(["ethernet", "check", "--site", str(site), "--timeout", "2"]) == 1  # every switch unknown
+    assert main(["ethernet", "check", "--site", str(site), "--timeout", "2"]) == 2  # every switch unknown
     assert "environment variable TEST_SWITCH_PASSWORD is not set" in capfd.readouterr().out
-    assert main(["ethernet", "check", "--site", str(site), "--design", str(tmp_path / "none.yml")]) == 2
+    assert main(["ethernet", "check", "--site", str(site), "--design", str(tmp_path / "none.yml")]) == 1
 
 
 def test_a_pxe_link_failure_gets_the_switch_view_and_the_precise_reason(

@@ -338,7 +338,7 @@ def test_the_command_writes_the_file_and_prints_json(tmp_path: Path, capsys: pyt
 def test_the_command_reports_a_bad_request_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["topology", "--format", "slurm"]) == 1
     err = capsys.readouterr().err
-    assert err == "fabric: error: give either --discovered FILE (repeatable) or --live\n"
+    assert err == "error: give either --discovered FILE (repeatable) or --live\n"
 
 
 @needs_slurm

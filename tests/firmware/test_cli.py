@@ -60,7 +60,7 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 def test_inventory_plan_apply_and_status_from_the_command_line(lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
     common = lab.common
     code, out = cli(capsys, "firmware", "inventory", *common, "--retries", "0")
-    assert code == 1
+    assert code == 2
     failed = {h["host"]: h["reason"] for h in out["hosts"] if not h["ok"]}
     assert failed == {"h01": "firmware_drift", "h02": "firmware_drift", "h03": "firmware_drift",
                       "h04": "bios_drift"}

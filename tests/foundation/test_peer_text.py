@@ -64,7 +64,7 @@ def test_a_node_description_with_markup_and_ansi_does_not_abort_fabric_validate(
     ab.plug(Port("rogue", 1), Port(leaf, free))
     cap = tmp_path / "cap.txt"
     cap.write_text(ab.render(only=ab.reachable("gpu-r1-01/mlx5_0")))
-    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap)]) == 1
+    assert main(["validate", "--design", str(SIM_DESIGN), "--discovered", str(cap)]) == 2
     out = capsys.readouterr().out
     assert "1 finding(s)" in out and "\x1b" not in out and "[/bold]\\x1b[31mred" in out
 

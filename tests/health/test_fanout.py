@@ -85,7 +85,7 @@ def test_every_fault_gets_its_verdict_and_reason_and_the_rest_are_healthy(sim_si
     assert failed["gpu-0002"].evidence["report"]["checks"], "the agent's report is the evidence"
 
 
-def test_the_cli_prints_the_summary_as_json_and_exits_1_when_a_host_is_not_healthy(
+def test_the_cli_prints_the_summary_as_json_and_exits_2_when_a_host_is_not_healthy(
     sim_site_factory: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sim = sim_site_factory(6, {"gpu-0002": {"fixture": "h200x2-xid79"}, "gpu-0003": {"endpoint": "refuse"}},
@@ -99,7 +99,7 @@ def test_the_cli_prints_the_summary_as_json_and_exits_1_when_a_host_is_not_healt
     sim.store.mark("gpu-0003", State.configured, reason="test")
     code = provision_main(["health", "--site", site, "--db", db, "--json", "--timeout", "5"])
     payload = json.loads(capsys.readouterr().out)
-    assert code == 1
+    assert code == 2
     assert payload["by_verdict"] == {"healthy": 1, "unhealthy": 0, "critical": 1, "unknown": 1}
     assert payload["top_reasons"]["unknown"] == [["ssh_refused", 1]]
     assert sorted(payload["skipped"]) == ["gpu-0004", "gpu-0005", "gpu-0006"], "not configured yet"

@@ -74,7 +74,7 @@ def test_an_echoing_bmc_leaks_no_credential(tmp_path: Path, capsys: pytest.Captu
             code = main(["harvest-macs", "--site", str(site), "--db", str(db), "--auth", auth, "--retries", "0",
                          *extra])
             out, err = capsys.readouterr()
-            assert code == 1, out + err
+            assert code == 2, out + err
             assert "gpu-r1-01" in out + err
             assert _leaks(out + err, bmc_forms()) == []
         echoed = " ".join(bmc.seen)
@@ -82,7 +82,7 @@ def test_an_echoing_bmc_leaks_no_credential(tmp_path: Path, capsys: pytest.Captu
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))
     assert b"unauthorized: you sent" in stored or "unauthorized" in out, "the echo is recorded as evidence"
     assert [f for f in bmc_forms() if f.encode() in stored] == []
-    assert code == 1
+    assert code == 2
 
 
 @pytest.mark.parametrize("extra", [[], ["--json"]])

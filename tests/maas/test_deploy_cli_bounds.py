@@ -20,6 +20,6 @@ def test_out_of_range_durations_are_usage_errors(tmp_path: Path, capsys: pytest.
     site = copy_sim_site(tmp_path / "sim")
     code = main(["maas", "deploy", option, value, "--site", str(site), "--db", str(tmp_path / "s.db")])
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == 1, err
     assert option in err and "seconds from" in err
     assert not (tmp_path / "s.db").exists(), "refused before the state store is opened"

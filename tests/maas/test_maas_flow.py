@@ -81,7 +81,7 @@ def test_deploy_records_each_step_and_triages_failures(site: Path, maas: Running
     maas.power.broken = {"127.0.16.4:8443"}  # gpu-r1-04's BMC does not answer MAAS's power calls
     code, rows = _deploy(site, capsys)
     by_host = {r["host"]: r for r in rows}
-    assert code == 1
+    assert code == 2
     assert by_host["gpu-r1-01"]["state"] == "deployed" and by_host["gpu-r1-05"]["state"] == "deployed"
     assert by_host["gpu-r1-02"]["reason"] == "maas_commissioning_failed"
     assert by_host["gpu-r1-03"]["reason"] == "maas_deploy_failed"
@@ -111,7 +111,7 @@ def test_a_second_run_after_repair_finishes_only_the_rest(site: Path, maas: Runn
     assert by_host["gpu-r1-02"]["state"] == "deployed" and by_host["gpu-r1-03"]["state"] == "deployed"
     assert by_host["gpu-r1-01"]["detail"] == "already deployed"
     assert len(store.history("gpu-r1-01")) == done_before, "a deployed host was touched again"
-    assert by_host["gpu-r1-06"]["reason"] == "no_harvested_mac" and code == 1
+    assert by_host["gpu-r1-06"]["reason"] == "no_harvested_mac" and code == 2
     # gpu-r1-03 was released and redeployed in MAAS, not enlisted twice
     assert sum(m.hostname == "gpu-r1-03" for m in maas.sim.machines.values()) == 1
 
@@ -138,7 +138,7 @@ def test_a_machine_in_a_maas_status_the_flow_does_not_handle_fails_as_a_state_co
     _in_maas(maas, "gpu-r1-05", NodeStatus.FAILED_COMMISSIONING)  # commissioning is run again
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-5]")
     by_host = {r["host"]: r for r in rows}
-    assert code == 1 and by_host["gpu-r1-05"]["state"] == "deployed"
+    assert code == 2 and by_host["gpu-r1-05"]["state"] == "deployed"
     for host, name in zip(held, ("Broken", "Missing", "Retired", "Releasing failed"), strict=True):
         assert by_host[host]["reason"] == "maas_state_conflict", by_host[host]
         assert name in str(by_host[host]["detail"]) and by_host[host]["remediation"]
@@ -183,7 +183,7 @@ def test_an_unresolvable_bmc_credential_fails_only_the_hosts_that_need_it(
     monkeypatch.setattr(flow, "login", login)
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-3]")
     by_host = {r["host"]: r for r in rows}
-    assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
+    assert code == 2 and by_host["gpu-r1-03"]["state"] == "deployed"
     for host in ("gpu-r1-01", "gpu-r1-02"):
         assert by_host[host]["reason"] == "credential_unresolved"
         assert "BRINGUP_SIM_BMC_PASSWORD is not set" in str(by_host[host]["detail"]) and by_host[host]["remediation"]
@@ -213,7 +213,7 @@ def test_a_failed_deployment_is_released_through_releasing_and_a_failed_release_
     maas.sim.faults = {"gpu-r1-04": "release_fails"}  # 03 repaired; 04's disks cannot be erased
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[3-4]")
     by_host = {r["host"]: r for r in rows}
-    assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
+    assert code == 2 and by_host["gpu-r1-03"]["state"] == "deployed"
     assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
     assert "Releasing failed" in str(by_host["gpu-r1-04"]["detail"])
 
@@ -227,7 +227,7 @@ def test_a_release_that_erases_disks_is_waited_for_and_a_failed_erase_is_a_relea
     maas.sim.faults = {"gpu-r1-03": "erase_disks", "gpu-r1-04": "erase_fails"}
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[3-4]")
     by_host = {r["host"]: r for r in rows}
-    assert code == 1 and by_host["gpu-r1-03"]["state"] == "deployed"
+    assert code == 2 and by_host["gpu-r1-03"]["state"] == "deployed"
     assert by_host["gpu-r1-04"]["reason"] == "maas_release_failed"
     assert "Failed disk erasing" in str(by_host["gpu-r1-04"]["detail"])
 
@@ -239,7 +239,7 @@ def test_a_maas_machine_with_the_hosts_name_but_a_foreign_mac_is_not_adopted_and
                                "commission": ["false"]})
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-01")
     (row,) = rows
-    assert code == 1 and row["reason"] == "maas_identity_mismatch", row
+    assert code == 2 and row["reason"] == "maas_identity_mismatch", row
     assert "b8:ce:f6:00:01:00" in str(row["detail"]) and "02:aa:bb:cc:dd:01" in str(row["detail"])
     assert "rename or delete it in MAAS" in str(row["remediation"])
     assert foreign.status is NodeStatus.NEW and foreign.generation == 0, "MAAS was asked to act on it"

@@ -207,7 +207,7 @@ def test_a_reset_the_bmc_never_carries_out_closes_its_intent_failed_and_other_st
         code, out = _cli(capsys, lab, "power", "on", "--hosts", host, "--power-timeout", "1")
     finally:
         lab.sim.call(lab.sim.simulator.apply_faults({}))
-    assert code == 1 and out["hosts"][0]["reason"] == "power_fault"
+    assert code == 2 and out["hosts"][0]["reason"] == "power_fault"
     with lab.store() as store:
         ids = [int(r[0]) for r in store.reader().execute("SELECT id FROM intents WHERE host = ?", (host,))]
         assert [(outcome, seen["power_state"]) for outcome, seen in closed(store, ids).values()] == \

@@ -44,7 +44,7 @@ def test_pxe_boot_arms_once_boots_from_pxe_and_records_pxe_armed(
     sim, site, db = lab
     common = ["--site", str(site), "--db", str(db)]
     code, harvest = cli(capsys, "harvest-macs", *common, "--csv", str(db.parent / "m.csv"))
-    assert code == 1  # h005's PXE NIC has no link
+    assert code == 2  # h005's PXE NIC has no link
     assert harvest["counts"] == {"done": 5, "already": 0, "failed": 1, "skipped_failed_earlier": 0}
     rows = list(csv.DictReader((db.parent / "m.csv").open()))
     assert [r["hostname"] for r in rows] == ["h000", "h001", "h002", "h003", "h004"]
@@ -69,7 +69,7 @@ def test_pxe_boot_arms_once_boots_from_pxe_and_records_pxe_armed(
     assert code == 0
 
     code, pxe = cli(capsys, "pxe-boot", *common, "--poll", "0.05", "--power-timeout", "2")
-    assert code == 1
+    assert code == 2
     results = {h["host"]: h for h in pxe["hosts"]}
     assert results["h004"]["reason"] == "power_fault"
     assert results["h005"]["skipped"] is True
@@ -107,7 +107,7 @@ def test_power_off_cycle_and_status(lab: tuple[SimProcess, Path, Path], capsys: 
     assert [sim.hosts()[h]["power"] for h in ("h000", "h001", "h002")] == ["Off", "On", "On"]
     code, bad = cli(capsys, "power", "on", "--site", str(site), "--db", str(db), "--hosts", "h004",
                     "--power-timeout", "1", "--poll", "0.05")
-    assert code == 1 and bad["hosts"][0]["reason"] == "power_fault"
+    assert code == 2 and bad["hosts"][0]["reason"] == "power_fault"
     assert StateStore(db).get("h004").state is State.declared  # power commands do not move the lifecycle
 
 

@@ -58,7 +58,7 @@ def test_credentials_appear_nowhere(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                 break
             time.sleep(0.01)
         stdout, stderr = run.communicate(timeout=120)
-        assert run.returncode == 1, stderr.decode()
+        assert run.returncode == 2, stderr.decode()
         assert b'"bmc_auth"' in stdout and b'"bmc_error_5xx"' in stdout
 
         # In-process too, with every logger at DEBUG (httpx/httpcore log each request there).

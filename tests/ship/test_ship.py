@@ -57,7 +57,7 @@ def test_ship_to_golden_hosts_as_a_tree_verifies_relocates_and_records(
                    "--dest", dest, "--push", LAB_PUSH, "--encoding", "base64", "--deep", "--json"])
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert rc == 1 and out["ok"] == 7 and list(out["failed"]) == ["gpu-0008"] and list(out["held_back"]) == ["gpu-0009"]
+    assert rc == 2 and out["ok"] == 7 and list(out["failed"]) == ["gpu-0008"] and list(out["held_back"]) == ["gpu-0009"]
     assert not (tmp_path / "hosts" / "gpu-0009").exists()
     assert out["controller_copies"] <= 3 and out["rounds"] == 3  # 2 seeds; a refused host's child re-seeded
     man = json.loads((packed / "bringup-env.manifest.json").read_text())

@@ -227,7 +227,7 @@ def test_a_golden_host_slurm_does_not_know_fails_the_sync_after_the_others_are_d
         rig.store.mark("gpu-r1-02", "failed", reason="xid_79")
         rc, _ = rig.sync(capsys=capsys)
         err = rig.last_err
-        assert rc == 1 and "gpu-r1-03" in err and "Slurm does not know" in err
+        assert rc == 2 and "gpu-r1-03" in err and "Slurm does not know" in err
         assert rig.node("gpu-r1-02")["state_flags"] == ["DRAIN"]
         assert rig.node("gpu-r1-01")["state_flags"] == []
     finally:

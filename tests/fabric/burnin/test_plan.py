@@ -6,12 +6,12 @@ import json
 from dataclasses import replace
 
 import pytest
-from typer.testing import CliRunner
 
-from fabric.burnin.cli import burnin_app
 from fabric.burnin.plan import Flow, PlanError, make_plan, plan_loads, route_table
 from fabric.burnin.render import plan_json
 from fabric.burnin.routes import uplink_index
+from fabric.cli import main as fabric_main
+from tests.cli_run import run_cli
 from tests.fabric.burnin.helpers import BURNIN, GPU_HOSTS, sim_routing
 
 
@@ -71,8 +71,8 @@ def test_json_states_each_flow_with_port_guids_and_each_links_load_per_stage() -
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(burnin_app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+    result = run_cli(fabric_main, ["burnin", *args])
+    return result.code, result.stdout, result.stderr
 
 
 def test_cli_plans_from_saved_files_with_no_site() -> None:

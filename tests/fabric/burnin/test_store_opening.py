@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from fabric.burnin.actions import open_site
-from fabric.burnin.cli import burnin_app
+from fabric.cli import main as fabric_main
 from fabric.errors import FabricError
 from provision.state import StateStore
 from provision.state.opening import SiteIdentity
+from tests.cli_run import run_cli
 from tests.fabric.conftest import REPO
 
 SITE = REPO / "inventory" / "sim" / "site.yml"
@@ -23,8 +23,8 @@ def test_another_sites_database_is_refused(tmp_path: Path) -> None:
     StateStore(db, site=SiteIdentity.of("elsewhere", tmp_path / "elsewhere.yml")).close()
     with pytest.raises(FabricError, match="elsewhere"):
         open_site(SITE, db)
-    result = CliRunner().invoke(burnin_app, ["judge", "--site", str(SITE), "--db", str(db)])
-    assert result.exit_code == 1 and result.stderr.count("\n") == 1 and "elsewhere" in result.stderr
+    result = run_cli(fabric_main, ["burnin", "judge", "--site", str(SITE), "--db", str(db)])
+    assert result.code == 1 and result.stderr.count("\n") == 1 and "elsewhere" in result.stderr
 
 
 def test_a_database_in_a_directory_that_does_not_exist_is_refused_not_created(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from fabric.cli import main as fabric_main
 from fabric.ports.cli import ports_app
+from tests.cli_run import run_cli
 from tests.fabric.ports.helpers import FIXTURES, IBSIM, LEAF, SPINE
 
 NDR = FIXTURES / "ibnetdiscover__NVIDIA-topograph__tests_output_ibnetdiscover_example.out"
@@ -66,8 +68,8 @@ def test_errors_are_one_readable_line_and_exit_1(tmp_path: Path) -> None:
     bad_json.write_text("[{\"event_type\": 329,")
     cases.append(["--discovered", str(IBSIM / "ibnetdiscover.txt"), "--events", str(bad_json)])
     for args in cases:
-        result = CliRunner().invoke(ports_app, ["plan", *args])
-        assert result.exit_code == 1, (args, result.output)
+        result = run_cli(fabric_main, ["ports", "plan", *args])
+        assert result.code == 1, (args, result.stdout, result.stderr)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
 
@@ -84,6 +86,6 @@ def test_a_burn_in_judgements_failing_links_become_links_to_disable(tmp_path: Pa
     assert link["action"] == "disable"
     assert [e["source"] for e in link["evidence"]] == ["burnin"]
     judge.write_text(json.dumps({"port_plan_evidence": [{"at": {"guid": "zz", "port": 1}}]}))
-    result = CliRunner().invoke(ports_app, ["plan", "--discovered", str(IBSIM / "ibnetdiscover.txt"),
-                                            "--burnin", str(judge), *NOW])
-    assert result.exit_code == 1 and "not a piece of port evidence" in result.output
+    result = run_cli(fabric_main, ["ports", "plan", "--discovered", str(IBSIM / "ibnetdiscover.txt"),
+                                   "--burnin", str(judge), *NOW])
+    assert result.code == 1 and "not a piece of port evidence" in result.stderr
