@@ -5,14 +5,14 @@ such as swapped or missing cables are applied before start), starts `ibsim` as a
 own session, on abstract unix sockets named for this instance only (`IBSIM_SOCKNAME`: nothing listens
 on any network interface), with its console on a fifo, and runs discovery tools through `ibsim-run`
 with a timeout. Faults at run time go through that console (`Unlink "S-..."[p]`, `ReLink`, `Guid`,
-`PerformanceSet`). The child dies with its parent (PR_SET_PDEATHSIG), and `stop()` (also on leaving the
-`with` block) quits, terminates, then kills it and removes the work directory: nothing outlives it.
+`PerformanceSet`). The child dies with the process that started it, however that one dies (sim/lifetime.py;
+PR_SET_PDEATHSIG would fire when the starting *thread* ends, not the process), and `stop()` (also
+on leaving the `with` block) quits, terminates, then kills it and removes the work directory: nothing outlives it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import json
 import os
@@ -30,18 +30,13 @@ from fabric.design import Design
 from fabric.toolrun import run_tool
 from fabric.topology import NodeType
 from provision.errors import BringupError
+from sim import lifetime
 
-_PR_SET_PDEATHSIG = 1
 _counter = itertools.count()
 
 
 class IbsimError(BringupError):
     """ibsim could not be started, probed or driven, or a tool run against it failed."""
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class IbFabric:
@@ -78,6 +73,7 @@ class IbFabric:
         if ibsim is None or shutil.which("ibsim-run") is None:
             raise IbsimError("ibsim is not installed (Debian packages ibsim-utils and infiniband-diags)")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        lifetime.bind_children()
         self.netfile.write_text(self.asbuilt.render(ibsim=True))
         if not self.fifo.exists():
             os.mkfifo(self.fifo, 0o600)
@@ -91,7 +87,6 @@ class IbFabric:
             self._proc = subprocess.Popen(
                 argv, stdin=stdin, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
                 env={**os.environ, "IBSIM_SOCKNAME": self.socket}, start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
