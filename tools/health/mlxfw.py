@@ -20,8 +20,8 @@ from .check import FAST, Check, Results, could_not_run, single
 from .config import Expectations
 from .errors import ParseError
 from .outcome import OK, WARN, Outcome
+from .probe_run import classify_shell_rc
 from .probes import TOOL_MISSING
-from .runner import classify_shell_rc
 
 PROBE = "mlxfwmanager-query"
 _DEVICE = re.compile(r"^\s*Device #(\d+):\s*$")
