@@ -62,7 +62,7 @@ def main() -> int:
         faults.write_text(yaml.safe_dump({"fixture_root": str(REPLAY_ROOT), "default_fixture": "h200x2-ib-healthy"}))
         site = load_site(site_file)
         t0 = time.monotonic()
-        with IbFabric(load_design(root / "design.yml"), state_file=site.paths.ibsim_state, timeout_s=120) as fabric:
+        with IbFabric(load_design(root / "design.yml"), state_file=site.paths.ib_diags, timeout_s=120) as fabric:
             route(fabric, "ftree")
             with SshLab(site_file, faults, root / "run", start_timeout_s=600) as lab:
                 up = time.monotonic() - t0

@@ -48,10 +48,10 @@ def _selene_faults(text: str) -> str:
 
 
 def scenario(name: str) -> dict[str, object]:
-    from fabric.asbuilt import AsBuilt
     from fabric.baseline import design_from_topology
     from fabric.design import Port, load_design
     from fabric.pipeline import run, topology_from_texts
+    from sim.asbuilt import AsBuilt
 
     if name.startswith("selene"):
         text = SELENE.read_text()

@@ -3,7 +3,7 @@
     .venv/bin/python bench/ports_plan_bench.py [--lines 1000000]
 
 Input, written once to a temporary directory: the Imbue-scale design (inventory/examples/fabric, 320
-switches, 4,088 HCAs) as the discovered fabric (`fabric.asbuilt`, switches named `MF0;<name>:...`); an
+switches, 4,088 HCAs) as the discovered fabric (`sim.asbuilt`, switches named `MF0;<name>:...`); an
 event.log of `--lines` lines over 24 h: background events of ignored codes, 150 bad links with counted
 events (329 in Imbue's message form, 110/112 threshold events, 702 FLAPPING, 917), three UFM restarts of
 10,000 link-down events each; two perfquery sweeps of every switch port an hour apart.
@@ -52,9 +52,9 @@ def _ts(t: dt.datetime) -> str:
 
 
 def _write_inputs(work: Path, lines: int) -> None:
-    from fabric.asbuilt import AsBuilt
     from fabric.design import load_design
     from fabric.topology import NodeType
+    from sim.asbuilt import AsBuilt
 
     design = load_design(DESIGN)
     ab = AsBuilt.from_design(design, "location")

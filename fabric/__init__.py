@@ -6,8 +6,9 @@
 - `validate`, `findings`, `worklist`: one finding per fault with both ends' locations and a fix.
   `validate` runs the device checks itself, the wiring checks of `wiring_checks` over the shared
   `check_context`, and `validation_summary` for the report's counts.
-- `baseline`: a known-good capture used as the design; `live`: run discovery here or on the sim.
-- `asbuilt`: a design plus cabling faults, rendered as ibnetdiscover text (ibsim net file, test captures).
+- `baseline`: a known-good capture used as the design; `live`: run discovery from every attachment point.
+- `toolrun`: the one way an infiniband-diags tool runs (deadline, group kill, output cap, scratch directory);
+  `diags`: how the site's tools reach the fabric; `counter_sweep`: every switch port's counters, live.
 - `pipeline`: inputs -> topology -> identification -> report, one call per command.
 - `cli`: the `fabric` command (options only); `options`: the options its commands share; `render`: what
   each command prints and writes.

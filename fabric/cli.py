@@ -48,11 +48,11 @@ def validate(
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", help="Known-good capture to compare with (no site).")] = None,
     discovered: CapturesOrNone = None,
-    live: Annotated[bool, typer.Option("--live", help="Run ibnetdiscover now (here, or on the simulated fabric).")
-                    ] = False,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Run ibnetdiscover now (here, or where the site's tools reach the fabric).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds each live discovery may take.")] = 60.0,
-    sim_state: Annotated[Path | None, typer.Option("--sim-state", help="Simulated fabric state file (default: "
-                         "$BRINGUP_IBSIM_STATE, else the site's `python -m sim up` lab).")] = None,
+    ib_diags: Annotated[Path | None, typer.Option("--ib-diags", help="How the fabric's tools are reached (JSON, "
+                        "fabric/diags.py; default: $BRINGUP_IB_DIAGS, else the one beside the site file).")] = None,
     fmt: CaptureFormat = "auto",
     ufm_systems: Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (node types "
                            "and names for --discovered UFM links JSON).")] = None,
@@ -65,7 +65,7 @@ def validate(
     from fabric.pipeline import Inputs, validate_inputs
 
     inputs = Inputs(site=site, design=design, baseline=baseline, discovered=tuple(discovered or ()), live=live,
-                    timeout=timeout, sim_state=sim_state, fmt=fmt, ufm_systems=ufm_systems)
+                    timeout=timeout, ib_diags=ib_diags, fmt=fmt, ufm_systems=ufm_systems)
     result = validate_inputs(inputs, warn=render.warning_line)
     render.validation(result, as_json, worklist, node_name_map)
     problems_unless(not result.report.findings)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -40,7 +39,7 @@ class Inputs:
     discovered: tuple[Path, ...] = ()
     live: bool = False
     timeout: float = 60.0
-    sim_state: Path | None = None
+    ib_diags: Path | None = None  # the fabric tools' announcement (fabric.diags); default: the site's
     fmt: str = "auto"
     ufm_systems: Path | None = None
 
@@ -145,11 +144,9 @@ def validate_inputs(inputs: Inputs, warn: Callable[[str], None]) -> Result:
 
 def live_topology(inputs: Inputs, warn: Callable[[str], None]) -> Topology:
     from fabric import live
+    from fabric.diags import Diags
 
-    sim_state = inputs.sim_state
-    if sim_state is None and inputs.site is not None and not os.environ.get(live.SIM_STATE_ENV):
-        sim_state = live.lab_state_for_site(inputs.site)
-    found = live.discover(inputs.timeout, sim_state)
+    found = live.discover(inputs.timeout, Diags.for_site(inputs.site, inputs.ib_diags))
     for warning in found.warnings:
         warn(warning)
     topology = topology_from_texts(list(found.captures))

@@ -1,23 +1,96 @@
-"""Run an infiniband-diags tool (`ibnetdiscover`, `iblinkinfo`, `ibaddr`) in a scratch directory.
+"""Run one infiniband-diags tool (`ibnetdiscover`, `perfquery`, `ibportstate`, `dump_lfts` ...): the one way
+every part of fabric runs them.
 
-Under ibsim the tools run with umad2sim preloaded, which builds a fake sysfs in `./sys-<pid>` of the
-working directory and removes it only when the tool exits normally: a tool killed at its timeout
-would leave that directory behind in whatever directory the caller ran from (a repository checkout,
-an operator's home). Each run gets its own temporary directory, removed afterwards with whatever the
-tool left in it. Real tools on real HCAs write nothing there; the cost is one mkdir.
+Each run has a deadline, a cap on what it may print, its own process group and its own scratch directory:
+
+- At the deadline, or once stdout passes the cap, the whole process group is killed (`start_new_session`):
+  a site's tool prefix may be a wrapper that starts the tool as a child, and a tool killed alone would leave
+  that child running.
+- The tool runs in a temporary directory removed afterwards with whatever it left there: a tool built on a
+  stand-in of libibumad may write its own files in the working directory, and killed at its deadline it would
+  leave them in whatever directory the caller ran from (a repository checkout, an operator's home). Real
+  tools on real HCAs write nothing there; the cost is one mkdir.
+- stdout beyond `max_output` bytes is never read into memory (the run is an error); of stderr only the last
+  `STDERR_TAIL` bytes are kept, enough for the tool's last complaint.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import selectors
+import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
+
+from fabric.errors import FabricError
+
+MAX_OUTPUT = 256 * 1024 * 1024  # ibnetdiscover of a 10k-node fabric is ~10 MB; dump_lfts of one ~100 MB
+STDERR_TAIL = 64 * 1024
+_CHUNK = 1 << 16
 
 
-def run_tool(argv: list[str], env: Mapping[str, str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """`argv` with `env` added to ours, its output captured as text; raises FileNotFoundError and
-    subprocess.TimeoutExpired as subprocess.run does (the tool is killed at the timeout)."""
+class ToolOutputTooLarge(FabricError):
+    """The tool printed more than the caller's cap: it was killed and nothing it printed is used."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the tool and anything it started
+
+
+def _collect(proc: subprocess.Popen[bytes], argv: Sequence[str], deadline: float, timeout_s: float,
+             max_output: int) -> tuple[bytes, bytes]:
+    """stdout (up to `max_output`) and stderr's tail until both reach EOF; TimeoutExpired at the deadline."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out = bytearray()
+    err = bytearray()
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(list(argv), timeout_s)
+            for key, _events in sel.select(left):
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf: bytearray = key.data
+                buf += chunk
+                if buf is out and len(out) > max_output:
+                    raise ToolOutputTooLarge(f"{' '.join(argv)} printed more than {max_output} bytes: not read")
+                if buf is err and len(err) > STDERR_TAIL:
+                    del err[:len(err) - STDERR_TAIL]
+    return bytes(out), bytes(err)
+
+
+def run_tool(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+             max_output: int = MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
+    """`argv` with `env` added to ours, its output as text. Raises what `subprocess.run` does when the tool
+    cannot be started (FileNotFoundError, PermissionError) or outlives `timeout_s` (subprocess.TimeoutExpired),
+    and ToolOutputTooLarge past `max_output` bytes of stdout; in both latter cases its process group is killed."""
+    deadline = time.monotonic() + timeout_s
     with tempfile.TemporaryDirectory(prefix="ibtool-") as scratch:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              cwd=scratch, env={**os.environ, **env})
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=scratch, env={**os.environ, **env},
+                                start_new_session=True)
+        with proc:
+            try:
+                out, err = _collect(proc, argv, deadline, timeout_s, max_output)
+                rc = proc.wait(max(deadline - time.monotonic(), 0.001))
+            except BaseException:
+                _kill_group(proc)
+                proc.wait()
+                raise
+    return subprocess.CompletedProcess(list(argv), rc, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+async def run_tool_async(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
+                         max_output: int = MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
+    """`run_tool` off the event loop (a worker thread waits for the tool)."""
+    return await asyncio.to_thread(run_tool, argv, env, timeout_s, max_output)

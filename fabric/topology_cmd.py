@@ -35,10 +35,11 @@ def topology_command(
     site: SiteOrNone = None,
     design: DesignFileOrNone = None,
     discovered: CapturesOrNone = None,
-    live: Annotated[bool, typer.Option("--live", help="Run ibnetdiscover now (here, or on the simulated fabric).")
-                    ] = False,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Run ibnetdiscover now (here, or where the site's tools reach the fabric).")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds each live discovery may take.")] = 60.0,
-    sim_state: Annotated[Path | None, typer.Option("--sim-state", help="Simulated fabric state file.")] = None,
+    ib_diags: Annotated[Path | None, typer.Option("--ib-diags", help="How the fabric's tools are reached "
+                                                  "(JSON; default: $BRINGUP_IB_DIAGS, else the site's).")] = None,
     capture_format: Annotated[str, typer.Option("--capture-format", help="auto, ibnetdiscover, ibnetdiscover-p, "
                                                 "iblinkinfo, ufm-links.")] = "auto",
     ufm_systems: Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (with "
@@ -50,7 +51,7 @@ def topology_command(
 ) -> None:
     """Slurm topology.conf (tree) or a leaf-grouped rank order from the as-built fabric."""
     req = TopologyRequest(site=site, design=design, discovered=tuple(discovered or ()), live=live, timeout=timeout,
-                          sim_state=sim_state, fmt=capture_format, ufm_systems=ufm_systems, db=db, hosts=hosts)
+                          ib_diags=ib_diags, fmt=capture_format, ufm_systems=ufm_systems, db=db, hosts=hosts)
     result = load_slurm_topology(req, warn=lambda w: render.warning_line(escape(w, 400, quotes=False)))
     _show(result, fmt, output, as_json)
 

@@ -27,7 +27,7 @@ class TopologyRequest:
     discovered: tuple[Path, ...] = ()
     live: bool = False
     timeout: float = 60.0
-    sim_state: Path | None = None
+    ib_diags: Path | None = None
     fmt: str = "auto"
     ufm_systems: Path | None = None
     db: Path | None = None
@@ -44,7 +44,7 @@ def load_slurm_topology(req: TopologyRequest, warn: Callable[[str], None]) -> Sl
         raise FabricError("give either --discovered FILE (repeatable) or --live")
     site = load_site(req.site) if req.site is not None else None
     if req.live:
-        inputs = Inputs(site=req.site, live=True, timeout=req.timeout, sim_state=req.sim_state)
+        inputs = Inputs(site=req.site, live=True, timeout=req.timeout, ib_diags=req.ib_diags)
         top = live_topology(inputs, warn)
     else:
         top = load_captures(list(req.discovered), req.fmt, req.ufm_systems)

@@ -106,8 +106,9 @@ def _burnin(site_file: str, run_dir: Path) -> int:
     from provision.site.index import load_index
     from sim.ibfabric.routing import route_state
 
-    route_state(load_index(site_file).paths.ibsim_state)
+    route_state(ibsim_state(load_index(site_file).paths))
     plan = run_dir / "burnin-plan.json"
+    from sim.site_paths import ibsim_state
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = fabric_main(["burnin", "plan", "--site", site_file, "--json"])

@@ -9,11 +9,12 @@ from provision.cli.context import default_site_path
 from provision.site import load_site
 from sim import secrets
 from sim.lab import Lab, LabContext, LabError, Service, discover_services, optional_service_names, optional_services
+from sim.site_paths import lab_run_dir
 
 
 def open_context(site_path: Path | None) -> LabContext:
     site = load_site(site_path or default_site_path())
-    run_dir = site.paths.lab_run_dir
+    run_dir = lab_run_dir(site.paths)
     values = secrets.load_or_create(run_dir)
     secrets.export(values)
     return LabContext(site=site, run_dir=run_dir, secrets=values)

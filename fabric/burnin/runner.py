@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fabric.burnin.fabric_io import CounterRead, IbTools, read_counters
+from fabric.burnin.fabric_io import IbTools, read_counters
 from fabric.burnin.history import FlowRow, History, PortRow
 from fabric.burnin.perftest import (
     BASE_TCP_PORT,
@@ -30,6 +30,7 @@ from fabric.burnin.perftest import (
     parse_bw,
     server_command,
 )
+from fabric.counter_sweep import SwitchCounters
 from fabric.topology import End
 from provision.ssh import RemoteRun, SshSettings, run_command
 from provision.ssh.errors import SshError
@@ -81,7 +82,7 @@ def _link_switches(links: Sequence[str]) -> set[str]:
     return out
 
 
-def _port_rows(stage: int, before: CounterRead, after: CounterRead) -> list[PortRow]:
+def _port_rows(stage: int, before: SwitchCounters, after: SwitchCounters) -> list[PortRow]:
     rows: list[PortRow] = []
     for guid, why in sorted({**before.failed, **after.failed}.items()):
         rows.append(PortRow(stage, guid, 0, "*", None, "unknown", why))

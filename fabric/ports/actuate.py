@@ -12,21 +12,20 @@ last line, never a silent success.
 
 from __future__ import annotations
 
-import asyncio
 import re
-import shutil
 import subprocess
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from fabric.diags import Attachment, Diags, last_complaint
 from fabric.errors import FabricError
 from fabric.parsers.common import norm_guid
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import parse_perfquery
 from fabric.speeds import normalise_speed, normalise_width
-from fabric.toolrun import run_tool
+from fabric.toolrun import ToolOutputTooLarge
 from fabric.topology import End, NodeType, Topology
 
 MAX_TOOL_OUTPUT = 1 << 20
@@ -152,15 +151,16 @@ def dr_path(topology: Topology, start: str, target: str, avoid: frozenset[End]) 
 class IbPortState:
     """In-band: the real `ibportstate -D <route> <port>` over directed routes from this host's attachment point
     (no subnet manager needed to reach a port, as an SM's own SMPs do), and `perfquery <lid> <port>` for
-    counters. `discover` returns a fresh ibnetdiscover capture; `wrapper` runs the tools (e.g. `ibsim-run`)."""
+    counters. `discover` returns a fresh ibnetdiscover capture taken from `attach`, where the tools run from
+    (`diags`: the site's tools, default this host's)."""
 
     via = "ibportstate"
 
-    def __init__(self, discover: Callable[[], str], *, env: Mapping[str, str] | None = None,
-                 wrapper: Sequence[str] = (), timeout_s: float = 10.0) -> None:
+    def __init__(self, discover: Callable[[], str], diags: Diags | None = None, attach: Attachment | None = None,
+                 *, timeout_s: float = 10.0) -> None:
         self.discover = discover
-        self.env = dict(env or {})
-        self.wrapper = list(wrapper)
+        self.diags = diags or Diags()
+        self.attach = attach
         self.timeout_s = timeout_s
         self.down: set[End] = set()  # ends this actuator disabled: no route crosses them
         self.refresh()
@@ -187,17 +187,17 @@ class IbPortState:
         return path
 
     async def _tool(self, argv: list[str], what: str, partial: str | None = None) -> str:
-        tool = shutil.which(argv[0]) or argv[0]
         try:
-            proc = await asyncio.to_thread(run_tool, [*self.wrapper, tool, *argv[1:]], self.env, self.timeout_s)
+            proc = await self.diags.run(argv, self.timeout_s, self.attach, MAX_TOOL_OUTPUT)
         except subprocess.TimeoutExpired:
             raise ActuatorError(f"{what} did not finish within {self.timeout_s:g} s") from None
+        except ToolOutputTooLarge as e:
+            raise ActuatorError(f"{what}: {e}") from None
         except OSError as e:
             raise ActuatorError(f"{argv[0]} could not be run: {e.strerror or e}") from None
-        out = proc.stdout[:MAX_TOOL_OUTPUT]
+        out = proc.stdout
         if proc.returncode != 0 and not (partial and partial in out):
-            last = [ln for ln in (proc.stderr or out).strip().splitlines() if "sim_connect" not in ln][-1:]
-            raise ActuatorError(f"{what} failed (rc {proc.returncode}): {last[0] if last else 'no output'}")
+            raise ActuatorError(f"{what} failed (rc {proc.returncode}): {last_complaint(proc)}")
         return out
 
     async def status(self, end: End) -> PortStatus:

@@ -1,12 +1,13 @@
 """`fabric ports apply|reenable` on a site: the plan from the fabric as it is now, the actuator the site
 calls for, the port ledger in the site's state store, and the hosts behind the links.
 
-The plan reads live discovery (`fabric.live`: ibnetdiscover from each attachment point, the lab's ibsim
-when the site has one), UFM's events, ports and links from the site's UFM (`fabric.ufm`; or `--events`
-files, which replace them), and, when asked, two live counter sweeps (`perfquery` of every switch port,
-`sweep_s` apart). Ports change through UFM when the site has `fabric.ufm` (each change a UFM job followed to
-its end within `--job-timeout`, else the site's `fabric.ufm.job_timeout_s`, up to `UFM_PARALLEL` links at
-once), else in-band (`ibportstate`, one link at a time).
+The plan reads live discovery (`fabric.live`: ibnetdiscover from each attachment point the site's tools
+reach the fabric from, `fabric.diags`), UFM's events, ports and links from the site's UFM (`fabric.ufm`; or
+`--events` files, which replace them), and, when asked, two live counter sweeps (`fabric.counter_sweep`:
+`perfquery` of every switch port, `sweep_s` apart; a switch that cannot be read is an unknown, not an abort).
+Ports change through UFM when the site has `fabric.ufm` (each change a UFM job followed to its end within
+`--job-timeout`, else the site's `fabric.ufm.job_timeout_s`, up to `UFM_PARALLEL` links at once), else
+in-band (`ibportstate`, one link at a time).
 
 The store is opened as every command opens it (`provision.cli.context.open_store`: this site's database
 only, no directory made for a mistyped `--db`). An acting run (`apply --apply`, `reenable`) holds the site's
@@ -32,12 +33,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from fabric import live
+from fabric.counter_sweep import sweep_switches
 from fabric.design import Design, Port, load_design
+from fabric.diags import Attachment, Diags
 from fabric.errors import FabricError
 from fabric.pipeline import topology_from_texts, with_site_locations
 from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
-from fabric.ports.counters import CounterSweep, parse_perfquery
+from fabric.ports.counters import CounterSweep
 from fabric.ports.evidence import Evidence, host_restarts
 from fabric.ports.hosts import hosts_follow
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, REENABLE_REFUSED, Ledger, LedgerEntry
@@ -69,9 +72,12 @@ class PortsSite:
     site: Site
     store: StateStore
     design: Design | None
-    wrapper: tuple[str, ...] = ()  # ("ibsim-run",) on the lab's simulated fabric
-    env: dict[str, str] = field(default_factory=dict)
-    sim_state: Path | None = None
+    diags: Diags = field(default_factory=Diags)
+
+    @property
+    def attach(self) -> Attachment | None:
+        """Where in-band tools run from: where the first discovery did (in-band routes start at its node)."""
+        return self.diags.attachments[0] if self.diags.attachments else None
 
     @property
     def ledger(self) -> Ledger:
@@ -85,17 +91,7 @@ def open_ports_site(site_file: Path, db: Path | None) -> PortsSite:
     site = load_site(site_file)
     design_path = site.fabric_design
     design = with_site_locations(load_design(design_path), site) if design_path is not None else None
-    state = Path(os.environ[live.SIM_STATE_ENV]) if os.environ.get(live.SIM_STATE_ENV) else None
-    state = state or live.lab_state_for_site(site_file)
-    wrapper: tuple[str, ...] = ()
-    env: dict[str, str] = {}
-    if state is not None:
-        points = live.sim_attachments(state)
-        if points:
-            wrapper = (points[0].argv[0],)
-            # the tools attach where the first discovery did: in-band routes start at its node
-            env = {k: v for k, v in points[0].env.items() if k in ("IBSIM_SOCKNAME", "SIM_HOST")}
-    return PortsSite(site, open_store(site, db), design, wrapper, env, state)
+    return PortsSite(site, open_store(site, db), design, Diags.for_site(site_file))
 
 
 @contextmanager
@@ -123,7 +119,7 @@ def actor() -> str:
 
 
 def discover_texts(ps: PortsSite) -> list[tuple[str, str]]:
-    return list(live.discover(DISCOVERY_TIMEOUT_S, ps.sim_state).captures)
+    return list(live.discover(DISCOVERY_TIMEOUT_S, ps.diags).captures)
 
 
 def ufm_client(ps: PortsSite, job_timeout_s: float | None = None) -> UfmClient | None:
@@ -159,30 +155,12 @@ def switch_lids(texts: Sequence[tuple[str, str]], top: Topology) -> dict[str, in
     return {g: lid for g, lid in lids.items() if g in top.nodes and top.nodes[g].type is NodeType.SWITCH}
 
 
-async def _tool(ps: PortsSite, argv: Sequence[str], timeout_s: float) -> str:
-    proc = await asyncio.create_subprocess_exec(*ps.wrapper, *argv, stdin=asyncio.subprocess.DEVNULL,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                env={**os.environ, **ps.env}, start_new_session=True)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise FabricError(f"{' '.join(argv)} did not answer within {timeout_s:g} s") from None
-    if proc.returncode != 0:
-        lines = [ln for ln in err.decode(errors="replace").splitlines() if "sim_connect" not in ln]
-        raise FabricError(f"{' '.join(argv)} failed (rc {proc.returncode}): {(lines or ['no output'])[-1]}")
-    return out.decode(errors="replace")
-
-
 async def live_sweep(ps: PortsSite, lids: Mapping[str, int], timeout_s: float = 30.0) -> CounterSweep:
-    """Every switch port's error counters now (`perfquery -l <lid> 255`, one switch after another)."""
-    taken = datetime.now(UTC)
-    values: dict[End, Mapping[str, int]] = {}
-    for guid, lid in sorted(lids.items()):
-        swept = parse_perfquery(await _tool(ps, ["perfquery", "-l", str(lid), "255"], timeout_s), "perfquery")
-        values.update({End(guid, e.port): v for e, v in swept.values.items() if e.port > 0})
-    return CounterSweep("perfquery (live)", taken, values, by_lid=False, complete=True)
+    """Every switch port's error counters now (`perfquery -l <lid> 255`); a switch that cannot be read is a
+    rejected input of the sweep and its ports have no rate."""
+    async def run(argv: Sequence[str], timeout: float) -> str:
+        return await ps.diags.text(argv, timeout, ps.attach)
+    return (await sweep_switches(run, sorted(lids.items()), timeout_s)).as_sweep()
 
 
 async def live_sweeps(ps: PortsSite, lids: Mapping[str, int], sweep_s: float) -> list[CounterSweep]:
@@ -330,7 +308,7 @@ def actuator_for(ps: PortsSite, client: UfmClient | None, texts: Sequence[tuple[
 
     def discover() -> str:
         return pending.pop() if pending else discover_texts(ps)[0][1]
-    return IbPortState(discover, env=ps.env, wrapper=ps.wrapper)
+    return IbPortState(discover, ps.diags, ps.attach)
 
 
 @dataclass(frozen=True)
@@ -356,7 +334,7 @@ async def reenable_link(ps: PortsSite, spec: str, window_s: float, train_s: floa
             reconciled = await reconcile_in_flight(ps, actuator, follow)
             entry: LedgerEntry = ps.ledger.find(spec)
             inband = actuator if isinstance(actuator, IbPortState) else IbPortState(
-                lambda: discover_texts(ps)[0][1], env=ps.env, wrapper=ps.wrapper)
+                lambda: discover_texts(ps)[0][1], ps.diags, ps.attach)
             result = await reenable(entry, actuator, ps.ledger, _fresh_counters(ps, inband), actor=actor(),
                                     window_s=window_s, train_s=train_s)
     return ReenableRun(result, reconciled, tuple(follow.moved))

@@ -2,7 +2,8 @@
 
 A site keeps what bring-up learns in a `state/` directory beside its file: the state database
 (`<site>.db`), the SSH host keys pinned on first use (`<site>.known_hosts`), the content-keyed caches
-of the parsed file (`.site-cache/`), and the simulated lab's run directory (`lab/`). The exports of a
+of the parsed file (`.site-cache/`), and where the fabric's tools announce how they are reached
+(`<site>.ib-diags.json`, `fabric/diags.py`). The exports of a
 harvest (MAC tables, DHCP host entries) go beside the state database actually used, so a database
 chosen with `--db` or `$BRINGUP_STATE_DB` keeps its exports with it.
 
@@ -21,7 +22,6 @@ ENV_STATE_DB = "BRINGUP_STATE_DB"
 SITE_FILE_IN_DIRECTORY = "site.yml"
 STATE_DIR_NAME = "state"
 CACHE_DIR_NAME = ".site-cache"
-LAB_DIR_NAME = "lab"
 EXPORT_FILE_SUFFIXES = {"csv": "macs.csv", "yaml": "macs.yaml", "dhcpd": "dhcpd.conf", "dnsmasq": "dnsmasq.conf"}
 
 
@@ -91,15 +91,10 @@ class SitePaths:
         return self.state_dir / f"{self.name}.known_hosts"
 
     @property
-    def ibsim_state(self) -> Path:
-        """Where an ibsim fabric standing in for this site's InfiniBand fabric announces itself (its socket,
-        pid and attachment points), for live discovery when `$BRINGUP_IBSIM_STATE` is not set."""
-        return self.state_dir / f"{self.name}.ibsim.json"
-
-    @property
-    def lab_run_dir(self) -> Path:
-        """Where `python -m sim up` runs this site's simulated lab (pid files, keys, logs)."""
-        return self.state_dir / LAB_DIR_NAME
+    def ib_diags(self) -> Path:
+        """Where whatever provides this site's infiniband-diags tools announces how they reach the fabric
+        (prefix, environment, attachment points: `fabric/diags.py`), when `$BRINGUP_IB_DIAGS` is not set."""
+        return self.state_dir / f"{self.name}.ib-diags.json"
 
     def exports_dir(self, state_db: Path | None = None) -> Path:
         """Where harvest exports go by default: beside `state_db` (default: the database this site uses)."""

@@ -7,7 +7,7 @@ state store's facts, the BMC inventory, MAAS, the switches, the fabric's parsers
   BMC's inventory): a multicast or all-zero MAC is not one. A switch's tables are read with `canonical_mac`,
   as they are written (ntc-templates' SONiC captures hold `11:22:33:44:55:66`).
 - An InfiniBand GUID (node, port or system GUID): `0x98039B03009FBE9A`, `98039b03009fbe9a`,
-  `9803:9b03:009f:be9a` or a short `0x2c90000000001` (ibsim, UFM) → 16 lower-case hex digits
+  `9803:9b03:009f:be9a` or a short `0x2c90000000001` (UFM, fabric simulators) → 16 lower-case hex digits
   (`98039b03009fbe9a`), the key every table is indexed by; `guid_0x` gives the `0x…` spelling the
   InfiniBand tools print, which facts, JSON and messages use.
 """

@@ -2,8 +2,9 @@
 until SIGTERM.
 
 The lab (`python -m sim up`) runs this as the fabric's service; it writes the state file (default
-`<run-dir>/ibfabric.json`; the lab names the one beside the site file, `SitePaths.ibsim_state`) that
-`fabric validate --live` reads, there or through $BRINGUP_IBSIM_STATE, to find the simulator.
+`<run-dir>/ibfabric.json`; the lab names the one beside the site file, `sim.site_paths.ibsim_state`), which
+is also the announcement of the fabric's tools that `fabric validate --live` reads (`fabric/diags.py`),
+there or through $BRINGUP_IB_DIAGS.
 """
 
 from __future__ import annotations

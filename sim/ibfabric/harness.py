@@ -1,11 +1,12 @@
 """Run a cabling design in `ibsim` and discover it with the real `ibnetdiscover`/`iblinkinfo`.
 
-`IbFabric` writes the ibsim net file from the design's as-built cabling (`fabric.asbuilt`, where faults
+`IbFabric` writes the ibsim net file from the design's as-built cabling (`sim.asbuilt`, where faults
 such as swapped or missing cables are applied before start), starts `ibsim` as a child process in its
 own session, on abstract unix sockets named for this instance only (`IBSIM_SOCKNAME`: nothing listens
 on any network interface), with its console on a fifo, and runs discovery tools through `ibsim-run`
-with a timeout. Faults at run time go through that console (`Unlink "S-..."[p]`, `ReLink`, `Guid`,
-`PerformanceSet`). The child dies with the process that started it, however that one dies (sim/lifetime.py;
+with a timeout (the lab's prefix `run-diags`, sim/ibfabric/diags_prefix.py). Faults at run time go
+through that console (`Unlink "S-..."[p]`, `ReLink`, `Guid`, `PerformanceSet`).
+The child dies with the process that started it, however that one dies (sim/lifetime.py;
 PR_SET_PDEATHSIG would fire when the starting *thread* ends, not the process), and `stop()` (also
 on leaving the `with` block) quits, terminates, then kills it and removes the work directory: nothing outlives it.
 """
@@ -25,12 +26,12 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from fabric.asbuilt import AsBuilt
 from fabric.design import Design
-from fabric.toolrun import run_tool
 from fabric.topology import NodeType
 from provision.errors import BringupError
 from sim import lifetime
+from sim.asbuilt import AsBuilt
+from sim.ibfabric.diags_prefix import RUN_DIAGS, run_sim_tool, sim_env
 
 _counter = itertools.count()
 
@@ -152,17 +153,13 @@ class IbFabric:
 
     # tools ------------------------------------------------------------------------------------------
     def env(self, sim_host: str | None = None) -> dict[str, str]:
-        """What a client needs to talk to this simulator (besides running it under ibsim-run)."""
-        env = {"IBSIM_SOCKNAME": self.socket}
-        if sim_host:
-            env["SIM_HOST"] = sim_host
-        return env
+        """What a client needs to talk to this simulator (besides running it under the lab's prefix)."""
+        return sim_env(self.socket, sim_host)
 
     def _run(self, argv: list[str], sim_host: str | None,
              timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
-        wrapper = shutil.which("ibsim-run") or "ibsim-run"
         try:
-            return run_tool([wrapper, *argv], self.env(sim_host), timeout_s or self.timeout_s)
+            return run_sim_tool(argv, self.env(sim_host), timeout_s or self.timeout_s)
         except subprocess.TimeoutExpired:
             raise IbsimError(f"{argv[0]} on the simulated fabric did not finish within "
                              f"{timeout_s or self.timeout_s:g} s") from None
@@ -170,12 +167,12 @@ class IbFabric:
     def tool(self, argv: list[str], attach: str | None = None) -> str:
         """Output of an infiniband-diags tool run from design node `attach` (default: the first node).
 
-        Its stderr lines (libibnetdisc's 'Duplicate Port ...', timeouts) follow stdout, as with `2>&1`;
-        the simulator's own 'attached as client' notice is left out."""
+        Its stderr lines (libibnetdisc's 'Duplicate Port ...', timeouts) follow stdout, as with `2>&1`
+        (the simulator's own notices are dropped by the prefix, `run-diags`)."""
         if self._proc is None:
             raise IbsimError("the simulated fabric is not running")
         proc = self._run(argv, self.asbuilt.sim_id(attach) if attach else None)
-        err = [ln for ln in proc.stderr.splitlines() if "sim_connect" not in ln]
+        err = proc.stderr.splitlines()
         if proc.returncode != 0:
             raise IbsimError(f"{' '.join(argv)} failed (rc {proc.returncode}): {(err or ['no output'])[-1]}")
         return proc.stdout + ("\n" + "\n".join(err) + "\n" if err else "")
@@ -235,16 +232,19 @@ class IbFabric:
         if "not found" in out or "bad" in out.lower() or "can't" in out:
             raise IbsimError(f"ibsim refused {command!r}: {out.strip()}")
 
-    # state for `fabric validate --live` -------------------------------------------------------------
+    # the announcement of the fabric's tools (fabric/diags.py), with the lab's own fields -------------
     def _write_state(self) -> None:
         if self.state_file is None:
             return
         state = {
-            "socket": self.socket,
+            "prefix": [str(RUN_DIAGS)],
+            "env": sim_env(self.socket),
             "pid": self.pid,
+            "socket": self.socket,
             "netfile": str(self.netfile),
             "console": str(self.fifo),
-            "attach": [{"id": self.asbuilt.sim_id(n), "guid": self.asbuilt.guid_of(n), "name": n}
+            "attach": [{"label": f"sim:{self.asbuilt.sim_id(n)}", "guid": self.asbuilt.guid_of(n),
+                        "env": {"SIM_HOST": self.asbuilt.sim_id(n)}, "id": self.asbuilt.sim_id(n), "name": n}
                        for n in self.attach_names()],
         }
         self.state_file.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Program the simulated fabric's forwarding tables with the real `opensm`, and read them back.
 
-`route(fabric, engine)` runs `opensm -o -R <engine>` (run once, then exit) through `ibsim-run` against a
+`route(fabric, engine)` runs `opensm -o -R <engine>` (run once, then exit) through the lab's tool prefix against a
 running `IbFabric`; `dump_lfts`, `ibroute` and `ibtracert` then read what it programmed into the
 simulated switches, with the same tools one runs on a real fabric.
 """
@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fabric.toolrun import run_tool
+from sim.ibfabric.diags_prefix import run_sim_tool, sim_env
 from sim.ibfabric.harness import IbFabric, IbsimError
 
 ENGINES = ("ftree", "updn", "minhop")
@@ -26,10 +26,10 @@ def _check_engine(engine: str) -> None:
 
 
 def _opensm(env: dict[str, str], engine: str, log: Path, timeout_s: float) -> str:
-    """`opensm -o -R <engine>` through ibsim-run: route once, then exit; its output."""
-    argv = ["ibsim-run", "opensm", "-o", "-R", engine, "-f", str(log)]
+    """`opensm -o -R <engine>` on the simulated fabric: route once, then exit; its output."""
+    argv = ["opensm", "-o", "-R", engine, "-f", str(log)]
     try:
-        proc = run_tool(argv, env, timeout_s)
+        proc = run_sim_tool(argv, env, timeout_s)
     except subprocess.TimeoutExpired:
         raise IbsimError(f"opensm -R {engine} did not finish within {timeout_s:g} s") from None
     if proc.returncode != 0 or "Exiting SM" not in proc.stdout:
@@ -47,7 +47,7 @@ def route(fabric: IbFabric, engine: str = "ftree", timeout_s: float = 120.0) -> 
 def dump_lfts(fabric: IbFabric, timeout_s: float = 120.0) -> str:
     """Every switch's unicast LFT (Debian's `dump_lfts`, dump_lfts.sh upstream)."""
     try:
-        proc = run_tool(["ibsim-run", "dump_lfts"], fabric.env(), timeout_s)
+        proc = run_sim_tool(["dump_lfts"], fabric.env(), timeout_s)
     except subprocess.TimeoutExpired:
         raise IbsimError(f"dump_lfts did not finish within {timeout_s:g} s") from None
     if proc.returncode != 0:
@@ -65,12 +65,12 @@ def ibtracert(fabric: IbFabric, src_lid: int, dst_lid: int) -> str:
 
 
 def route_state(state_file: Path, engine: str = "ftree", timeout_s: float = 120.0) -> str:
-    """Run the real OpenSM once on the fabric a state file announces (the lab's, `SitePaths.ibsim_state`),
+    """Run the real OpenSM once on the fabric a state file announces (the lab's, `sim.site_paths.ibsim_state`),
     as the subnet manager of a real fabric would have: afterwards `dump_lfts` reads its tables."""
     _check_engine(engine)
     try:
         state = json.loads(state_file.read_text())
-        env = {"IBSIM_SOCKNAME": str(state["socket"])}
+        env = sim_env(str(state["socket"]))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise IbsimError(f"simulated fabric state {state_file} is unreadable: {e}") from None
     with tempfile.TemporaryDirectory(prefix="opensm-") as tmp:

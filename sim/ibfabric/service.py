@@ -6,7 +6,9 @@ import json
 import os
 from pathlib import Path
 
+from fabric.diags import DIAGS_ENV
 from sim.lab import LabContext, Service, python_module
+from sim.site_paths import ibsim_state
 from sim.sshhosts.linkfaults import FILE_NAME as LINK_FAULTS
 
 
@@ -24,8 +26,8 @@ def services(ctx: LabContext) -> list[Service]:
     if design is None:
         return []
     run_dir = ctx.run_dir / "ibfabric"
-    # announced where live discovery looks for this site's fabric, and exported for shells (`sim env`)
-    state = ctx.site.paths.ibsim_state
+    # announced where the product looks for this site's fabric tools, and exported for shells (`sim env`)
+    state = ibsim_state(ctx.site.paths)
     faults = ctx.site.directory / LINK_FAULTS  # links that train narrower, for burn-in rehearsals
     return [Service(
         name="ibfabric",
@@ -33,5 +35,5 @@ def services(ctx: LabContext) -> list[Service]:
                            "--state-file", str(state), *(["--link-faults", str(faults)] if faults.is_file() else [])),
         probe=lambda: _probe(state),
         start_timeout_s=60.0,
-        exports={"BRINGUP_IBSIM_STATE": str(state)},
+        exports={DIAGS_ENV: str(state)},
     )]

@@ -1,6 +1,6 @@
 """`python -m sim.sshhosts --site SITE --run-dir DIR [--faults FILE]`: serve every host of the site over SSH.
 
-The hosts' `ib_write_bw` runs over the site's simulated fabric: the one `$BRINGUP_IBSIM_STATE` or the state
+The hosts' `ib_write_bw` runs over the site's simulated fabric: the one `$BRINGUP_IB_DIAGS` or the state
 file announced beside the site names, with the link faults of `fabric-faults.yml` beside the site (or
 `--fabric-faults`)."""
 
@@ -13,9 +13,11 @@ import signal
 import sys
 from pathlib import Path
 
+from fabric.diags import DIAGS_ENV
 from provision.errors import BringupError
 from provision.site import load_site
 from provision.site.model import Role
+from sim.site_paths import ibsim_state
 from sim.sshhosts.addresses import DEFAULT_PORT
 from sim.sshhosts.faults import load_faults
 from sim.sshhosts.linkfaults import FILE_NAME, load_link_faults
@@ -63,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [h.hostname for h in site.hosts() if args.all_roles or h.role is Role.gpu]
     files = Files(args.run_dir / "sshhosts")
     hosts = plan_hosts(names, faults, files, args.port, args.first_index)
-    state = os.environ.get("BRINGUP_IBSIM_STATE")
-    traffic = Traffic(Path(state) if state else site.paths.ibsim_state, site.fabric_design, link_faults)
+    state = os.environ.get(DIAGS_ENV)
+    traffic = Traffic(Path(state) if state else ibsim_state(site.paths), site.fabric_design, link_faults)
     asyncio.run(_serve(SshHostsServer(hosts, files, faults, agent_mode=args.agent_mode, traffic=traffic)))
     return 0
 

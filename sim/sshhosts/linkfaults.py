@@ -22,9 +22,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fabric.asbuilt import AsBuilt
 from fabric.design import Port
 from provision.errors import BringupError
+from sim.asbuilt import AsBuilt
 
 FILE_NAME = "fabric-faults.yml"
 _PORT = re.compile(r"^(\S+)\[(\d+)\]$")

@@ -19,14 +19,12 @@ import json
 import os
 import re
 import shlex
-import shutil
-import tempfile
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabric.asbuilt import AsBuilt
 from fabric.burnin.lft import parse_lfts
 from fabric.burnin.rates import line_rate_gbps
 from fabric.burnin.routes import Hca, Routing, Unknown, build_routing, route_from, uplink_index
@@ -34,6 +32,8 @@ from fabric.design import load_design
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import parse_perfquery
 from fabric.topology import End
+from sim.asbuilt import AsBuilt
+from sim.ibfabric.diags_prefix import run_sim_tool
 from sim.sshhosts.linkfaults import LinkFaults
 
 EFFICIENCY = 0.982  # ib_write_bw reaches ~98% of the link's data rate (UFM showed > 97% at Imbue)
@@ -136,14 +136,13 @@ class Traffic:
         return {"IBSIM_SOCKNAME": str(state["socket"])}
 
     async def _tool(self, argv: list[str]) -> str:
-        with tempfile.TemporaryDirectory(prefix="ibtool-") as scratch:
-            proc = await asyncio.create_subprocess_exec(
-                shutil.which("ibsim-run") or "ibsim-run", *argv, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL, cwd=scratch, env={**os.environ, **self._env()})
-            out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        try:
+            proc = await asyncio.to_thread(run_sim_tool, argv, self._env(), 60)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{argv[0]} did not finish on the simulated fabric within 60 s") from None
         if proc.returncode != 0:
             raise RuntimeError(f"{argv[0]} failed on the simulated fabric (rc {proc.returncode})")
-        return out.decode(errors="replace")
+        return proc.stdout
 
     async def fabric(self) -> Model:
         async with self._load:

@@ -20,9 +20,11 @@ import signal
 import sys
 from pathlib import Path
 
+from fabric.diags import DIAGS_ENV
 from provision.errors import BringupError
 from provision.site import load_site
 from sim.addresses import check_loopback
+from sim.site_paths import ibsim_state
 from sim.sshhosts.faults import Faults, load_faults
 from sim.sshhosts.linkfaults import FILE_NAME, load_link_faults
 from sim.sshhosts.perftest_session import handle
@@ -106,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     except BringupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    state = os.environ.get("BRINGUP_IBSIM_STATE")
-    traffic = Traffic(Path(state) if state else site.paths.ibsim_state, site.fabric_design, link_faults)
+    state = os.environ.get(DIAGS_ENV)
+    traffic = Traffic(Path(state) if state else ibsim_state(site.paths), site.fabric_design, link_faults)
     asyncio.run(_serve(traffic, faults, address, int(port)))
     return 0
 

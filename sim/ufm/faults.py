@@ -115,7 +115,7 @@ class Faults:
 def _sim_ids(design_path: Path | None) -> dict[str, str]:
     if design_path is None:
         return {}
-    from fabric.asbuilt import AsBuilt
+    from sim.asbuilt import AsBuilt
 
     built = AsBuilt.from_design(load_design(design_path))
     return {name: built.sim_id(name) for name in built.nodes}

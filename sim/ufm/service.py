@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sim.addresses import UFM_ADDRESS
 from sim.lab import LabContext, Service, lab_port, python_module, tcp_probe
+from sim.site_paths import ibsim_state
 
 PASSWORD_VARIABLE = "BRINGUP_SIM_UFM_PASSWORD"
 
@@ -19,7 +20,7 @@ def services(ctx: LabContext) -> list[Service]:
     user = ctx.site.spec.credentials[ufm.credential].username
     faults = ctx.site.directory / "ufm-faults.yml"
     argv = python_module("sim.ufm.server", "--address", UFM_ADDRESS, "--port", str(port), "--user", user,
-                         "--ibsim-state", str(ctx.site.paths.ibsim_state), "--cert-dir", str(ctx.run_dir / "ufm"))
+                         "--ibsim-state", str(ibsim_state(ctx.site.paths)), "--cert-dir", str(ctx.run_dir / "ufm"))
     if faults.is_file() and ctx.site.fabric_design is not None:
         argv += ["--faults", str(faults), "--design", str(ctx.site.fabric_design)]
     return [Service(name="ufm", argv=argv, probe=tcp_probe(UFM_ADDRESS, port),

@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from provision.metrics.textfile import metrics_dir
-from provision.site.paths import LAB_DIR_NAME, state_dir
+from provision.site.paths import state_dir
 from provision.steps.pipeline import ALL_STEPS, BASELINE_STEPS
+from sim.site_paths import LAB_DIR_NAME
 from tests.alerts.promtool import Series, expectations, read_textfiles, run_promtool, scraped
 from tests.demo_run import DemoRun
 

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from fabric.asbuilt import AsBuilt, render_iblinkinfo
 from fabric.design import Design
 from fabric.parsers import parse_iblinkinfo, parse_ibnetdiscover
 from fabric.pipeline import Result, run
 from fabric.topology import merge
+from sim.asbuilt import AsBuilt, render_iblinkinfo
 
 FIRST_HCA = "gpu-r1-01/mlx5_0"
 

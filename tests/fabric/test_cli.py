@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fabric.asbuilt import AsBuilt
 from fabric.cli import main
 from fabric.design import Design, Port
+from sim.asbuilt import AsBuilt
 from tests.fabric.conftest import FIXTURES, SIM_DESIGN, realdata_text
 
 
@@ -141,7 +141,7 @@ def test_usage_errors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_live_without_hca_or_sim_exits_1(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                                          tmp_path: Path) -> None:
-    monkeypatch.delenv("BRINGUP_IBSIM_STATE", raising=False)
+    monkeypatch.delenv("BRINGUP_IB_DIAGS", raising=False)
     monkeypatch.setattr("fabric.live.SYS_IB", tmp_path / "none")
     assert main(["validate", "--design", str(SIM_DESIGN), "--live"]) == 1
     assert "no InfiniBand HCA on this host" in capsys.readouterr().err

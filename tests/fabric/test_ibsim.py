@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,14 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from fabric.asbuilt import AsBuilt
 from fabric.cli import main
 from fabric.design import Design, Port
+from fabric.diags import Attachment
 from fabric.errors import DiscoveryError
-from fabric.live import Attachment, run_ibnetdiscover
+from fabric.live import run_ibnetdiscover
 from fabric.pipeline import Result, run, topology_from_texts
 from fabric.topology import NodeType
+from sim.asbuilt import AsBuilt
 from sim.ibfabric import IbFabric, IbsimError
+from sim.ibfabric.diags_prefix import sim_diags
 from tests.fabric.conftest import REPO, SIM_DESIGN
 
 pytestmark = pytest.mark.tools("ibsim", "ibnetdiscover")
@@ -176,13 +177,13 @@ def test_fabric_validate_live_on_the_running_sim(sim_design: Design, tmp_path: P
     state = tmp_path / "ibfabric.json"
     with IbFabric(sim_design, state_file=state) as fabric:
         assert json.loads(state.read_text())["socket"] == fabric.socket
-        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--sim-state", str(state),
+        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state),
                      "--timeout", "30", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
         fabric.unlink(leaves(sim_design)[0], 1)
-        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--sim-state", str(state)]) == 2
+        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state)]) == 1
     assert not state.exists()
-    assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--sim-state", str(state)]) == 1
+    assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state)]) == 2
 
 
 def test_ibsim_dies_with_its_parent(tmp_path: Path) -> None:
@@ -233,14 +234,14 @@ def test_lab_service_runs_the_sites_fabric_for_validate_live(tmp_path: Path, mon
     site = load_site(_site_with_design(tmp_path))
     run_dir = site.directory / "state" / "lab"  # where `python -m sim up` runs the site's lab
     [svc] = services(LabContext(site=site, run_dir=run_dir, secrets={}))
-    monkeypatch.delenv("BRINGUP_IBSIM_STATE", raising=False)
+    monkeypatch.delenv("BRINGUP_IB_DIAGS", raising=False)
     with Lab([svc], run_dir).running_lab() as lab:
-        state = lab.exports()["BRINGUP_IBSIM_STATE"]
+        state = lab.exports()["BRINGUP_IB_DIAGS"]
         pid = json.loads(Path(state).read_text())["pid"]
         # found without the variable: the site's lab state
         assert main(["validate", "--site", str(site.path), "--live", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
-        monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
+        monkeypatch.setenv("BRINGUP_IB_DIAGS", state)
         assert main(["validate", "--site", str(site.path), "--live"]) == 0
     assert not _alive(pid)
 
@@ -255,9 +256,8 @@ def test_a_tool_killed_at_its_timeout_leaves_no_fake_sysfs_where_it_was_run_from
     caller.mkdir()
     monkeypatch.chdir(caller)
     with IbFabric(sim_design) as fab:
-        wrapper = shutil.which("ibsim-run") or "ibsim-run"
         with pytest.raises(DiscoveryError, match="did not finish"):
-            run_ibnetdiscover(Attachment("sim", None, [wrapper, "ibnetdiscover"], fab.env()), 0.005)
+            run_ibnetdiscover(sim_diags(fab.socket), Attachment("sim", None), 0.005)
         fab.timeout_s = 0.005
         with pytest.raises(IbsimError, match="did not finish"):
             fab.discover()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fabric.asbuilt import AsBuilt
 from fabric.cli import main
 from fabric.design import Design
 from fabric.errors import DiscoveryError
 from fabric.live import discover, local_attachments
+from sim.asbuilt import AsBuilt
 from tests.fabric.conftest import REPO, SIM_DESIGN
 
 
@@ -54,14 +54,14 @@ exit 1
 """)
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.delenv("BRINGUP_IBSIM_STATE", raising=False)
+    monkeypatch.delenv("BRINGUP_IB_DIAGS", raising=False)
     return sys_ib
 
 
 def test_only_hcas_with_an_active_infiniband_port_are_attachment_points(host: Path) -> None:
     points, notes = local_attachments(host)
-    assert [p.argv for p in points] == [["ibnetdiscover", "-C", "mlx5_0", "-P", "1"],
-                                        ["ibnetdiscover", "-C", "mlx5_4", "-P", "2"]]
+    assert [p.command("ibnetdiscover") for p in points] == [["ibnetdiscover", "-C", "mlx5_0", "-P", "1"],
+                                                            ["ibnetdiscover", "-C", "mlx5_4", "-P", "2"]]
     assert notes == ["live discovery: mlx5_1 not used, no ACTIVE InfiniBand port (port 1 InfiniBand DOWN)"]
 
 
@@ -100,8 +100,8 @@ def test_validate_live_reports_the_failed_hca_and_validates_the_rest(host: Path,
     assert err.count("fabric: warning: live discovery:") == 2 and "mlx5_0 failed" in err
 
 
-# The simulated fabric comes in through public inputs only: `$BRINGUP_IBSIM_STATE` (printed by `python -m sim env`)
-# or the state file announced beside the site file (`SitePaths.ibsim_state`); fabric/live.py knows no lab layout.
+# The simulated fabric comes in as a real site's tools do: the announcement `$BRINGUP_IB_DIAGS` names (printed by
+# `python -m sim env`) or the one beside the site file (`SitePaths.ib_diags`); fabric/live.py knows no lab layout.
 
 def test_live_discovery_knows_no_simulator_layout() -> None:
     source = (REPO / "fabric" / "live.py").read_text(encoding="utf-8")
@@ -109,20 +109,24 @@ def test_live_discovery_knows_no_simulator_layout() -> None:
         assert sim_detail not in source
 
 
-def test_the_state_file_announced_beside_the_site_is_found_and_read(tmp_path: Path) -> None:
-    from fabric.live import lab_state_for_site, sim_attachments
+def test_the_tools_announcement_beside_the_site_is_found_and_read(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from fabric.diags import Diags, announced_for_site
     from provision.site.index import load_index
     from tests.sites import copy_sim_site
 
+    monkeypatch.delenv("BRINGUP_IB_DIAGS", raising=False)
     site = copy_sim_site(tmp_path)
-    assert lab_state_for_site(site) is None
-    announced = load_index(site).paths.ibsim_state
+    assert announced_for_site(site) is None and Diags.for_site(site).attachments is None
+    announced = load_index(site).paths.ib_diags
     announced.parent.mkdir(parents=True, exist_ok=True)
-    announced.write_text(json.dumps({"socket": "sock-1", "pid": os.getpid(),
-                                     "attach": [{"id": "S-1", "guid": "0x1"}]}))
-    assert lab_state_for_site(site) == announced
-    [point] = sim_attachments(announced)
-    assert (point.label, point.env) == ("sim:S-1", {"IBSIM_SOCKNAME": "sock-1", "SIM_HOST": "S-1"})
+    announced.write_text(json.dumps({"prefix": ["/opt/run-diags"], "env": {"SOCK": "sock-1"}, "pid": os.getpid(),
+                                     "attach": [{"label": "sim:S-1", "guid": "0x1", "env": {"HOST": "S-1"}}]}))
+    assert announced_for_site(site) == announced
+    diags = Diags.for_site(site)
+    [point] = diags.attachments or ()
+    assert (point.label, diags.environ(point)) == ("sim:S-1", {"SOCK": "sock-1", "HOST": "S-1"})
+    assert diags.argv(["ibnetdiscover"], point) == ["/opt/run-diags", "ibnetdiscover"]
 
 
 @pytest.mark.tools("ibsim", "ibnetdiscover")
@@ -131,17 +135,18 @@ def test_the_labs_fabric_is_validated_live_through_the_variable_sim_env_prints(
     from provision.site import load_site
     from sim.ibfabric.service import services
     from sim.lab import Lab, LabContext
+    from sim.site_paths import lab_run_dir
     from tests.fabric.test_cli import _site_with_design
 
     site = load_site(_site_with_design(tmp_path))
     printed = subprocess.run([sys.executable, "-m", "sim", "env", "--site", str(site.path)], cwd=REPO,
                              capture_output=True, text=True, timeout=300, check=True).stdout
     exported = dict(line.removeprefix("export ").split("=", 1) for line in printed.splitlines())
-    state = exported["BRINGUP_IBSIM_STATE"].strip("'")
-    assert Path(state) == site.paths.ibsim_state
-    [svc] = services(LabContext(site=site, run_dir=site.paths.lab_run_dir, secrets={}))
-    monkeypatch.setenv("BRINGUP_IBSIM_STATE", state)
-    with Lab([svc], site.paths.lab_run_dir).running_lab():
+    state = exported["BRINGUP_IB_DIAGS"].strip("'")
+    assert Path(state) == site.paths.ib_diags
+    [svc] = services(LabContext(site=site, run_dir=lab_run_dir(site.paths), secrets={}))
+    monkeypatch.setenv("BRINGUP_IB_DIAGS", state)
+    with Lab([svc], lab_run_dir(site.paths)).running_lab():
         assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
     assert not Path(state).exists()

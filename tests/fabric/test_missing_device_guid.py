@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from fabric.asbuilt import AsBuilt
 from fabric.baseline import design_from_topology
 from fabric.design import Design, Port, build_design
 from fabric.parsers import parse_ibnetdiscover
+from sim.asbuilt import AsBuilt
 from tests.fabric.helpers import discover
 
 HCA = "gpu-r1-03/mlx5_0"

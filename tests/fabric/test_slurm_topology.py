@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from fabric.asbuilt import AsBuilt
 from fabric.burnin.history import History, LinkRow
 from fabric.cli import main
 from fabric.design import Design, Port
@@ -28,6 +27,7 @@ from fabric.topology import End, Node, NodeType, Topology, TopologyBuilder
 from fabric.topology_inputs import host_map, read_exclusions
 from fabric.topology_load import TopologyRequest, load_slurm_topology
 from provision.state import StateStore
+from sim.asbuilt import AsBuilt
 from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec
 from tests.fabric.conftest import FIXTURES, REPO, realdata_text
 from tests.slurm.conftest import needs_slurm

@@ -1,6 +1,6 @@
 """Each injected fault comes back as exactly the matching finding; a clean fabric as none.
 
-The captures are what ibnetdiscover/iblinkinfo print for the cabling (`fabric.asbuilt`), with switches
+The captures are what ibnetdiscover/iblinkinfo print for the cabling (`sim.asbuilt`), with switches
 still carrying their factory description, so every switch is placed from its neighbours.
 """
 
@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from fabric.asbuilt import AsBuilt
 from fabric.design import Design, Port
 from fabric.topology import NodeType
 from fabric.worklist import worklist_rows
+from sim.asbuilt import AsBuilt
 from tests.fabric.helpers import discover, kinds
 
 

@@ -50,10 +50,10 @@ def test_lldp_names_in_ethernet_check_output_are_shown_not_run(capsys: pytest.Ca
 
 def test_a_node_description_with_markup_and_ansi_does_not_abort_fabric_validate(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from fabric.asbuilt import AsBuilt
     from fabric.cli import main
     from fabric.design import Port, load_design
     from fabric.topology import NodeType
+    from sim.asbuilt import AsBuilt
     from tests.fabric.conftest import SIM_DESIGN
 
     design = load_design(SIM_DESIGN)

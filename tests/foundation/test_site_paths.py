@@ -29,8 +29,16 @@ def test_every_path_of_a_site_lies_in_the_state_directory_beside_its_file(tmp_pa
     assert paths.default_state_db == state / "lab.db"
     assert paths.cache_dir == state / ".site-cache" == cache_dir(tmp_path / "lab.yml")
     assert paths.known_hosts == state / "lab.known_hosts"
-    assert paths.ibsim_state == state / "lab.ibsim.json"
-    assert paths.lab_run_dir == state / "lab"
+    assert paths.ib_diags == state / "lab.ib-diags.json"
+
+
+def test_the_lab_keeps_its_files_in_the_sites_state_directory_and_announces_its_fabric_tools_there(
+        tmp_path: Path) -> None:
+    from sim.site_paths import ibsim_state, lab_run_dir
+
+    paths = SitePaths.of(tmp_path / "lab.yml", "lab")
+    assert lab_run_dir(paths) == tmp_path.resolve() / "state" / "lab"
+    assert ibsim_state(paths) == paths.ib_diags
 
 
 def test_a_site_directory_means_its_site_yml(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def _echoing_events(discovered: str) -> list[dict[str, object]]:
 def _env(state_file: Path) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")},
             "BRINGUP_SIM_UFM_PASSWORD": UFM_PASSWORD, "BRINGUP_SIM_BMC_PASSWORD": BMC_PASSWORD,
-            "BRINGUP_IBSIM_STATE": str(state_file)}
+            "BRINGUP_IB_DIAGS": str(state_file)}
 
 
 def _fabric(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -40,7 +40,7 @@ def test_plan_run_judge_and_two_nights(tmp_path: Path, monkeypatch: pytest.Monke
     store.sync_site((h.hostname, h.rack) for h in site.hosts())
     for host in HOSTS:
         store.mark(host, State.healthy, reason="test setup")
-    with IbFabric(load_design(site.fabric_design), state_file=site.paths.ibsim_state) as fabric, \
+    with IbFabric(load_design(site.fabric_design), state_file=site.paths.ib_diags) as fabric, \
             SshLab(site_file, tmp_path / "sim" / "health-faults.yml", tmp_path / "run") as lab:
         for key, value in lab.env.items():
             monkeypatch.setenv(key, value)

@@ -6,7 +6,6 @@ stage ends within its deadline."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from pathlib import Path
 
@@ -17,10 +16,12 @@ from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History
 from fabric.burnin.runner import RunOptions, run_plan, ssh_remote
 from fabric.design import load_design
+from fabric.diags import Diags
 from provision.site import load_site
 from provision.ssh import SshSettings
 from provision.state import StateStore
 from sim.ibfabric import IbFabric
+from sim.ibfabric.diags_prefix import RUN_DIAGS, sim_env
 from sim.ibfabric.routing import route
 from sim.sshhosts.harness import SshLab
 from tests.sites import copy_sim_site
@@ -45,16 +46,16 @@ def test_faulty_hosts_and_a_silent_switch_make_their_flows_unknown_and_nothing_e
     faults.write_text(FAULTS.format(replay=Path(__file__).resolve().parents[1] / "fixtures/tools/replay"))
     site = load_site(site_file)
     design = load_design(site.fabric_design)  # type: ignore[arg-type]
-    with IbFabric(design, state_file=site.paths.ibsim_state) as fabric, \
+    with IbFabric(design, state_file=site.paths.ib_diags) as fabric, \
             SshLab(site_file, faults, tmp_path / "run") as lab:
         route(fabric, "ftree")
         plan = plan_site(site_file, "live", None, "gpu-*", all_hosts=True)
         silent = next(s for s in plan["switches"] if "0c42a10300000080" in s["guid"])  # a spine
         wrapper = tmp_path / "ibsim-run-silent"
         wrapper.write_text(f"#!/bin/sh\ncase \"$*\" in *\"-l {silent['lid']} 255\"*) sleep 30;; esac\n"
-                           f"exec {shutil.which('ibsim-run')} \"$@\"\n")
+                           f"exec {RUN_DIAGS} \"$@\"\n")
         wrapper.chmod(0o755)
-        tools = IbTools((str(wrapper),), {"IBSIM_SOCKNAME": fabric.socket}, site.paths.ibsim_state)
+        tools = IbTools(Diags(prefix=(str(wrapper),), env=sim_env(fabric.socket)))
         one = {**plan, "stages": plan["stages"][:1]}
         settings = SshSettings.from_site(site, lab.env)
         history = History(StateStore(tmp_path / "s.db"))

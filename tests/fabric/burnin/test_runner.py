@@ -28,7 +28,7 @@ PERFQUERY = "# Port counters: Lid 7 port 1 (CapMask: 0x1300)\nSymbolErrorCounter
 
 class Tools(IbTools):
     def __init__(self) -> None:
-        super().__init__((), {}, None)
+        super().__init__()
         object.__setattr__(self, "sweeps", [0])
 
     async def run(self, argv: Sequence[str], timeout_s: float) -> str:

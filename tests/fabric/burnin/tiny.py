@@ -2,7 +2,7 @@
 
 `tiny(switches, hcas, cables, route)`: switches by name, HCAs as "host hca" on a leaf port, cables between
 switch ports; `route(switch, lid_owner)` picks the out-port when shortest paths tie (minhop-like), so a
-test can steer which links carry which LIDs. Formats as `fabric.asbuilt` and the real `dump_lfts` print
+test can steer which links carry which LIDs. Formats as `sim.asbuilt` and the real `dump_lfts` print
 them (tests/fixtures/fabric/burnin/sim-site.* are real ones).
 """
 

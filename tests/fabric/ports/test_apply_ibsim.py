@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from fabric.design import Design
+from fabric.diags import Diags
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.actuate import IbPortState, attach_guid, dr_path, lids_from_ibnetdiscover
 from fabric.ports.apply import apply_plan
@@ -28,6 +29,7 @@ from fabric.ufm.events import iter_event_log
 from provision.site.port_policy import PortPolicy
 from provision.state import StateStore
 from sim.ibfabric import IbFabric
+from sim.ibfabric.diags_prefix import sim_diags
 from sim.ibfabric.routing import route
 
 pytestmark = pytest.mark.tools("ibsim", "ibportstate")
@@ -62,7 +64,7 @@ def _ticket(pl: PlannedLink) -> tuple[str, dict[str, str]]:
 
 
 def _actuator(f: IbFabric) -> IbPortState:
-    return IbPortState(f.discover, env=f.env(), wrapper=["ibsim-run"])
+    return IbPortState(f.discover, sim_diags(f.socket))
 
 
 def test_directed_routes_and_lids_come_from_the_capture(fabric: IbFabric) -> None:
@@ -91,7 +93,7 @@ def test_dry_run_apply_rerun_failure_and_reenable(fabric: IbFabric, sim_design: 
     assert ledger.history() == [] and len(_links(fabric).links) == before
 
     broken = _actuator(fabric)
-    broken.wrapper = ["sh", "-c", "echo 'ibwarn: mad_rpc: _do_madrpc failed' >&2; exit 255", "ibportstate"]
+    broken.diags = Diags(prefix=("sh", "-c", "echo 'ibwarn: mad_rpc: _do_madrpc failed' >&2; exit 255", "ibportstate"))
     failed = asyncio.run(apply_plan(plan, broken, ledger, apply=True, force=False, actor="t", ticket=_ticket))
     assert failed.stopped and [o.state for o in failed.outcomes] == ["apply_failed"]
     assert [e.state for e in ledger.history()] == ["planned", APPLY_FAILED]
@@ -129,7 +131,7 @@ class RepairedCable(IbPortState):
     ibsim's console."""
 
     def __init__(self, f: IbFabric) -> None:
-        super().__init__(f.discover, env=f.env(), wrapper=["ibsim-run"])
+        super().__init__(f.discover, sim_diags(f.socket))
         self.fabric = f
         self.enabled: list[End] = []
 

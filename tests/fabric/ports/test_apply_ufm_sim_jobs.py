@@ -55,7 +55,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]
 def _run(site: Path, db: Path, state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
          *args: str) -> tuple[int, str]:
     monkeypatch.setenv("BRINGUP_SIM_UFM_PASSWORD", PASSWORD)
-    monkeypatch.setenv("BRINGUP_IBSIM_STATE", str(state))
+    monkeypatch.setenv("BRINGUP_IB_DIAGS", str(state))
     capsys.readouterr()
     code = fabric_main(["ports", "apply", "--site", str(site), "--db", str(db), *args])
     return code, capsys.readouterr().out

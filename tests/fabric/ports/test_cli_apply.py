@@ -13,10 +13,10 @@ from tests.sites import copy_sim_site
 def test_apply_without_a_fabric_to_discover_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     site = copy_sim_site(tmp_path / "sim")
-    monkeypatch.setenv("BRINGUP_IBSIM_STATE", str(tmp_path / "no-such-fabric.json"))
+    monkeypatch.setenv("BRINGUP_IB_DIAGS", str(tmp_path / "no-such-fabric.json"))
     assert fabric_main(["ports", "apply", "--site", str(site), "--db", str(tmp_path / "s.db")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: simulated fabric state") and "unreadable" in err[0]
+    assert len(err) == 1 and err[0].startswith("error: the fabric tools' announcement") and "unreadable" in err[0]
 
 
 def test_reenable_needs_repaired_and_a_known_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

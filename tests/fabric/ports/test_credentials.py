@@ -84,7 +84,7 @@ def test_the_ufm_password_is_nowhere_but_the_auth_header(fabric: tuple[IbFabric,
         assert url in text
         site.write_text(text)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("BRINGUP_")},
-               "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IBSIM_STATE": str(state_file)}
+               "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IB_DIAGS": str(state_file)}
         argv = [sys.executable, "-c", "import sys; from fabric.cli import main; sys.exit(main())", "ports", "apply",
                 "--site", str(site), "--db", str(db), "--apply",
                 "--tickets"]

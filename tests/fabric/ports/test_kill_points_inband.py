@@ -32,6 +32,7 @@ from provision.site import load_site
 from provision.site.store import open_store
 from provision.state import State
 from sim.ibfabric import IbFabric
+from sim.ibfabric.diags_prefix import sim_diags
 from sim.ibfabric.routing import route
 from tests.fabric.ports.test_kill_points_ufm import NOW, A, B
 from tests.sites import copy_sim_site
@@ -89,7 +90,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 def _killed(lab: Lab, marker: str, *args: str) -> None:
     (lab.markers / marker).touch()
-    env = {**os.environ, "BRINGUP_IBSIM_STATE": str(lab.state), "KILL_MARKERS": str(lab.markers),
+    env = {**os.environ, "BRINGUP_IB_DIAGS": str(lab.state), "KILL_MARKERS": str(lab.markers),
            "PATH": f"{lab.tools}:{os.environ['PATH']}"}
     proc = subprocess.run([sys.executable, "-m", "fabric.cli", "ports", *args, "--site", str(lab.site), "--db",
                            str(lab.db)], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -104,7 +105,7 @@ def _apply(lab: Lab, events: str) -> tuple[str, ...]:
 def _switch_phys(lab: Lab, end: End) -> str:
     import asyncio
 
-    actuator = IbPortState(lab.fabric.discover, env=lab.fabric.env(), wrapper=["ibsim-run"])
+    actuator = IbPortState(lab.fabric.discover, sim_diags(lab.fabric.socket))
     return asyncio.run(actuator.status(end)).phys
 
 
@@ -135,7 +136,7 @@ def test_inband_apply_and_reenable_killed_between_intent_and_record_are_reconcil
     assert hosts[B.host] is State.failed
 
     # the next acting run puts B out of service again: the repair was never proven
-    monkeypatch.setenv("BRINGUP_IBSIM_STATE", str(lab.state))
+    monkeypatch.setenv("BRINGUP_IB_DIAGS", str(lab.state))
     capsys.readouterr()
     code = fabric_main(["ports", *_apply(lab, "B"), "--site", str(lab.site), "--db", str(lab.db)])
     out = capsys.readouterr().out

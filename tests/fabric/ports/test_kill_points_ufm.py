@@ -107,7 +107,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def _env(lab: Lab) -> dict[str, str]:
-    return {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IBSIM_STATE": str(lab.state)}
+    return {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IB_DIAGS": str(lab.state)}
 
 
 def _killed(lab: Lab, *args: str) -> None:
