@@ -1,7 +1,9 @@
 """A BMC's job queue: what it has staged or scheduled and not yet done. Parsing is pure; `read_jobs` reads.
 
 Dell iDRAC (REFERENCE-wave3 B4): the Manager links its queue at `Links.Oem.Dell.Jobs` (real R650 crawl,
-realdata/2_redfish/dell_idrac9_r650: `/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs`); each `#DellJob` has
+realdata/2_redfish/dell_idrac9_r650: `/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs`), read at that URI
+under the Manager where the link is missing (Dell's scripts use it as is; a BMC without it answers 404); each
+`#DellJob` has
 `JobType` (FirmwareUpdate, BIOSConfiguration...), `JobState` (Scheduled, Running, Completed, Failed...),
 `Name` ("Firmware Update: <component>", "Configure: BIOS.Setup.1-1"), `Message`. A host firmware update staged
 for the next reboot is a Scheduled FirmwareUpdate job; a PATCH to Bios/Settings waiting for its reboot is a
@@ -92,14 +94,16 @@ async def read_jobs(bmc: RedfishClient, root: Resource, notes: list[str]) -> tup
         jobs = dell.get("Jobs") if isinstance(dell, Mapping) else None
         path = jobs.get("@odata.id") if isinstance(jobs, Mapping) else None
         if not isinstance(path, str) or not path.startswith("/redfish/"):
-            return None
+            path = f"{manager.path.rstrip('/')}/Oem/Dell/Jobs"  # Dell's documented URI; elsewhere a 404: none
         queue = await bmc.get_expanded(path, 1)
         raw = queue.data.get("Members")
         if isinstance(raw, list) and len(raw) > MAX_JOBS:
             notes.append(f"the job queue lists {len(raw)} jobs; the first {MAX_JOBS} were read")
             queue = Resource(queue.path, {"Members": raw[:MAX_JOBS]}, queue.etag)
         members = await bmc.members(queue)
-    except (RedfishNotFound, RedfishUnsupported) as exc:
+    except RedfishNotFound:
+        return None  # no Dell job queue: its jobs are unknown, not "none pending"
+    except RedfishUnsupported as exc:
         notes.append(f"job queue not served: {exc}")
         return None
     return parse_jobs([m.data for m in members])

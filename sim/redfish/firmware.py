@@ -129,13 +129,8 @@ class SimFirmware:
         if path == shape.settings:
             return {"@odata.id": path, "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
                     "Name": "BIOS Configuration Pending Settings", "Attributes": dict(self.pending)}
-        if self.flavour is Flavour.idrac:
-            if path == tree.MANAGER:  # the R650's Manager links its job queue (Links.Oem.Dell.Jobs)
-                static = bmc._tree.get(path) or {}
-                links = {**static.get("Links", {}), "Oem": {"Dell": {"Jobs": tree.ref(DELL_JOBS)}}}
-                return {**static, "Links": links}
-            if path.startswith((DELL_JOBS, JOB_SERVICE)):
-                return self.jobs.resource(path)
+        if self.flavour is Flavour.idrac and path.startswith((DELL_JOBS, JOB_SERVICE)):
+            return self.jobs.resource(path)
         return None
 
     def _bios(self, bmc: SimBmc) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Update tasks (`TaskService/Tasks/<id>`) and the simulated iDRAC's job queue:
-`/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs/<JID>` (`#DellJob`, linked from the Manager's
-`Links.Oem.Dell.Jobs` as on the real R650 crawl of realdata/2_redfish/dell_idrac9_r650) and the same jobs as
-DMTF Jobs under `/redfish/v1/JobService/Jobs/<JID>` (REFERENCE-wave3 B4: dell/iDRAC-Redfish-
-Scripting DeleteJobQueueREDFISH and GetSetBiosAttributesREDFISH; DellJob samples in dellemc-openmanage-ansible-
-modules and gofish's Dell OEM test).
+`/redfish/v1/Managers/iDRAC.Embedded.1/Oem/Dell/Jobs/<JID>` (`#DellJob`) and the same jobs as DMTF Jobs under
+`/redfish/v1/JobService/Jobs/<JID>` (REFERENCE-wave3 B4: dell/iDRAC-Redfish-Scripting DeleteJobQueueREDFISH and
+GetSetBiosAttributesREDFISH; DellJob samples in dellemc-openmanage-ansible-modules and gofish's Dell OEM test).
+Served at those URIs but not linked: the real R650 links the queue from its Manager (`Links.Oem.Dell.Jobs`,
+realdata/2_redfish/dell_idrac9_r650), whose Dell OEM schemas the simulator's `$metadata` cannot reference (DSP8010
+has none), so the DMTF Service Validator would report them; the client reads the link where there is one, else
+Dell's documented URI (provision/firmware/jobs.py).
 
 A firmware update is a `FirmwareUpdate` job (its id is the task's, `JID_<n>`): Running while the image comes
 and is checked, `Scheduled` ("Task successfully scheduled.") once a host firmware image is staged for the next

@@ -16,12 +16,13 @@ import pytest
 
 from provision.firmware.components import Kind, parse_components
 from provision.firmware.read import hpe_progress, multipart_push_target, simple_update_target
+from provision.firmware.rollout import apply
 from sim.redfish.firmware_config import DEFAULT_VERSIONS
-from sim.redfish.firmware_flavours import Flavour, components, member, update_service
+from sim.redfish.firmware_flavours import Flavour, components, member, targets_of, update_service
 from sim.redfish.server import Simulator
 from tests.firmware.lab import image
 from tests.firmware.realdata import load as real
-from tests.firmware.test_apply_sim import inventory_then, lab, run
+from tests.firmware.test_apply_sim import FAST, inventory_then, lab, run
 
 GPU_PIN = "HGX_FW_GPU_0"
 OLD_VBIOS = "96.00.A5.00.1A"
@@ -72,8 +73,10 @@ def test_ilo_inventory_members_and_update_service_have_the_ilo_emulators_shape()
 def test_gpu_vbios_goes_through_the_hgx_push_to_the_targets_the_baseline_names(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pin = {"kind": "gpu", "id": GPU_PIN, "version": NEW_VBIOS, "image": image(tmp_path, "gpu", NEW_VBIOS)}
-    sim_file = {"flavour": {"h00": "hgx", "h01": "hgx"}, "installed": {"h00": {"gpu": OLD_VBIOS}}}
-    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=2, canary=0, baseline={"components": [pin], "bios": {}})
+    sim_file = {"flavour": {"h00": "hgx", "h01": "hgx"}, "installed": {"h00": {"gpu": OLD_VBIOS}},
+                "bios": {"h01": {"ProcCStates": "Enabled"}}}
+    baseline = {"components": [pin], "bios": {"ProcCStates": "Disabled"}}
+    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=2, canary=0, baseline=baseline)
 
     async def body(sim: Simulator) -> None:
         result = await inventory_then(site, store, "firmware")
@@ -89,19 +92,34 @@ def test_gpu_vbios_goes_through_the_hgx_push_to_the_targets_the_baseline_names(
         assert (versions["HGX_FW_GPU_0"], versions["HGX_FW_GPU_1"]) == (NEW_VBIOS, OLD_VBIOS)
         assert versions["HGX_InfoROM_GPU_0"] == DEFAULT_VERSIONS["inforom"]
         assert sim.bmcs["h00"].resets == ["On"]  # activated by the reboot, then read back
+        bios = await apply(site, store, "bios", site.hosts(), FAST)  # the GB300's Bios lists no apply times
+        assert [(r.host, r.ok, r.data.get("apply_time")) for r in bios.results] == [("h01", True, None)]
+        assert sim.bmcs["h01"].firmware is not None and sim.bmcs["h01"].firmware.bios["ProcCStates"] == "Disabled"
 
     run(site, store, tmp_path, body)
 
 
+def test_hgx_targets_must_name_the_bmcs_own_inventory() -> None:
+    comps = components(Flavour.hgx, dict(DEFAULT_VERSIONS), 0, 2, "NVIDIA H200")
+    inventory = "/redfish/v1/UpdateService/FirmwareInventory"
+    assert targets_of([], comps) is None  # none named: every component the image is for
+    named = targets_of([f"{inventory}/HGX_FW_GPU_1/"], comps)
+    assert isinstance(named, list) and [c.rid for c in named] == ["HGX_FW_GPU_1"]
+    assert targets_of([f"{inventory}/HGX_FW_GPU_7"], comps) == (
+        f"The value {inventory}/HGX_FW_GPU_7 for the parameter Targets is not in the list of acceptable values.")
+    assert targets_of("HGX_FW_GPU_0", comps) == "Targets must be a list of URIs"
+
+
 def test_ilo_simple_update_is_followed_through_its_hpe_state_and_its_own_update_waits_for_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sim_file = {"flavour": {"h00": "ilo", "h01": "ilo"},
-                "installed": {"h00": {"bios": "1.14.1"}, "h01": {"bmc": "7.00.00.00"}}}
-    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=2, canary=0)
+    sim_file = {"flavour": {"h00": "ilo", "h01": "ilo", "h02": "ilo"},
+                "installed": {"h00": {"bios": "1.14.1"}, "h01": {"bmc": "7.00.00.00"}},
+                "bios": {"h02": {"ProcCStates": "Enabled"}}}
+    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=3, canary=0)
 
     async def body(sim: Simulator) -> None:
         result = await inventory_then(site, store, "firmware")
-        assert all(r.ok for r in result.results), result.results
+        assert [r.host for r in result.results if r.ok] == ["h00", "h01"], result.results
         by_host = {r.host: r.data["updates"][0] for r in result.results}
         assert by_host["h00"]["task"] == "/redfish/v1/UpdateService" and by_host["h00"]["state"] == "Completed"
         assert by_host["h01"]["state"] in ("Completed", "BmcRestarting") and "bmc_back_after_s" in by_host["h01"]
@@ -109,5 +127,9 @@ def test_ilo_simple_update_is_followed_through_its_hpe_state_and_its_own_update_
         assert fw0 is not None and fw1 is not None
         assert (fw0.components["2"].version, fw1.components["1"].version) == ("1.15.0", "7.10.30.00")
         assert fw0.tasks and fw0.hpe.state == "Complete"
+        bios = await apply(site, store, "bios", site.hosts(), FAST)  # PATCHed to iLO's .../Bios/settings
+        fw2 = sim.bmcs["h02"].firmware
+        assert fw2 is not None and [(r.host, r.ok) for r in bios.results] == [("h02", True)] and fw2.patches == 1
+        assert fw2.bios["ProcCStates"] == "Disabled"
 
     run(site, store, tmp_path, body)
