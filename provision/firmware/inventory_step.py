@@ -47,6 +47,18 @@ def drift_failure(judged: Judgement, evidence: dict[str, Any]) -> HostFailure:
     return HostFailure(reason, f"off its {what} baseline: {shown}", {**evidence, "drift": judged.as_json()})
 
 
+def _found(action: str, on_baseline: bool, jobs: list[dict[str, Any]]) -> str:
+    """What the BMC shows of a dead run's change: done, waiting in its job queue for a reboot, or not there."""
+    if on_baseline:
+        return "the BMC shows the host on its baseline: not changed again"
+    kind = "FirmwareUpdate" if action == "firmware_update" else "BIOSConfiguration"
+    job = next((j for j in jobs if j.get("type") == kind and j.get("state") == "Scheduled"), None)
+    if job is not None:
+        return (f"the BMC holds it for the next reboot (job {job.get('id')} Scheduled): the next apply reboots the "
+                "host without sending it again")
+    return "the BMC shows the host still off its baseline: the next apply changes it"
+
+
 class InventoryStep(BmcStep):
     spec = FIRMWARE_INVENTORY
     _rows: list[FirmwareRow]
@@ -87,9 +99,8 @@ class InventoryStep(BmcStep):
         said: dict[str, tuple[str, ...]] = {}
         for host, intents in done.items():
             on = bool(rows[host].on_baseline) if host in rows else False
-            what = "the BMC shows the host on its baseline: not changed again" if on else \
-                "the BMC shows the host still off its baseline: the next apply changes it"
-            said[host] = tuple(line(i, what) for i in intents)
+            jobs = (rows[host].inventory.get("jobs") or []) if host in rows else []
+            said[host] = tuple(line(i, _found(i.action, on, jobs)) for i in intents)
             reconcile(self.store, host, intents, {"on_baseline": on}, command=self.command, lines=said[host])
         return said
 
