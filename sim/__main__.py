@@ -53,7 +53,7 @@ def up(site: SiteOpt = None, json_out: JsonOpt = False, with_: WithOpt = None) -
     """Start every simulator of the site (and the opt-in ones named by --with) and wait until each answers."""
     lab = open_lab(site, parse_with(with_ or []))
     with console.status("starting the simulated lab"):
-        lab.up()
+        lab.up(detached=True)  # until `sim down` (or until what bound this command dies: sim/lifetime.py)
     if json_out:
         emit_json(lab.status())
         return

@@ -5,7 +5,9 @@ whole process group can be signalled), a health probe, and the environment it ne
 starts them in order, writes a pid file per service under the lab's run directory and waits until
 each is healthy; `Lab.down()` sends SIGTERM to each group, waits, then SIGKILLs what is left, and
 removes the pid files. Nothing the lab starts outlives `down()`, and `Lab` is a context manager so a
-test or the demo can never leave a server behind.
+test or the demo can never leave a server behind. Nor outlives the process that called `up()`, however it dies
+(SIGKILL included): `up()` binds every service to it (sim/lifetime.py), unless it is `sim up`'s
+`up(detached=True)`, whose services run until `sim down` (or until whatever bound `sim up` itself dies).
 
 Simulators plug in without editing this file: any package `sim/<name>/` with a module `service.py`
 that defines `services(ctx: LabContext) -> list[Service]` is picked up by `discover_services` (unless the
@@ -35,6 +37,7 @@ from urllib.parse import urlsplit
 
 from provision.errors import BringupError
 from provision.site import Site
+from sim import lifetime
 from sim.addresses import check_loopback
 
 Probe = Callable[[], bool]
@@ -189,9 +192,12 @@ class Lab:
                 out[pidfile.stem] = pid
         return out
 
-    def up(self) -> None:
+    def up(self, *, detached: bool = False) -> None:
+        """Start what is not running and healthy. `detached`: the services outlive this process (`sim up`)."""
         if not self.services:
             raise LabError(f"no simulators found for this site under {SIM_DIR}: nothing to start")
+        if not detached:
+            lifetime.bind_children()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         already = self.running()
         early = [svc for svc in self.services if svc.early]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from provision.state import secret_values
+from sim import lifetime
 from tests.demo_run import DemoRun, run_demo
 from tests.xdist_workers import (
     Isolation,
@@ -28,8 +29,10 @@ GROUPS = pytest.StashKey[Path | None]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """An xdist worker gets a loopback of its own before any test runs; the controller, a folder for the groups
-    (tests/xdist_workers.py), after it built what needs the internet."""
+    (tests/xdist_workers.py), after it built what needs the internet. Every pytest process binds what its tests
+    start to its own life (sim/lifetime.py)."""
     config.stash[ISOLATION] = isolate_worker(config)
+    lifetime.bind_children()  # what any test starts dies with this pytest process, however it dies
     config.stash[GROUPS] = open_groups_folder(config)
     prepare_outside_namespaces(config)
 

@@ -3,7 +3,9 @@
 Debian 12 builds Slurm with multiple-slurmd support (REFERENCE-wave3 A5), so every node of the site runs as a
 `slurmd -N <node>` of this machine, each on its own port of one loopback address, all sharing one munged with a
 lab key. Nothing is systemd's: every daemon runs in the foreground (`-D`, `-F`) as a child in its own session,
-and `stop()` ends each group. The files live under the lab's run directory: `slurm.conf` (its path is what
+and `stop()` ends each group. The daemons die with the process that started them, however it dies
+(sim/lifetime.py), and a start ends what a previous run in the same directory left (its daemons' pid files).
+The files live under the lab's run directory: `slurm.conf` (its path is what
 clients need: `env()` gives `SLURM_CONF`), the key (0400), state, spool and logs.
 
 glibc's getaddrinfo(AI_ADDRCONFIG), which Slurm uses, resolves no IPv4 address in a network namespace whose only
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provision.errors import BringupError
+from sim import lifetime
 from sim.addresses import check_loopback
 
 CONTROLLER_ADDRESS = "127.0.2.40"  # slurmctld (services range of sim/addresses.py)
@@ -181,6 +184,9 @@ class SlurmLab:
                                 "`ip addr add 127.0.2.250/32 dev lo`, or Slurm's daemons cannot reach each other")
         self.write()
         run = self.dir / "run"
+        lifetime.bind_children()
+        for pidfile in run.glob("*.pid"):  # a previous run's daemons, if its starter and watchdog were killed
+            lifetime.end_leftover(pidfile, str(self.dir))
         self._spawn("munged", [
             "munged", "-F", f"--socket={self.sockets / 'munge.socket'}", f"--key-file={self.dir / 'munge.key'}",
             f"--pid-file={run / 'munged.pid'}", f"--seed-file={run / 'munge.seed'}",
@@ -193,6 +199,7 @@ class SlurmLab:
         self.wait_registered(nodes if nodes is not None else self.spec.nodes, wait_s)
 
     def start_node(self, node: str) -> None:
+        lifetime.bind_children()
         self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node])
 
     def kill_node(self, node: str) -> None:
@@ -208,6 +215,7 @@ class SlurmLab:
         self._stop("slurmctld", signal.SIGTERM)
 
     def start_controller(self, wait_s: float = 30.0) -> None:
+        lifetime.bind_children()
         self._spawn("slurmctld", ["slurmctld", "-D"])
         self._await(self._controller_up, "slurmctld", wait_s)
 

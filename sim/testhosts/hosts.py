@@ -1,5 +1,6 @@
 """One test host: an overlay over the base root filesystem, a private /dev, /proc and /run, and its
-own sshd on its own loopback address. `start` brings it up; `stop` leaves no process and no mount.
+own sshd on its own loopback address. `start` brings it up; `stop` leaves no process and no mount. The sshd
+(`-D`: it does not detach) and its sessions die with the process that called `start` (sim/lifetime.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim import lifetime
 from sim.addresses import TEST_HOSTS, check_loopback
 from sim.testhosts.errors import TestHostError
 from sim.testhosts.proc import run
@@ -131,14 +133,17 @@ def start(host: TestHost, base: Path, authorized_key: str, extra_files: dict[str
         raise TestHostError(f"{host.name}: {host.address}:22 already answers (another run's test host?): "
                             "`python -m sim.testhosts down` that run first")
     host.directory.mkdir(parents=True, exist_ok=True)
+    lifetime.bind_children()
     _mount(host, base)
     public_key = configure(host, authorized_key, extra_files)
     if prepare is not None:
         prepare(host)
     log = (host.directory / "sshd.log").open("ab")
-    # Its own UTS namespace gives the host its own hostname; the network stays the machine's loopback.
+    # Its own UTS namespace gives the host its own hostname; the network stays the machine's loopback. The shell
+    # stays as sshd's parent: sshd writes its process title over its environment, where sim/lifetime.py finds
+    # what to end; the shell's keeps it, and sshd and its sessions are the shell's descendants.
     argv = ["unshare", "--uts", "chroot", str(host.root), "/bin/sh", "-c",
-            f"hostname {host.name} && exec /usr/sbin/sshd -D -e"]
+            f"hostname {host.name} && /usr/sbin/sshd -D -e; exit $?"]
     process = subprocess.Popen(argv, stdout=log,
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()

@@ -5,6 +5,9 @@ generated site file (the embedded sim site's first N GPU hosts, reached on 127.0
 store (hosts marked `deployed`, as MAAS would leave them), and `inventory/` with the bringup_state
 plugin config and the group variables that point the roles at the stand-in repository and turn off
 what a chroot cannot do (service starts, kernel modules, pool creation).
+
+Every process of a run (each host's sshd and its sessions, the repository server) dies with the process that
+called `up` (sim/lifetime.py); a run directory whose starter died uncleanly is cleaned by the next `up` there.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import yaml
 from provision.cli.context import EMBEDDED_SITE
 from provision.site.paths import SitePaths
 from provision.state import State, StateStore
+from sim import lifetime
 from sim.addresses import lab_host_address
 from sim.testhosts import base as base_fs
 from sim.testhosts import hosts as th
@@ -44,6 +48,7 @@ TEST_CLASS = "hgx-h200-testhost"
 SITE_NAME = "testhosts"
 STATE_FILE = "testhosts.json"
 READY_FILE = "ready"  # written by `serve` once every host answers; removed by `down`
+OWNER_FILE = "owner"  # the pid and start time of the process that ran `up`; removed by `down`
 ENV_KEEP_FILES = "BRINGUP_SIM_KEEP_HOST_FILES"
 
 # Role switches for a chroot: what needs a running kernel or init is off; everything else runs.
@@ -236,11 +241,27 @@ def _site_paths(run_dir: Path) -> SitePaths:
     return SitePaths.of(run_dir / "site.yml", SITE_NAME)
 
 
+def claim(run_dir: Path) -> None:
+    """Make `run_dir` this process's: refuse it while the process that started its hosts lives, end what a dead
+    one left (hosts, mounts, the repository server), and bind what this one starts to its life."""
+    if (run_dir / STATE_FILE).exists():
+        try:
+            pid, started = (int(v) for v in (run_dir / OWNER_FILE).read_text().split())
+        except (OSError, ValueError):
+            pid, started = 0, -1
+        if lifetime.start_time(pid) == started:
+            raise TestHostError(f"{run_dir} already has running test hosts (process {pid}): `down` first")
+        if problems := down(run_dir):
+            raise TestHostError(f"{run_dir}: a previous run's test hosts could not be stopped: {'; '.join(problems)}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / OWNER_FILE).write_text(f"{os.getpid()} {lifetime.start_time(os.getpid())}\n")
+    lifetime.bind_children()
+
+
 def up(run_dir: Path, count: int = 4, *, log: bool = True) -> Lab:
     """Build (or reuse) the base and repository, start `count` hosts; on any error stop what started."""
     run_dir = run_dir.resolve()
-    if (run_dir / STATE_FILE).exists():
-        raise TestHostError(f"{run_dir} already has running test hosts: `down` first")
+    claim(run_dir)
     for directory in (run_dir / "ssh", _site_paths(run_dir).state_dir, run_dir / "hosts"):
         directory.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -291,6 +312,7 @@ def down(run_dir: Path, *, remove: bool = True) -> list[str]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(state["server_pid"]), signal.SIGTERM)
     (run_dir / READY_FILE).unlink(missing_ok=True)
+    (run_dir / OWNER_FILE).unlink(missing_ok=True)
     if not problems:
         if remove and hosts_dir.is_dir():
             shutil.rmtree(hosts_dir)

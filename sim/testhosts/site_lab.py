@@ -103,8 +103,7 @@ def _client_files(run_dir: Path, site_path: Path, hosts: tuple[th.TestHost, ...]
 def up(run_dir: Path, site_path: Path, faults_path: Path, perftest: str) -> lab_mod.Lab:
     """Start a test host for every GPU host of the site; on any error stop what started."""
     run_dir = run_dir.resolve()
-    if (run_dir / lab_mod.STATE_FILE).exists():
-        raise TestHostError(f"{run_dir} already has running test hosts: `down` first")
+    lab_mod.claim(run_dir)  # ends a dead run's leftovers; binds the hosts to this process (sim/lifetime.py)
     names = _names(site_path)
     faults = load_faults(faults_path)
     _check_faults(faults, names)

@@ -1,0 +1,224 @@
+"""Every process a lab starts dies with the process that started it, however that one dies (SIGKILL included).
+
+`bind_children()`, called by a starter before it starts anything (Lab.up, SlurmLab.start, IbFabric.start, the
+test hosts' `up`, the test session), starts one watchdog for the calling process: a small Python process in a
+session of its own (a signal to the starter's process group or terminal does not reach it) that reads a pipe
+whose only write end the starter holds. The starter dies, however, and the kernel closes that end: the watchdog
+reads EOF and ends every process that carries the starter's token in its environment (`SIM_LAB_LIFETIME`, which
+`bind_children` adds to the starter's own environment, so every child, grandchild and daemon it starts inherits
+it) and every descendant of those (an sshd's sessions, a slurmd's job steps: programs that build their children's
+environment afresh). SIGTERM first, so a supervisor can unmount and stop its daemons, then SIGKILL after
+GRACE_S for whatever is left, rescanning until nothing is found. A daemon that forks into a new session or is
+re-parented to init keeps the token, so neither process groups nor the process tree can lose it.
+
+Not covered: a child made by fork() without exec() (it inherits the pipe's write end and keeps the watchdog
+waiting until it exits too), and a program that drops its environment, or writes its process title over it
+(sshd, which the test hosts therefore run below a shell), *and* leaves its parent.
+
+PR_SET_PDEATHSIG is not used: it fires when the *thread* that forked the child ends (the test hosts' sshds are
+started from a thread pool), not the process.
+
+`end_leftover` is the sweep at the next start, for what no watchdog could end (the watchdog itself killed): a
+pid file's process, when it is alive and was started for the same run directory.
+
+Imports only the standard library: the watchdog runs this file with `python -I -S`, fast and free of the project.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ENV = "SIM_LAB_LIFETIME"  # the tokens of every starter above a process, ':'-separated
+GRACE_S = 5.0  # between SIGTERM and SIGKILL
+_ENV_READ_MAX = 1 << 20
+
+_lock = threading.Lock()
+_bound: dict[int, tuple[str, int, subprocess.Popen[bytes]]] = {}  # this process's pid: (token, write end, watchdog)
+
+
+def bind_children() -> str:
+    """Tie every process this process starts from now on to its life; returns its token. Idempotent per process
+    (a forked child that calls it gets a watchdog of its own)."""
+    with _lock:
+        mine = _bound.get(os.getpid())
+        if mine is not None:
+            return mine[0]
+        token = secrets.token_hex(8)
+        read_end, write_end = os.pipe()  # neither inheritable: no exec'd child holds the write end
+        env = {k: v for k, v in os.environ.items() if k != ENV}  # no other watchdog ends this one
+        try:
+            watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(__file__).resolve()), token, str(os.getpid())],
+                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                start_new_session=True)
+        finally:
+            os.close(read_end)
+        tokens = [t for t in os.environ.get(ENV, "").split(":") if t]
+        os.environ[ENV] = ":".join([*tokens, token])
+        _bound[os.getpid()] = (token, write_end, watchdog)
+        return token
+
+
+def token() -> str | None:
+    """This process's token, once `bind_children` ran in it."""
+    mine = _bound.get(os.getpid())
+    return mine[0] if mine is not None else None
+
+
+def watchdog_pid() -> int | None:
+    mine = _bound.get(os.getpid())
+    return mine[2].pid if mine is not None else None
+
+
+# /proc ---------------------------------------------------------------------------------------------------------
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) of a live, non-zombie process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time (ticks since boot): with the pid, names one process, never a later one."""
+    stat = _stat(pid)
+    return stat[1] if stat is not None else None
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return handle.read(_ENV_READ_MAX)
+    except OSError:
+        return b""
+
+
+def carries(pid: int, token: str) -> bool:
+    prefix = ENV.encode() + b"="
+    for entry in _environ(pid).split(b"\0"):
+        if entry.startswith(prefix):
+            return token.encode() in entry[len(prefix):].split(b":")
+    return False
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
+            found[int(entry)] = stat
+    return found
+
+
+def bound_to(token: str, exclude: frozenset[int] = frozenset()) -> dict[int, int]:
+    """{pid: start time} of every live process that carries `token`, and of every descendant of one."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = [pid for pid in procs if pid not in exclude and carries(pid, token)]
+    found: dict[int, int] = {}
+    while todo:
+        pid = todo.pop()
+        if pid in found or pid in exclude or pid not in procs:
+            continue
+        found[pid] = procs[pid][1]
+        todo.extend(children.get(pid, []))
+    return found
+
+
+# the watchdog ----------------------------------------------------------------------------------------------------
+
+def _signal(victims: dict[int, int], sig: int) -> None:
+    for pid, started in victims.items():
+        if start_time(pid) == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def end_bound(token: str, grace_s: float = GRACE_S) -> int:
+    """SIGTERM every process bound to `token`, SIGKILL what is left after `grace_s`; returns how many."""
+    me = frozenset({os.getpid()})
+    victims = bound_to(token, me)
+    _signal(victims, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        # a child forked meanwhile is bound too; the ones already signalled may have left their parent
+        new = {pid: t for pid, t in bound_to(token, me).items() if victims.get(pid) != t}
+        _signal(new, signal.SIGTERM)
+        victims.update(new)
+        if all(start_time(pid) != started for pid, started in victims.items()):
+            return len(victims)
+        time.sleep(0.05)
+    for _ in range(100):
+        left = {pid: t for pid, t in victims.items() if start_time(pid) == t}
+        left.update(bound_to(token, me))
+        if not left:
+            break
+        victims.update(left)
+        _signal(left, signal.SIGKILL)
+        time.sleep(0.02)
+    return len(victims)
+
+
+def _watch(argv: list[str]) -> int:
+    bound_token = argv[0]
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):  # EOF: every holder of the write end (the starter) is gone
+            pass
+    end_bound(bound_token)
+    return 0
+
+
+# the sweep at the next start -------------------------------------------------------------------------------------
+
+def started_for(pid: int, marker: str) -> bool:
+    """Whether `marker` (a run directory's path) is in the process's command line or environment."""
+    needle = marker.encode()
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read(_ENV_READ_MAX)
+    except OSError:
+        return False
+    return needle in cmdline or needle in _environ(pid)
+
+
+def end_leftover(pidfile: Path, marker: str) -> int | None:
+    """A previous run's process named by `pidfile`, alive and started for `marker`: SIGKILLed (with its process
+    group when it leads one) and waited for; its pid. Anything else (no file, a dead or reused pid): None."""
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    started = start_time(pid)
+    if pid <= 1 or pid == os.getpid() or started is None or not started_for(pid, marker):
+        return None
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while start_time(pid) == started and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.02)
+    return pid
+
+
+if __name__ == "__main__":
+    sys.exit(_watch(sys.argv[1:]))

@@ -1,0 +1,251 @@
+"""No process a lab starts outlives the process that started it, however that one dies (sim/lifetime.py).
+
+Each test runs a starter in a child process, SIGKILLs it once its lab is up, and looks for what is left. The
+starter is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so every process its lab made, daemons that left
+their parent included, is found among its descendants before the kill; nothing else is looked at or killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim import lifetime
+
+REPO = Path(__file__).resolve().parents[2]
+GONE_WITHIN_S = 15.0  # the watchdog's SIGTERM grace (5 s) and a loaded machine's slowness
+
+PRELUDE = """\
+import ctypes, json, os, subprocess, sys, time
+from pathlib import Path
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: what the lab makes stays below this process
+d = Path(sys.argv[1])
+def ready(**more):
+    from sim import lifetime
+    print(json.dumps({"watchdog": lifetime.watchdog_pid(), **more}), flush=True)
+    time.sleep(600)
+"""
+
+needs_slurm = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("slurmctld", "slurmd", "munged", "sinfo")) or os.geteuid() != 0,
+    reason="needs Debian's slurmctld, slurmd and munge (deps/apt/slurm.txt) and root (the lab's daemons run as root)")
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """{pid: start time} of every live descendant of `root`."""
+    procs = lifetime._processes()
+    found: dict[int, int] = {}
+    todo = [pid for pid, (ppid, _) in procs.items() if ppid == root]
+    while todo:
+        pid = todo.pop()
+        found[pid] = procs[pid][1]
+        todo.extend(p for p, (ppid, _) in procs.items() if ppid == pid)
+    return found
+
+
+def _alive(procs: dict[int, int]) -> dict[int, str]:
+    left = {}
+    for pid, started in procs.items():
+        if lifetime.start_time(pid) == started:
+            with contextlib.suppress(OSError):
+                left[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    return left
+
+
+def _answers(address: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((address, port), timeout=0.5):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _starter(tmp_path: Path, body: str, timeout_s: float = 120.0) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """A starter running PRELUDE + `body` (which calls ready(...) once its lab is up): (process, what it said).
+    Whatever of it is still there on the way out is killed (a failing test leaves nothing either)."""
+    script = PRELUDE + textwrap.dedent(body)
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    started: dict[int, int] = {}
+    try:
+        readable, _, _ = select.select([proc.stdout], [], [], timeout_s)
+        line = proc.stdout.readline() if readable else ""
+        started = _descendants(proc.pid)
+        if not line:
+            proc.kill()
+            pytest.fail(f"the starter did not bring its lab up (rc {proc.wait()})")
+        yield proc, json.loads(line)
+    finally:
+        started.update(_descendants(proc.pid))
+        proc.kill()
+        proc.wait()
+        for pid in _alive(started):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _kill_and_wait(proc: subprocess.Popen[str], watched: dict[int, int]) -> float:
+    """SIGKILL the starter; seconds until every watched process was gone (fails past GONE_WITHIN_S)."""
+    killed = time.monotonic()
+    proc.kill()
+    proc.wait()
+    while _alive(watched) and time.monotonic() - killed < GONE_WITHIN_S:
+        time.sleep(0.05)
+    left = _alive(watched)
+    assert not left, f"outlived their SIGKILLed starter: {left}"
+    return time.monotonic() - killed
+
+
+def test_a_daemon_a_lab_service_forks_off_dies_with_the_killed_starter(tmp_path: Path) -> None:
+    """The service double-forks into a session of its own, re-parented away from it: no process group or
+    parent link leads from the lab to it."""
+    body = """
+    from sim.lab import Lab, Service
+    code = f'''
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open({str(d / "daemon.pid")!r}, "w").write(str(os.getpid()))
+            time.sleep(600)
+        os._exit(0)
+    time.sleep(600)
+    '''
+    import textwrap
+    svc = Service("forker", [sys.executable, "-c", textwrap.dedent(code)], probe=lambda: (d / "daemon.pid").exists(),
+                  start_timeout_s=30)
+    Lab([svc], d / "run").up()
+    ready()
+    """
+    with _starter(tmp_path, body) as (proc, said):
+        daemon = int((tmp_path / "daemon.pid").read_text())
+        watched = _descendants(proc.pid)
+        assert daemon in watched and said["watchdog"] in watched
+        assert os.getsid(daemon) != os.getsid(int((tmp_path / "run" / "forker.pid").read_text()))
+        _kill_and_wait(proc, watched)
+
+
+# One controller with a BMC, also the one Slurm node (JSON is YAML).
+SITE = json.dumps({
+    "name": "lifetime", "description": "a BMC and a Slurm node for the lab's lifetime tests",
+    "credentials": {"bmc-default": {"username": "root", "password": {"env": "BRINGUP_SIM_BMC_PASSWORD"}}},
+    "host_classes": {"controller": {"description": "head node", "pxe_nic": "NIC.Integrated.1-1-1"}},
+    "racks": [{"name": "r9", "hosts": [{"hostname": "ctl-r9-01", "u": 2, "role": "controller", "class": "controller",
+                                        "bmc": {"address": "127.0.31.250", "port": 8443,
+                                                "credential": "bmc-default"}}]}],
+    "slurm": {"cluster_name": "lifetime", "controller": "ctl-r9-01",
+              "partitions": [{"name": "all", "classes": ["controller"], "default": True}]},
+})
+
+
+@needs_slurm
+def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: Path) -> None:
+    """`sim up` itself leaves its services running (until `sim down`); run by a process that binds what it
+    starts (a test, a demo), they die with that process: the BMC simulator, munged, slurmctld, slurmd."""
+    (tmp_path / "site.yml").write_text(SITE)
+    body = """
+    from sim import lifetime
+    lifetime.bind_children()
+    up = subprocess.run([sys.executable, "-m", "sim", "up", "--site", str(d / "site.yml")], capture_output=True,
+                        text=True, timeout=300)
+    if up.returncode != 0:
+        sys.exit(up.stdout + up.stderr)
+    ready()
+    """
+    with _starter(tmp_path, body, timeout_s=300) as (proc, said):
+        watched = _descendants(proc.pid)
+        programs = " ".join(_alive(watched).values())
+        for program in ("sim.redfish", "munged", "slurmctld", "slurmd"):
+            assert program in programs
+        assert _answers("127.0.31.250", 8443) and _answers("127.0.2.40", 6817)
+        _kill_and_wait(proc, watched)
+        assert said["watchdog"] in watched
+    assert not _answers("127.0.31.250", 8443) and not _answers("127.0.2.40", 6817)
+
+
+@needs_slurm
+def test_a_slurm_start_ends_the_daemons_a_killed_run_left_in_its_directory(tmp_path: Path) -> None:
+    """With its watchdog killed too, a run's daemons stay: the next start in the same directory ends them (their
+    pid files) instead of failing on slurmctld's busy port."""
+    from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec
+
+    spec = SlurmLabSpec("lifetime", ("n1",), (Partition("all", ("n1",), True),))
+    body = """
+    from sim.slurm.lab import Partition, SlurmLab, SlurmLabSpec
+    SlurmLab(d / "slurm", SlurmLabSpec("lifetime", ("n1",), (Partition("all", ("n1",), True),))).start(nodes=[])
+    ready()
+    """
+    with _starter(tmp_path, body) as (proc, said):
+        watched = {pid: t for pid, t in _descendants(proc.pid).items() if pid != said["watchdog"]}
+        os.kill(said["watchdog"], signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+        time.sleep(0.2)
+        left = " ".join(_alive(watched).values())
+        assert "munged" in left and "slurmctld" in left, "the scenario: a killed run left its daemons"
+        lab = SlurmLab(tmp_path / "slurm", spec)
+        try:
+            lab.start(nodes=[])
+            assert not _alive(watched)
+        finally:
+            lab.stop()
+
+
+def test_the_watchdog_ends_with_its_starter_when_nothing_is_left(tmp_path: Path) -> None:
+    """A starter that stopped its lab and exits: its watchdog finds nothing to end and exits too."""
+    body = """
+    from sim import lifetime
+    lifetime.bind_children()
+    print(json.dumps({"watchdog": lifetime.watchdog_pid()}), flush=True)
+    time.sleep(0.5)
+    """
+    with _starter(tmp_path, body) as (proc, said):
+        watchdog = {said["watchdog"]: lifetime.start_time(said["watchdog"]) or 0}
+        assert proc.wait(timeout=30) == 0
+        deadline = time.monotonic() + 5
+        while _alive(watchdog) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(watchdog)
+
+
+def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
+    """`sshd -D` in a chroot, started from a thread pool as the test hosts' `up` does (a parent-death signal
+    would fire when that thread ends): it and its sessions end with the starter; its mounts are the next
+    `down`'s (here the test's)."""
+    from sim.addresses import lab_host_address
+    from sim.testhosts import hosts as th
+    from tests.ansible.conftest import require_test_host_prerequisites
+
+    require_test_host_prerequisites()
+    address = lab_host_address(250)  # far from the test-host modules' own (100-160) and the lab's (1-16)
+    host = th.TestHost("lifetime-01", address, tmp_path / "host")
+    body = f"""
+    from concurrent.futures import ThreadPoolExecutor
+    from sim.testhosts import base, hosts as th
+    host = th.TestHost("lifetime-01", {address!r}, d / "host")
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(th.start, host, base.ensure_base(log=False), "ssh-ed25519 AAAA lifetime", {{}}).result()
+    ready()
+    """
+    try:
+        with _starter(tmp_path, body) as (proc, _said):
+            watched = _descendants(proc.pid)
+            assert "sshd" in " ".join(_alive(watched).values()) and _answers(address, 22)
+            _kill_and_wait(proc, watched)
+        assert not _answers(address, 22)
+    finally:
+        assert th.stop(host) == []
