@@ -37,7 +37,7 @@ def report(
     ctx = Context.of(common)
     site = ctx.site
     folder = run_dir or ctx.store.path.parent
-    result = gather(site.name, ctx.store, folder, site.fabric_design, training)
+    result = gather(site.name, ctx.store, folder, site.fabric_design, training, site=site)
     if common.json_out:
         emit_json(as_json(result))
         return

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from provision.health.promotion import GoldenStep
-from provision.health.steps import HealthStep, KnownVerdicts, skip_reason
+from provision.health.step import HealthStep, KnownVerdicts, skip_reason
 from provision.health.verdict import HostHealth, Verdict
 from provision.site.model import Site
 from provision.state import Move, StateStore

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from provision.health.errors import HealthError
 from provision.health.record import Recorded, check_and_record, eligibility
-from provision.health.steps import HealthRun, HealthStep
+from provision.health.step import HealthRun, HealthStep
 from provision.health.verdict import HostHealth, Problem, Verdict
 from provision.site.model import Host, Site
 from provision.site.select import select_hosts

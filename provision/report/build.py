@@ -10,9 +10,11 @@ from typing import Any
 
 from provision.report import gather_files
 from provision.report.gather_fabric import burnin_section, disabled_links, fabric_map
+from provision.report.gather_firmware import firmware_section, site_baselines
 from provision.report.gather_hosts import all_events, failed_hosts, funnel, health_matrix
 from provision.report.gather_slurm import slurm_section
 from provision.report.model import Report
+from provision.site.model import Site
 from provision.state import StateStore
 
 REPORT_DIR = "report"
@@ -24,8 +26,9 @@ def default_output(run_dir: Path) -> Path:
 
 
 def gather(site_name: str, store: StateStore, run_dir: Path, design: Path | None,
-           training_log: Path | None = None) -> Report:
-    """Everything the report shows, from library reads of the store and the run directory's files."""
+           training_log: Path | None = None, site: Site | None = None) -> Report:
+    """Everything the report shows, from library reads of the store and the run directory's files (and the site's
+    firmware baseline, where given, beside the versions the hosts run)."""
     records = [r for r in store.hosts() if r.in_site]
     events = all_events(store)
     burnin, judgement = burnin_section(store)
@@ -34,7 +37,8 @@ def gather(site_name: str, store: StateStore, run_dir: Path, design: Path | None
     return Report(site_name, time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime()), str(store.path), str(run_dir),
                   len(records), funnel(records), failed_hosts(records, events), fabric,
                   gather_files.ethernet(run_dir), health_matrix(records, events), burnin,
-                  gather_files.training(run_dir, training_log), slurm_section(store, run_dir))
+                  gather_files.training(run_dir, training_log), slurm_section(store, run_dir),
+                  firmware_section(store, events, site_baselines(site) if site is not None else {}))
 
 
 def as_json(report: Report) -> dict[str, Any]:

@@ -206,6 +206,47 @@ class Slurm:
 
 
 @dataclass(frozen=True)
+class ComponentVersions:
+    """One kind of firmware component across the inventoried fleet, beside what the baseline wants."""
+
+    kind: str  # bios, bmc, nic, hca, gpu, ...
+    baseline: str  # the version (or `>= minimum`) the baseline pins; "" where it pins none
+    versions: tuple[tuple[str, int], ...]  # version, hosts running it
+    off: tuple[str, ...]  # hosts off the baseline for this kind now
+
+
+@dataclass(frozen=True)
+class BiosSetting:
+    attribute: str
+    wanted: str
+    values: tuple[tuple[str, int], ...]  # value, hosts holding it
+    off: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FirmwareEvent:
+    """A baseline step's move of one host: a drift that failed it, or a fix that put it back into the flow."""
+
+    at: str
+    host: str
+    command: str
+    from_state: str
+    to_state: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Firmware:
+    ran: bool  # some firmware inventory is recorded in the store
+    inventoried: int
+    on_baseline: int
+    components: tuple[ComponentVersions, ...]
+    bios: tuple[BiosSetting, ...]
+    events: tuple[FirmwareEvent, ...]
+
+
+@dataclass(frozen=True)
 class Report:
     site: str
     generated: str
@@ -220,3 +261,4 @@ class Report:
     burnin: Burnin
     training: Training
     slurm: Slurm
+    firmware: Firmware

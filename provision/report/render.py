@@ -23,6 +23,7 @@ SECTIONS = (
     ("fabric", "Fabric map"),
     ("ethernet", "Ethernet check"),
     ("health", "Health heat map"),
+    ("firmware", "Firmware and BIOS"),
     ("burnin", "Burn-in per link"),
     ("training", "Training run"),
     ("slurm", "Slurm"),

@@ -181,9 +181,9 @@ def test_fabric_validate_live_on_the_running_sim(sim_design: Design, tmp_path: P
                      "--timeout", "30", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
         fabric.unlink(leaves(sim_design)[0], 1)
-        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state)]) == 1
+        assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state)]) == 2
     assert not state.exists()
-    assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state)]) == 2
+    assert main(["validate", "--design", str(SIM_DESIGN), "--live", "--ib-diags", str(state)]) == 1
 
 
 def test_ibsim_dies_with_its_parent(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 import tools.health.__main__ as cli
 from tools.health.config import parse_config
 from tools.health.errors import ConfigError
-from tools.health.runner import ReplayRunner
+from tools.health.probe_run import ReplayRunner
 
 from .conftest import REPLAY
 

@@ -13,7 +13,7 @@ import pytest
 from tools.health import agent, catalog
 from tools.health.config import Expectations
 from tools.health.outcome import NOT_APPLICABLE, OK, UNKNOWN
-from tools.health.runner import ReplayRunner
+from tools.health.probe_run import ReplayRunner
 
 from .conftest import REPLAY, expectations
 from .test_system_storage import ZPOOL_OK

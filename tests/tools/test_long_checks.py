@@ -12,7 +12,7 @@ import pytest
 from tools.health import agent, long_checks
 from tools.health.long_math import busbw_gbps, copy_gbps, digests_agree, matmul_tflops, timeline
 from tools.health.outcome import CRITICAL, OK, UNKNOWN, WARN
-from tools.health.runner import LiveRunner
+from tools.health.probe_run import LiveRunner
 
 from .conftest import REPO, expectations, replay_text
 

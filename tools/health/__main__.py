@@ -20,7 +20,7 @@ from .catalog import CHECKS
 from .config import load_config
 from .errors import ConfigError
 from .outcome import EXIT_CODES, OK, UNKNOWN
-from .runner import LiveRunner, ReplayRunner
+from .probe_run import LiveRunner, ReplayRunner
 
 
 class UsageError(Exception):

@@ -12,8 +12,8 @@ from . import catalog
 from .check import Check, run_check
 from .config import Expectations
 from .outcome import Outcome, exit_code, verdict
+from .probe_run import record
 from .probes import Probe, ProbeResult
-from .runner import record
 
 
 class Runner(Protocol):

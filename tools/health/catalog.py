@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import gpu, ib, kernel_log, long_checks, mlxfw, nvlink, pcie, storage, system, topology
+from . import flint, gpu, ib, kernel_log, long_checks, mlxfw, nvlink, pcie, storage, system, topology
 from .check import Check
 from .collectors import adjtimex, cpu_governors, ib_sysfs, pcie_links, proc_file
 from .config import Expectations
@@ -42,6 +42,8 @@ def probes(exp: Expectations) -> dict[str, Probe]:
     ]
     if exp.ib.firmware_query:
         items.append(Probe(mlxfw.PROBE, ("mlxfwmanager", "--query"), timeout_s=t))
+        # without mlxfwmanager: flint per HCA (it prints nothing where mlxfwmanager is installed)
+        items.append(Probe(flint.PROBE, ("sh", "-c", flint.SCRIPT), timeout_s=max(t, 30.0)))
     if exp.system.docker_image:
         items.append(Probe("docker-gpus", ("docker", "run", "--rm", "--gpus", "all", exp.system.docker_image,
                                            "nvidia-smi", "-L"), timeout_s=exp.timeouts.docker_s))

@@ -6,7 +6,8 @@ mlxfwmanager/): `Querying Mellanox devices firmware ...`, then per device `Devic
 lines (Device Type, Part Number, Description, PSID, PCI Device Name, Base GUID/MAC...), `Versions: Current
 Available` followed by rows `FW <current> <available>` (PXE, UEFI...; `N/A` when unknown), and `Status: <text>`.
 The tool ships with MFT, not with the driver: the check runs where the site asks for it (`ib.firmware_query`, set
-where the hca_firmware role installs MFT); elsewhere ib_firmware reads the running firmware from sysfs.
+where the hca_firmware role installs MFT); elsewhere ib_firmware reads the running firmware from sysfs. A host
+without mlxfwmanager is read with `flint`/`mstflint -d <pci> query` instead (flint.py), one HCA at a time.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .check import FAST, Check, single
+from . import flint
+from .check import FAST, Check, Results, could_not_run, single
 from .config import Expectations
 from .errors import ParseError
 from .outcome import OK, WARN, Outcome
+from .probe_run import classify_shell_rc
+from .probes import TOOL_MISSING
 
 PROBE = "mlxfwmanager-query"
 _DEVICE = re.compile(r"^\s*Device #(\d+):\s*$")
@@ -103,4 +107,20 @@ def _not_asked(exp: Expectations) -> str | None:
     return None if exp.ib.firmware else "site pins no HCA firmware"
 
 
-CHECKS = (Check("hca_firmware_query", FAST, (PROBE,), single("hca_firmware_query", PROBE, judge), _not_asked),)
+_BY_MLXFWMANAGER = single("hca_firmware_query", PROBE, judge)
+_BY_FLINT = single("hca_firmware_query", flint.PROBE, flint.judge)
+
+
+def evaluate(results: Results, exp: Expectations) -> Outcome:
+    """mlxfwmanager's query where the host has it, else flint's per HCA."""
+    mlx = results[PROBE]
+    fallback = results.get(flint.PROBE)
+    if mlx.ran or mlx.failure_kind != TOOL_MISSING or fallback is None:
+        return _BY_MLXFWMANAGER(results, exp)
+    fallback = classify_shell_rc(fallback) if fallback.ran else fallback
+    if not fallback.ran:
+        return could_not_run("hca_firmware_query", fallback)
+    return _BY_FLINT({flint.PROBE: fallback}, exp)
+
+
+CHECKS = (Check("hca_firmware_query", FAST, (PROBE, flint.PROBE), evaluate, _not_asked),)

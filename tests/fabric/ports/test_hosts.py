@@ -15,7 +15,7 @@ from fabric.ports.hosts import REASON, hosts_follow, link_is_down
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, REENABLE_REFUSED, REENABLED, Ledger, LedgerEnd, LedgerEntry
 from provision.cli import main as provision_main
 from provision.errors import IllegalTransition
-from provision.health.steps import skip_reason as health_skip_reason
+from provision.health.step import skip_reason as health_skip_reason
 from provision.site import load_site
 from provision.site.model import Site
 from provision.state import State, StateStore

@@ -16,8 +16,8 @@ import pytest
 
 from tools.health import agent
 from tools.health.outcome import UNKNOWN
+from tools.health.probe_run import LiveRunner, ReplayRunner, record, run_command
 from tools.health.probes import PROBE_ERROR, TIMEOUT, TOOL_MISSING, Probe, ProbeResult
-from tools.health.runner import LiveRunner, ReplayRunner, record, run_command
 
 from .conftest import REPLAY, REPO, expectations
 
@@ -73,7 +73,7 @@ def test_agent_process_exits_although_a_collector_never_returns() -> None:
     script = (
         "import threading\n"
         "from tools.health.probes import Probe\n"
-        "from tools.health.runner import LiveRunner\n"
+        "from tools.health.probe_run import LiveRunner\n"
         "def blocked(_root): threading.Event().wait()\n"
         "probes = [Probe('wedged', collect=blocked, timeout_s=0.3), Probe('fine', collect=lambda r: ('x\\n', 0))]\n"
         "results = LiveRunner().run_all(probes, parallel=True)\n"
