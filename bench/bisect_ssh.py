@@ -22,7 +22,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provision.bisect.runner import bisect  # noqa: E402
+from provision.bisect.job_runs import bisect  # noqa: E402
 from provision.site import load_site  # noqa: E402
 from provision.ssh import SshSettings  # noqa: E402
 from sim.sshhosts.harness import REPLAY_ROOT, SshLab, replayed_machine  # noqa: E402

@@ -27,9 +27,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from provision.errors import BringupError
 
-class PlanError(ValueError):
-    """The planner was asked something that cannot be planned (too few hosts, unknown test)."""
+
+class BisectPlanError(BringupError):
+    """The bisect planner was asked something that cannot be planned (too few hosts, unknown test)."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,10 @@ class _Book:
     def take(self, results: Mapping[int, bool]) -> dict[int, tuple[Test, bool]]:
         unknown = set(results) - set(self.pending)
         if unknown:
-            raise PlanError(f"results for tests that were not handed out: {sorted(unknown)}")
+            raise BisectPlanError(f"results for tests that were not handed out: {sorted(unknown)}")
         missing = set(self.pending) - set(results)
         if missing:
-            raise PlanError(f"no result for tests {sorted(missing)}")
+            raise BisectPlanError(f"no result for tests {sorted(missing)}")
         out = {tid: (self.pending[tid], passed) for tid, passed in results.items()}
         self.runs += len(out)
         self.rounds += 1 if out else 0
@@ -140,11 +142,11 @@ class _Book:
 
 def _check_hosts(hosts: Sequence[str], min_hosts: int) -> tuple[str, ...]:
     if min_hosts < 1:
-        raise PlanError("a job needs at least one host")
+        raise BisectPlanError("a job needs at least one host")
     if len(set(hosts)) != len(hosts):
-        raise PlanError("the group names a host more than once")
+        raise BisectPlanError("the group names a host more than once")
     if len(hosts) < max(2, min_hosts):
-        raise PlanError(f"a group of {len(hosts)} host(s) cannot be bisected (the job needs {min_hosts})")
+        raise BisectPlanError(f"a group of {len(hosts)} host(s) cannot be bisected (the job needs {min_hosts})")
     return tuple(hosts)
 
 
@@ -174,7 +176,7 @@ class AdaptivePlanner:
         known_failing: bool = True,
     ) -> None:
         if target_rounds < 1:
-            raise PlanError("target_rounds must be at least 1")
+            raise BisectPlanError("target_rounds must be at least 1")
         self._book = _Book(_check_hosts(hosts, min_hosts), min_hosts)
         self.target_rounds = target_rounds
         self._max_split = max(2, math.ceil(math.pow(len(self._book.hosts), 1 / target_rounds) - 1e-9))
@@ -305,7 +307,7 @@ class GridPlanner:
                     continue
                 test = book.make(line, busy)
                 if test is None:
-                    raise PlanError(f"a grid line of {len(line)} host(s) is below the job's minimum")
+                    raise BisectPlanError(f"a grid line of {len(line)} host(s) is below the job's minimum")
                 self._ids[test.id] = index
                 tests.append(test)
             return tests
@@ -363,5 +365,5 @@ def simulate(planner: Planner, bad: Iterable[str], *, max_rounds: int = 64) -> S
             break
         planner.record({t.id: not (set(t.hosts) & bad_set) for t in tests})
     else:
-        raise PlanError(f"the search did not finish within {max_rounds} rounds")
+        raise BisectPlanError(f"the search did not finish within {max_rounds} rounds")
     return SimulatedSearch(planner.finding(), bad_set)

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.bisect.planner import PlanError
-from provision.bisect.runner import BisectReport, JobRun, make_planner
-from provision.bisect.runner import bisect as run_bisect
+from provision.bisect.job_runs import BisectReport, JobRun, make_planner
+from provision.bisect.job_runs import bisect as run_bisect
+from provision.bisect.planner import BisectPlanError
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
 from provision.cli.options import HostsOpt
@@ -160,7 +160,7 @@ def bisect(
     group = [h.hostname for h in select_hosts(ctx.site, hosts)]
     try:
         planner_check = make_planner(strategy, group, min_hosts=min_hosts, rounds=rounds)
-    except PlanError as exc:
+    except BisectPlanError as exc:
         raise HealthError(f"--hosts {hosts}: {exc}") from None
     del planner_check
 

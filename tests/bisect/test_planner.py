@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provision.bisect.planner import AdaptivePlanner, GridPlanner, PlanError, Planner, simulate, split
+from provision.bisect.planner import AdaptivePlanner, BisectPlanError, GridPlanner, Planner, simulate, split
 from provision.bisect.planner import Test as PlannedTest
 
 
@@ -101,15 +101,15 @@ def test_a_group_too_small_to_pad_is_left_undecided() -> None:
 def test_results_must_match_the_handed_out_tests() -> None:
     planner = AdaptivePlanner(_hosts(8))
     tests = planner.next_round()
-    with pytest.raises(PlanError, match="not handed out"):
+    with pytest.raises(BisectPlanError, match="not handed out"):
         planner.record({999: True})
-    with pytest.raises(PlanError, match="no result"):
+    with pytest.raises(BisectPlanError, match="no result"):
         planner.record({tests[0].id: True} if len(tests) > 1 else {})
 
 
 @pytest.mark.parametrize(("hosts", "message"), [(["a"], "cannot be bisected"), (["a", "a", "b"], "more than once")])
 def test_bad_groups_are_refused(hosts: list[str], message: str) -> None:
-    with pytest.raises(PlanError, match=message):
+    with pytest.raises(BisectPlanError, match=message):
         AdaptivePlanner(hosts)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from provision.bisect.runner import REASON, bisect, render_job
+from provision.bisect.job_runs import REASON, bisect, render_job
 from provision.cli import main as provision_main
 from provision.health.errors import HealthError
 from provision.ssh import SshSettings
