@@ -14,8 +14,8 @@ from fabric.burnin.engine import RoutingEngine
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History, LinkRow
 from fabric.burnin.judge import NOT_COVERED, SLOWED, Judgement, judge
-from fabric.burnin.runner import RunOptions, RunReport, StageReport, run_plan, ssh_remote
 from fabric.burnin.site_plan import ledger_out_of_service, plan_for_site, read_fabric, retry_for, site_hosts
+from fabric.burnin.stage_run import RunOptions, RunReport, StageReport, run_plan, ssh_remote
 from fabric.captures import read_capture
 from fabric.errors import FabricError
 from provision.errors import BringupError

@@ -29,7 +29,7 @@ from fabric.burnin.plan import make_plan
 from fabric.burnin.render import plan_json
 from fabric.burnin.report import judgement_json, judgement_text, plan_summary
 from fabric.burnin.routes import build_routing
-from fabric.burnin.runner import RunOptions, StageReport
+from fabric.burnin.stage_run import RunOptions, StageReport
 from fabric.burnin.step import record_verdicts
 from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description

@@ -17,7 +17,7 @@ import typer
 
 from fabric.burnin.actions import Opened, judge_run, link_rows, open_site, plan_site, run_site
 from fabric.burnin.nightly import Flag, choose_stages, flags, hostfile_hosts, parse_budget, prometheus
-from fabric.burnin.runner import RunOptions
+from fabric.burnin.stage_run import RunOptions
 from fabric.errors import FabricError
 from fabric.options import DbOpt, JsonOpt, SiteOpt, site_path
 from provision.cli.runner import problems_unless

@@ -14,7 +14,7 @@ import pytest
 from fabric.burnin.actions import gpu_pairing, plan_site
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History
-from fabric.burnin.runner import RunOptions, run_plan, ssh_remote
+from fabric.burnin.stage_run import RunOptions, run_plan, ssh_remote
 from fabric.design import load_design
 from fabric.diags import Diags
 from provision.site import load_site

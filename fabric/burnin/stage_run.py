@@ -31,7 +31,6 @@ from fabric.burnin.perftest import (
     server_command,
 )
 from fabric.counter_sweep import SwitchCounters
-from fabric.topology import End
 from provision.ssh import RemoteRun, SshSettings, run_command
 from provision.ssh.errors import SshError
 
@@ -216,8 +215,3 @@ async def run_plan(plan: Mapping[str, Any], history: History, remote: Callable[[
     if finish:
         history.finish_run(run)
     return RunReport(run, first if done else None, tuple(reports), tuple(sorted(done)))
-
-
-def end_of(text: str) -> End:
-    guid, _, port = text.partition("[")
-    return End(guid, int(port.rstrip("]")))

@@ -15,7 +15,7 @@ import yaml
 from fabric.burnin.actions import gpu_pairing
 from fabric.burnin.fabric_io import IbTools
 from fabric.burnin.history import History
-from fabric.burnin.runner import RunOptions, run_plan
+from fabric.burnin.stage_run import RunOptions, run_plan
 from provision.errors import SiteError
 from provision.site import load_site
 from provision.ssh import RemoteRun
