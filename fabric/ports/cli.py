@@ -24,7 +24,7 @@ from fabric.options import JsonOpt
 from fabric.parsers.iblinkinfo import parse_iblinkinfo
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import CounterSweep, parse_counters
-from fabric.ports.inputs import burnin_evidence, parse_duration, parse_now, read_events, zone
+from fabric.ports.inputs import burnin_evidence, parse_duration, parse_now, read_events, read_resets, zone
 from fabric.ports.linkstate import findings_from_iblinkinfo
 from fabric.ports.plan import plan_ports
 from fabric.ports.render import plan_text, plan_to_dict
@@ -83,16 +83,22 @@ def plan(
     since: Annotated[str | None, typer.Option("--since", help="Window, e.g. 24h (default: the policy's).")] = None,
     now: Annotated[str | None, typer.Option("--now", help="ISO time the window ends (default: now).")] = None,
     events_tz: Annotated[str, typer.Option("--events-tz", help="Zone of UFM's timestamps.")] = "UTC",
+    resets: Annotated[list[Path] | None, typer.Option(
+        "--resets", help="When hosts were reset or power-cycled: `<host> <ISO time>` a line, or JSON [{host, "
+        "time}] (repeatable). A host link going down just after is its host restarting, not the cable.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Plan which links to disable (both ends) or watch, from saved captures; changes nothing."""
+    """Plan which links to disable (both ends) or watch, from saved captures; changes nothing. A host link
+    that went down counts toward disabling unless every HCA of the host went down together or `--resets`
+    says the host was restarting (there is no state store to ask here)."""
     policy = PortPolicy(ufm_timezone=events_tz)
     window = parse_duration(since) if since else None
     topology = _topology(discovered)
     result = plan_ports(topology, read_events(events or [], zone(policy.ufm_timezone)),
                         [_sweep(p) for p in counters or []], _findings(iblinkinfo), policy, parse_now(now),
                         load_design(design) if design else None, since=window,
-                        ufm_ports=_ufm_ports(ufm_ports, ufm_links), evidence=burnin_evidence(burnin or []))
+                        ufm_ports=_ufm_ports(ufm_ports, ufm_links), evidence=burnin_evidence(burnin or []),
+                        restarts=read_resets(resets or []), restarts_from="--resets")
     if json_out:
         sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
     else:

@@ -9,11 +9,15 @@ events at all.
 `host_restarts` reads from the state store when bringup itself reset or power-cycled each host: the BMC
 resets it asked for (intents `reset <ResetType>`, not refused) and the history events whose evidence lists
 the resets a step made (`resets`, the PXE step's): link-downs of that host just after are its restart.
+Without a store (`fabric ports plan` from captures), `parse_resets` reads the same facts from a file the
+operator gives (`--resets`): one reset a line, `<host> <ISO time>` (`#` comments; a time without a zone is
+UTC), or a JSON list of `{"host": ..., "time": ...}` (what a BMC's event log or a change calendar says).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
@@ -179,4 +183,45 @@ def host_restarts(store: StateStore, since: datetime) -> dict[str, list[datetime
             rows.append((host, ts))
     for host, ts in rows:
         out.setdefault(str(host), []).append(datetime.fromtimestamp(float(ts), UTC))
+    return {h: sorted(set(ts)) for h, ts in out.items()}
+
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def _reset_time(text: str) -> datetime:
+    when = datetime.fromisoformat(text.strip())
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def parse_resets(text: str, source: str) -> dict[str, list[datetime]]:
+    """Host -> when it was reset or power-cycled (oldest first), from a `--resets` file; ValueError naming
+    the line (or item) that is not a reset."""
+    rows: list[tuple[str, str, str]] = []  # host, time, where
+    if text.lstrip()[:1] == "[":
+        try:
+            items = json.loads(text)
+        except ValueError:
+            raise ValueError(f"{source}: not JSON") from None
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("host"), str) or \
+                    not isinstance(item.get("time"), str):
+                raise ValueError(f"{source}[{i}]: expected {{\"host\": ..., \"time\": ...}}")
+            rows.append((item["host"], item["time"], f"{source}[{i}]"))
+    else:
+        for n, line in enumerate(text.splitlines(), 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) != 2:
+                raise ValueError(f"{source}:{n}: expected `<host> <ISO time>`")
+            rows.append((words[0], words[1], f"{source}:{n}"))
+    out: dict[str, list[datetime]] = {}
+    for host, when, where in rows:
+        if not _HOST.match(host):
+            raise ValueError(f"{where}: {host[:60]!r} is not a host name")
+        try:
+            out.setdefault(host, []).append(_reset_time(when))
+        except ValueError:
+            raise ValueError(f"{where}: {when[:40]!r} is not an ISO time such as 2026-12-01T19:00:00Z") from None
     return {h: sorted(set(ts)) for h, ts in out.items()}

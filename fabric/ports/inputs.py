@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fabric.captures import read_capture
 from fabric.errors import FabricError
-from fabric.ports.evidence import Evidence
+from fabric.ports.evidence import Evidence, parse_resets
 from fabric.ufm.events import Rejected, UfmEvent, iter_event_log, parse_rest_events
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
@@ -72,4 +72,16 @@ def burnin_evidence(paths: list[Path]) -> list[Evidence]:
             out.extend(Evidence.from_dict(item, f"{path}: port_plan_evidence[{i}]") for i, item in enumerate(items))
         except ValueError as e:
             raise PortsInputError(f"--burnin {path}: {e}") from None
+    return out
+
+
+def read_resets(paths: list[Path]) -> dict[str, list[datetime]]:
+    """Host -> when it was reset or power-cycled, from `--resets` files (`fabric.ports.evidence.parse_resets`)."""
+    out: dict[str, list[datetime]] = {}
+    for path in paths:
+        try:
+            for host, times in parse_resets(read_capture(path, "--resets"), str(path)).items():
+                out[host] = sorted({*out.get(host, []), *times})
+        except ValueError as e:
+            raise PortsInputError(f"--resets {e}") from None
     return out

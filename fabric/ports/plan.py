@@ -165,7 +165,7 @@ class _Planner:
                 return (label.split("/", 1)[0] if label else f"ca-{e.guid}"), e
         return None
 
-    def judge_host_downs(self, restarts: Mapping[str, Sequence[datetime]]) -> None:
+    def judge_host_downs(self, restarts: Mapping[str, Sequence[datetime]], source: str | None = None) -> None:
         """A host link going down is its host restarting when bringup reset or power-cycled the host just
         before (`restarts`, from the state store), or when every other HCA of the host went down within
         `host_together_seconds` of it; otherwise the link went down alone: its cable or transceiver."""
@@ -178,8 +178,10 @@ class _Planner:
         hcas = self._host_hcas({host for _ev, _e, (host, _h), _c in self.host_downs})
         for ev, end, (host, hca), cable in self.host_downs:
             t = ev.time
-            why = next((f"bringup reset or power-cycled {host} at {r.isoformat()}" for r in restarts.get(host, ())
-                        if r - _BEFORE <= t <= r + after), None)
+            reset = next((r for r in restarts.get(host, ()) if r - _BEFORE <= t <= r + after), None)
+            why = None if reset is None else (f"{host} was reset or power-cycled at {reset.isoformat()} ({source})"
+                                              if source else f"bringup reset or power-cycled {host} at "
+                                              f"{reset.isoformat()}")
             others = [h for h in hcas.get(host, ()) if h != hca]
             if why is None and others and all(any(abs(x - t) <= together for x in times.get((host, h), ()))
                                               for h in others):
@@ -256,21 +258,24 @@ def plan_ports(topology: Topology, events: Iterable[UfmEvent | Rejected], counte
                *, since: timedelta | None = None, ufm_ports: Mapping[End, UfmPort] | None = None,
                evidence: Iterable[Evidence] = (), under_repair: Mapping[End, UnderRepair] | None = None,
                unfinished: Mapping[End, UnderRepair] | None = None,
-               restarts: Mapping[str, Sequence[datetime]] | None = None) -> PortPlan:
+               restarts: Mapping[str, Sequence[datetime]] | None = None, restarts_from: str | None = None,
+               ) -> PortPlan:
     """Every source merged into the links to act on. `evidence` is what other tools established about a
     port (the burn-in judge's failing links, source `burnin`), taken as it is. `under_repair` maps each end
     of a link the port ledger has out of service to that link: its evidence is filed under it, and it is
     shown apart (already disabled, under repair), never planned again. `unfinished` maps each end of a link
     an apply left part way (`apply_failed`, `job_timeout`) to that link: its evidence is filed under it too
     (a disabled port vanishes from discovery), and it is planned as any other link, even with one of its
-    ports disabled, so that the rerun finishes it (the disabled end is read and not sent again)."""
+    ports disabled, so that the rerun finishes it (the disabled end is read and not sent again).
+    `restarts`: when each host was reset or power-cycled, by bringup (the state store's record) or, named by
+    `restarts_from`, as another source says (`fabric ports plan --resets`)."""
     window = since or policy.window
     p = _Planner(topology, policy, design, ufm_ports, under_repair or {}, unfinished or {})
     scan = scan_events(events, policy, now, window)
     p.apart.extend(scan.set_apart)
     for ev in scan.counted:
         p.event(ev)
-    p.judge_host_downs(restarts or {})
+    p.judge_host_downs(restarts or {}, restarts_from)
     rates = _rates(counters, topology, p.apart)
     after = max(counters, key=lambda s: s.taken_at.timestamp() if s.taken_at else 0.0) if counters else None
     for rate in rates:

@@ -5,16 +5,22 @@ a08-p1-dgx-04-c01 has four HCAs on four rail leaves). The events are UFM event.l
 UFM's 329 "Link went down" (as the IBM CAST capture and Imbue's find_problematic_events.py show it),
 written for recorded patterns: the night of the issue (one HCA's link down seven times in four hours at
 regular intervals), a reboot (all four HCAs down within two seconds, once and again), and a reset that
-bringup itself recorded in the state store (an intent `reset ForceRestart`, a step's `resets` evidence).
+bringup itself recorded in the state store (an intent `reset ForceRestart`, a step's `resets` evidence) or,
+planning from captures with no store, that a `--resets` file names.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from fabric.cli import main as fabric_main
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
-from fabric.ports.evidence import host_restarts
+from fabric.ports.evidence import host_restarts, parse_resets
 from fabric.ports.plan import PortPlan, plan_ports
 from fabric.ports.ticket import ticket_text, what_to_replace
 from fabric.topology import Topology
@@ -22,6 +28,7 @@ from fabric.ufm.events import iter_event_log
 from provision.site.port_policy import PortPolicy
 from provision.state import StateStore
 from provision.state.intents import Ask, begin_in
+from tests.cli_run import run_cli
 from tests.fabric.conftest import FIXTURES
 
 NOW = datetime(2026, 12, 2, 6, 0, tzinfo=UTC)
@@ -122,3 +129,43 @@ def test_link_downs_just_after_bringup_reset_the_host_are_that_reset(tmp_path: P
 def test_the_old_switch_still_counts_every_host_link_down() -> None:
     plan = _plan(_reboot(datetime(2026, 12, 2, 2, 0, tzinfo=UTC)), host_link_down_condemns=True)
     assert len(plan.disable) == 4 and all("1 counted event" in link.reason for link in plan.disable)
+
+
+def _booting(reset: datetime) -> list[str]:
+    """A DGX booting after a reset: its HCAs' links go down minutes apart (never together), mlx5_1 twice."""
+    return [_down(reset + timedelta(minutes=m), hca, k)
+            for k, (m, hca) in enumerate(((2, "mlx5_1"), (5, "mlx5_4"), (8, "mlx5_1")))]
+
+
+def test_a_resets_file_reads_lines_and_json_and_refuses_what_is_not_a_reset() -> None:
+    text = "# host  time\na08-p1-dgx-04-c01 2026-12-02T01:00:00Z\n\nother 2026-12-02T02:00:00  # no zone: UTC\n"
+    assert parse_resets(text, "resets.txt") == {HOST: [datetime(2026, 12, 2, 1, tzinfo=UTC)],
+                                                 "other": [datetime(2026, 12, 2, 2, tzinfo=UTC)]}
+    assert parse_resets('[{"host": "other", "time": "2026-12-02T02:00:00+01:00"}]', "r.json") == {
+        "other": [datetime(2026, 12, 2, 1, tzinfo=UTC)]}
+    for bad, where in (("host-only\n", "r:1"), ("x 2026-13-02T00:00:00Z\n", "r:1"), ("ok 2026-12-02T00:00:00Z\n"
+                       "$(reboot) 2026-12-02T00:00:00Z\n", "r:2"), ('[{"host": "x"}]', "r[0]")):
+        with pytest.raises(ValueError, match=re.escape(where)):
+            parse_resets(bad, "r")
+
+
+def test_ports_plan_from_captures_takes_a_resets_file_as_the_store_would(tmp_path: Path) -> None:
+    reset = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+    events = tmp_path / "event.log"
+    events.write_text("\n".join(_booting(reset)) + "\n")
+    resets = tmp_path / "resets.txt"
+    resets.write_text(f"{HOST} {reset.isoformat()}\n")
+    discovered = FIXTURES / "ports" / "ibnetdiscover__NVIDIA-topograph__tests_output_ibnetdiscover_example.out"
+    argv = ["ports", "plan", "--discovered", str(discovered), "--events", str(events), "--now", NOW.isoformat(),
+            "--json"]
+    got = run_cli(fabric_main, argv)  # no record of the reset: mlx5_1 went down twice alone
+    assert got.code == 0 and sorted(lk["action"] for lk in json.loads(got.stdout)["links"]) == ["disable", "watch"]
+    got = run_cli(fabric_main, [*argv, "--resets", str(resets)])
+    links = json.loads(got.stdout)["links"]
+    assert got.code == 0 and [lk["action"] for lk in links] == ["watch", "watch"]
+    assert all(f"{HOST} was reset or power-cycled at 2026-12-02T01:00:00+00:00 (--resets)" in e["text"]
+               for link in links for e in link["evidence"])
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a08-p1-dgx-04-c01 yesterday\n")
+    got = run_cli(fabric_main, [*argv, "--resets", str(bad)])
+    assert got.code == 1 and "--resets" in got.stderr and "bad.txt:1" in got.stderr
