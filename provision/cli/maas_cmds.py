@@ -76,7 +76,7 @@ def deploy(
 ) -> None:
     """Enlist every PXE-armed host in MAAS, wait for commissioning, deploy the OS, record each step."""
     from provision.maas.client import MaasClient
-    from provision.maas.flow import DeployOptions, deploy_hosts
+    from provision.maas.step import DeployOptions, deploy_hosts
 
     ctx = Context.of(common)
     selected = select_hosts(ctx.site, hosts, everyone=True)

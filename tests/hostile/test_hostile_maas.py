@@ -12,7 +12,7 @@ import pytest
 
 from provision.maas.client import MaasClient
 from provision.maas.errors import MaasBadResponse, MaasError, MaasNoAnswer
-from provision.maas.flow import MaasDeployStep
+from provision.maas.step import MaasDeployStep
 from provision.site.credentials import Secret
 from provision.steps.pipeline import MAAS_DEPLOY
 from tests.hostile.peers import (

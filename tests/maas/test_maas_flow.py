@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main
-from provision.maas import flow
+from provision.maas import step
 from provision.maas.client import MaasClient
-from provision.maas.flow import DeployOptions, MaasDeployStep
+from provision.maas.step import DeployOptions, MaasDeployStep
 from provision.site.credentials import Login, Secret
 from provision.site.loader import load_site
 from provision.site.model import Site
@@ -174,13 +174,13 @@ def test_an_unresolvable_bmc_credential_fails_only_the_hosts_that_need_it(
     monkeypatch.delenv("BRINGUP_SIM_BMC_PASSWORD")
     _in_maas(maas, "gpu-r1-03", NodeStatus.READY)  # MAAS already holds its power parameters: no credential needed
     resolved: list[str] = []
-    real_login = flow.login
+    real_login = step.login
 
     def login(site: Site, name: str) -> Login:
         resolved.append(name)
         return real_login(site, name)
 
-    monkeypatch.setattr(flow, "login", login)
+    monkeypatch.setattr(step, "login", login)
     code, rows = _deploy(site, capsys, "--hosts", "gpu-r1-0[1-3]")
     by_host = {r["host"]: r for r in rows}
     assert code == 2 and by_host["gpu-r1-03"]["state"] == "deployed"

@@ -140,7 +140,7 @@ class CliProcesses:
 
     def __init__(self, preload: Sequence[str] = ()) -> None:
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["provision.cli", "provision.bmc", "provision.maas.flow", __name__,
+        self.context.set_forkserver_preload(["provision.cli", "provision.bmc", "provision.maas.step", __name__,
                                              *preload])
 
     def start(self, argv: Sequence[str], env: dict[str, str]) -> multiprocessing.process.BaseProcess:
