@@ -310,6 +310,9 @@ class BiosApplyStep(ApplyStep):
                     window = self.rollout.maintenance_window
                     assert window is not None
                     evidence["scheduled_for"] = window.start.isoformat()
+                    evidence["then"] = ("the BMC resets the host when the window starts" if when ==
+                                        "AtMaintenanceWindowStart" else "a reboot inside the window applies it: run "
+                                        "`provision bios apply` again then")
                     self.settle(ids, Outcome.confirmed, {"scheduled_for": evidence["scheduled_for"]})
                     return evidence  # applied by the BMC in the window; the next inventory after it reads it
                 evidence["reboot"] = await (self.reboot(bmc, host) if ending == "reboot" else

@@ -75,18 +75,26 @@ def bios_job(jobs: Sequence[PendingJob] | None) -> PendingJob | None:
     return next((j for j in jobs or () if j.job_type == BIOS_CONFIG and j.state == "Scheduled"), None)
 
 
-async def read_jobs(bmc: RedfishClient, root: Resource, notes: list[str]) -> tuple[PendingJob, ...] | None:
-    """The pending jobs of the BMC's Dell job queue, found from its Manager; None where it has none."""
-    managers = root.link("Managers")
-    if managers is None:
-        return None
+def _first_link(value: Any) -> str | None:
+    first = value[0] if isinstance(value, list) and value else None
+    target = first.get("@odata.id") if isinstance(first, Mapping) else None
+    return target if isinstance(target, str) and target.startswith("/redfish/") else None
+
+
+async def read_jobs(bmc: RedfishClient, root: Resource, notes: list[str], system: Resource | None = None
+                    ) -> tuple[PendingJob, ...] | None:
+    """The pending jobs of the BMC's Dell job queue, found from its Manager (the system's ManagedBy where the
+    system was read, else the first of the Managers); None where it has none."""
+    links = system.data.get("Links") if system is not None else None
+    target = _first_link(links.get("ManagedBy")) if isinstance(links, Mapping) else None
     try:
-        listing = await bmc.get(managers)
-        first = listing.data.get("Members")
-        target = first[0].get("@odata.id") if isinstance(first, list) and first and isinstance(first[0], Mapping) \
-            else None
-        if not isinstance(target, str):
-            return None
+        if target is None:
+            managers = root.link("Managers")
+            if managers is None:
+                return None
+            target = _first_link((await bmc.get(managers)).data.get("Members"))
+            if target is None:
+                return None
         manager = await bmc.get(target)
         links = manager.data.get("Links")
         oem = links.get("Oem") if isinstance(links, Mapping) else None

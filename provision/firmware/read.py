@@ -114,11 +114,10 @@ async def read_firmware(bmc: RedfishClient, *, bios: bool = True) -> HostFirmwar
     root = await bmc.root()
     components, service, update = await _components(bmc, root, notes)
     state = None
-    system_path = None
+    system = None
     if bios:
         system = await find_system(bmc)
-        system_path = system.path
         state = await _bios(bmc, system, notes)
-    jobs = await read_jobs(bmc, root, notes)
+    jobs = await read_jobs(bmc, root, notes, system)
     return HostFirmware(components, state, service, simple_update_target(update), multipart_push_target(update),
-                        system_path, tuple(notes), jobs, hpe_progress(update))
+                        None if system is None else system.path, tuple(notes), jobs, hpe_progress(update))
