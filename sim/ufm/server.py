@@ -5,7 +5,9 @@ and tests/sim/test_ufm_jobs.py): `GET /ufmRest/app/events` (Events REST API, 6.2
 /ufmRest/resources/ports` (`?system=<guid>`, `?active=true`) and `/ports/<guid>_<port>` (Ports REST API, with
 `systemID`, `peer`, `description`, `external_number`), `GET /ufmRest/resources/links` (Links REST API, as the sw-
 ufm-ndr03 capture), `POST /ufmRest/actions` with action disable|enable (Actions REST API: 202 and a job,
-sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), each under the three prefixes of UFM's three ways in
+sim/ufm/jobs.py), `GET /ufmRest/jobs[/<id>]` (Jobs REST API), `GET /ufmRest/app/smconf[?param_name=<key>]` (SM
+Configuration REST API: its OpenSM's routing engine, sim/ufm/smconf.py, tests/fabric/burnin/test_engine_ufm.py),
+each under the three prefixes of UFM's three ways in
 (sim/ufm/auth.py: HTTP Basic on `/ufmRest`, a `/dologin` session on `/ufmRestV2`, an access token on `/ufmRestV3`;
 `POST /ufmRest/app/tokens` makes one): 401 without the prefix's own kind of credential. Answers are
 `application/json`. The fabric is the lab's ibsim, found through its state file; faults of `--faults` (flapping
