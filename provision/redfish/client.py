@@ -40,10 +40,9 @@ from provision.redfish.errors import (
 )
 from provision.redfish.options import ClientOptions as ClientOptions  # re-exported: tests import it from here
 from provision.redfish.resource import ROOT, Resource, is_expanded, next_page, odata_id, sessions_path
-from provision.redfish.tls import ssl_cause
 from provision.redfish.transport import BmcTransport, MalformedAnswer
 from provision.site.credentials import Login
-from provision.site.tls import tls_context
+from provision.site.tls import ssl_cause, tls_context
 
 _RETRYABLE_STATUS = frozenset({500, 502, 503, 504})
 

@@ -1,5 +1,6 @@
 """TLS to the site's own services (BMCs, MAAS, UFM): one way to build the client context from what the site
-declares (`verify_tls` / `verify`, `ca_bundle`), so every service's certificate is checked the same way.
+declares (`verify_tls` / `verify`, `ca_bundle`), so every service's certificate is checked the same way, and
+the TLS cause of a failed connection (`ssl_cause`).
 
 Verification is on unless the site opts out, and the opt-out wins over a bundle; `ca_bundle` replaces the
 system trust store, which is how a site trusts its BMCs' or UFM's own CA. One context per verification setting
@@ -38,3 +39,15 @@ def tls_context(verify: bool, ca_bundle: str | Path | None = None, *, service: s
             ctx.verify_mode = ssl.CERT_NONE
         _CONTEXTS[verify] = ctx
     return _CONTEXTS[verify]
+
+
+def ssl_cause(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error somewhere in an exception's cause/context chain, if there is one."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
