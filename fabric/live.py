@@ -68,12 +68,10 @@ def local_attachments(sys_ib: Path | None = None) -> tuple[list[Attachment], lis
 @dataclass(frozen=True)
 class Discovery:
     """What live discovery saw: (label, ibnetdiscover text) per attachment point that reached something new,
-    the attachment point of each capture (in the same order), and a warning for each attachment point that was
-    left out or failed."""
+    and a warning for each attachment point that was left out or failed."""
 
     captures: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...] = ()
-    points: tuple[Attachment, ...] = ()
 
 
 def discover(timeout_s: float, diags: Diags | None = None, sys_ib: Path | None = None) -> Discovery:
@@ -87,7 +85,6 @@ def discover(timeout_s: float, diags: Diags | None = None, sys_ib: Path | None =
     else:
         points, warnings = local_attachments(sys_ib)
     captures: list[tuple[str, str]] = []
-    reached: list[Attachment] = []
     failures: list[str] = []
     seen: set[str] = set()
     for point in points:
@@ -99,13 +96,12 @@ def discover(timeout_s: float, diags: Diags | None = None, sys_ib: Path | None =
             failures.append(str(e))
             continue
         captures.append((point.label, text))
-        reached.append(point)
         seen.update(_guids_in(text))
     if not captures:
         raise DiscoveryError("; ".join(failures) or "no attachment point to run ibnetdiscover from")
     ok = ", ".join(label for label, _text in captures)
     warnings += [f"live discovery: {f} (the fabric was discovered from {ok})" for f in failures]
-    return Discovery(tuple(captures), tuple(warnings), tuple(reached))
+    return Discovery(tuple(captures), tuple(warnings))
 
 
 def run_ibnetdiscover(tools: Diags, point: Attachment, timeout_s: float) -> str:
