@@ -77,20 +77,21 @@ def _with_rollout(site: Site, name: str, **rollout: Any) -> Site:
 def test_bios_changes_apply_at_the_time_the_site_asks_where_the_bmc_lists_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """h00 lists Immediate (the BMC resets the host itself); h01 is an R650 (no Immediate: refused before any PATCH);
-    h02 and h03 take the site's maintenance window: one open now (rebooted inside it), one ahead (scheduled: the BMC
-    holds it, the host stays off its baseline until an inventory after the window)."""
-    sim_file = {"bios": {h: OFF for h in ("h00", "h01", "h02", "h03")},
+    h02, h03 and h04 take the site's maintenance window: open now (InMaintenanceWindowOnReset: rebooted inside it;
+    AtMaintenanceWindowStart: the BMC resets the host itself) or ahead (scheduled: the BMC holds it, the host stays
+    off its baseline until then)."""
+    sim_file = {"bios": {h: OFF for h in ("h00", "h01", "h02", "h03", "h04")},
                 "apply_times": {"h00": ["Immediate", "OnReset"]}}
-    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=4, canary=0, max_failures=10)
+    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=5, canary=0, max_failures=10)
     now = time.time()
 
     def only(at: Site, *names: str) -> list[Host]:
         return [h for h in at.hosts() if h.hostname in names]
 
     async def body(sim: Simulator) -> None:
-        for name in ("h00", "h01", "h02", "h03"):
+        for name in ("h00", "h01", "h02", "h03", "h04"):
             sim.bmcs[name].power = "On"
-        fw = {h: sim.bmcs[h].firmware for h in ("h00", "h01", "h02", "h03")}
+        fw = {h: sim.bmcs[h].firmware for h in ("h00", "h01", "h02", "h03", "h04")}
         await InventoryStep(site, store).run(site.hosts())
         immediate = _with_rollout(site, "immediate", bios_apply_time="Immediate")
         first = await apply(immediate, store, "bios", only(immediate, "h00", "h01"), FAST)
@@ -105,11 +106,18 @@ def test_bios_changes_apply_at_the_time_the_site_asks_where_the_bmc_lists_it(
         done = await apply(opened, store, "bios", only(opened, "h02"), FAST)
         assert done.results[0].ok and done.results[0].data["apply_time"] == "InMaintenanceWindowOnReset"
         assert fw["h02"] is not None and fw["h02"].bios["ProcCStates"] == "Disabled"
+        assert sim.bmcs["h02"].resets == ["ForceOff", "On"]  # ours, inside the window
+
+        started = _with_rollout(site, "started", bios_apply_time="AtMaintenanceWindowStart", maintenance_window=window)
+        begun = await apply(started, store, "bios", only(started, "h04"), FAST)
+        assert begun.results[0].ok and begun.results[0].data["reboot"] == {"reset_by": "the BMC"}
+        assert sim.bmcs["h04"].resets == ["BmcRestart"]  # the BMC's, at the window's start (already begun)
 
         ahead = {"start": _iso(now + 3600), "duration_s": 3600}
         later = _with_rollout(site, "later", bios_apply_time="AtMaintenanceWindowStart", maintenance_window=ahead)
         held = await apply(later, store, "bios", only(later, "h03"), FAST)
         assert held.results[0].ok and held.results[0].data["scheduled_for"] == _iso(now + 3600)
+        assert held.results[0].data["then"] == "the BMC resets the host when the window starts"
         assert fw["h03"] is not None and fw["h03"].pending == {"ProcCStates": "Disabled"}
         assert sim.bmcs["h03"].resets == [] and store.get("h03").reason == "bios_drift"
         assert fw["h03"].pending_rule.start == pytest.approx(now + 3600, abs=1)
