@@ -11,7 +11,9 @@ are not this host's HCAs) announces it in a JSON file: `$BRINGUP_IB_DIAGS`, else
      "pid": 1234,                                 optional: the process serving the tools (gone: not running)
      "attach": [{"label": "plane-a", "guid": "0x...", "args": ["-C", "mlx5_0", "-P", "1"], "env": {}}]}
 
-Every tool runs through `fabric.toolrun` (deadline, process-group kill, output cap, scratch directory).
+It names programs bringup runs, so it is trusted as the site file is (kept beside it, written by whoever
+may change the site). Every tool runs through `fabric.toolrun` (deadline, process-group kill, output cap,
+scratch directory).
 """
 
 from __future__ import annotations
@@ -72,11 +74,11 @@ class Diags:
             prefix = tuple(_strings(doc.get("prefix", []), "prefix"))
             env = _env(doc.get("env", {}))
             points = tuple(_attachment(p) for p in _list(doc.get("attach", []), "attach"))
-            pid = doc.get("pid")
+            pid = int(doc["pid"]) if doc.get("pid") is not None else None
         except (OSError, ValueError, KeyError, TypeError, BringupError) as e:
             raise DiscoveryError(f"the fabric tools' announcement {path} is unreadable: {e}") from None
         if pid is not None:
-            _alive(int(pid), path)
+            _alive(pid, path)
         return cls(prefix, env, points, path)
 
     def argv(self, argv: Sequence[str], attach: Attachment | None = None) -> list[str]:
@@ -157,8 +159,8 @@ def _env(value: object) -> dict[str, str]:
 
 
 def _attachment(point: object) -> Attachment:
-    if not isinstance(point, dict):
-        raise ValueError("an attachment point is not an object")
+    if not isinstance(point, dict) or not isinstance(point.get("label"), str):
+        raise ValueError("an attachment point is not an object with a label")
     guid = point.get("guid")
-    return Attachment(label=str(point["label"]), guid=str(guid) if guid is not None else None,
+    return Attachment(label=point["label"], guid=str(guid) if guid is not None else None,
                       args=tuple(_strings(point.get("args", []), "args")), env=_env(point.get("env", {})))
