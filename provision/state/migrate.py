@@ -17,7 +17,7 @@ from provision.state.facts import facts_from_inventory, normalise_fact
 from provision.state.facts_table import CREATE, write_facts
 
 SCHEMA_VERSION = 2
-MAAS_DEPLOY = "maas-deploy"  # provision.maas.step.COMMAND; state may not import the step packages
+MAAS_DEPLOY = "maas-deploy"  # provision.steps.pipeline.MAAS_DEPLOY.name; state may not import the steps package
 
 
 def upgrade(db: sqlite3.Connection, path: Path) -> None:
