@@ -34,6 +34,7 @@ from provision.steps.runner import HostFailure
 
 DONE = frozenset({"Completed", "Exception", "Killed", "Cancelled"})
 GOOD = "Completed"
+STAGED = "Scheduled"  # not a Redfish TaskState: an iDRAC's job staged for the next reboot (its task is not done)
 AWAY = "BmcRestarting"  # not a Redfish TaskState: the BMC restarting after its own update ended our reads
 _AWAY = (RedfishServerError, RedfishUnreachable, RedfishTimeout, RedfishAuthError)
 
@@ -63,6 +64,18 @@ def monitor_path(location: str | None, body: Resource, endpoint: str) -> str:
         raise HostFailure("firmware_task_off_bmc", f"task monitor {shown(target, 200)} is no Redfish path",
                           {"location": shown(target, 200)})
     return parts.path
+
+
+def _dell_scheduled(task: dict[str, Any]) -> bool:
+    """An iDRAC's task whose job waits for the host's reboot: `Oem.Dell.JobState` Scheduled or its `Message` "Task
+    successfully scheduled." while TaskState is not done (dell/iDRAC-Redfish-Scripting
+    DeviceFirmwareSimpleUpdateREDFISH.py: polls the task until Completed, or "scheduled" in Oem.Dell.Message, then
+    reboots and follows the job under Managers/iDRAC.Embedded.1/Jobs)."""
+    oem = task.get("Oem")
+    dell = oem.get("Dell") if isinstance(oem, dict) else None
+    if not isinstance(dell, dict):
+        return False
+    return dell.get("JobState") == STAGED or "scheduled" in str(dell.get("Message", "")).lower()
 
 
 def _messages(data: Any) -> tuple[str, ...]:
@@ -100,6 +113,8 @@ async def follow(bmc: RedfishClient, path: str, *, timeout_s: float, poll_s: flo
             task = await bmc.get(path)
             last = hpe_as_task(task.data) if hpe else dict(task.data)
             state = str(last.get("TaskState", ""))
+            if state not in DONE and _dell_scheduled(last):
+                return TaskEnd(path, STAGED, None, _messages(last))
             if state in DONE:
                 pct = last.get("PercentComplete")
                 return TaskEnd(path, state, pct if isinstance(pct, int) else None, _messages(last))
@@ -168,7 +183,7 @@ async def _update(bmc: RedfishClient, target: str, body: dict[str, Any] | tuple[
     else:
         end = await follow(bmc, monitor_path(location, answer, bmc.endpoint), timeout_s=timeout_s, poll_s=poll_s,
                            away_ends=own)
-    if end.state not in (GOOD, AWAY):
+    if end.state not in (GOOD, AWAY, STAGED):
         raise HostFailure("firmware_update_failed", f"update task {end.state}: {'; '.join(end.messages)}",
                           end.as_json())
     return end

@@ -123,7 +123,11 @@ class SimFirmware:
             return tree.collection(TASKS, "Task", "Task Collection", [f"{TASKS}/{t}" for t in self.tasks])
         if path.startswith(TASKS + "/"):
             task = self.tasks.get(path.rsplit("/", 1)[1])
-            return None if task is None else task.resource()
+            job = None if task is None else self.jobs.jobs.get(task.id)
+            found = None if task is None else task.resource()
+            if found is not None and job is not None:  # an iDRAC's task carries its job's state and message
+                found["Oem"]["Dell"].update(JobState=job.state, Message=job.message)
+            return found
         if path == BIOS:
             return self._bios(bmc)
         if path == shape.settings:

@@ -99,3 +99,23 @@ def test_a_multipart_push_carries_the_parameters_and_the_image_as_dmtf_describes
     parsed = parse_push(ctype, body)
     assert parsed == ({"Targets": [], "@Redfish.OperationApplyTime": "Immediate"}, image)
     assert parse_push("application/json", body) == "the request is not multipart/form-data with a boundary"
+
+
+def test_an_idrac_task_whose_job_is_scheduled_for_the_reboot_ends_the_wait_as_staged() -> None:
+    """A real iDRAC's task for host firmware does not reach Completed before the reboot that installs it: its
+    Oem.Dell says the job is scheduled (dell/iDRAC-Redfish-Scripting DeviceFirmwareSimpleUpdateREDFISH.py waits for
+    TaskState Completed or "scheduled" in Oem.Dell.Message, then reboots)."""
+    reads = iter([{"TaskState": "Running", "PercentComplete": 40, "Oem": {"Dell": {"JobState": "Downloading",
+                                                                                  "Message": "Downloading."}}},
+                  {"TaskState": "Running", "PercentComplete": 100,
+                   "Oem": {"Dell": {"JobState": "Scheduled", "Message": "Task successfully scheduled."}},
+                   "Messages": [{"Message": "Task successfully scheduled."}]}])
+
+    def answer(r: httpx.Request) -> httpx.Response:
+        if r.method == "POST":
+            return httpx.Response(202, headers={"Location": TASK})
+        return httpx.Response(202, json={"@odata.id": TASK, **next(reads)})
+    seen: list[str] = []
+    end = update(answer, seen)
+    assert (end.state, end.messages) == ("Scheduled", ("Task successfully scheduled.",))
+    assert seen == [f"POST {TARGET}", f"GET {TASK}", f"GET {TASK}"]
