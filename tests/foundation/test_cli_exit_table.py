@@ -134,6 +134,43 @@ def test_every_command_reading_a_site_or_a_file_fails_on_an_unreadable_one_in_on
             "sim status"} <= set(walked)
 
 
+def test_every_command_given_another_sites_database_refuses_it_as_provision_status_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.state import StateStore
+    from provision.state.opening import SiteIdentity
+
+    monkeypatch.delenv("BRINGUP_STATE_DB", raising=False)
+    site = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml"
+    other = tmp_path / "other.db"
+    StateStore(other, site=SiteIdentity.of("elsewhere", tmp_path / "elsewhere.yml")).close()
+    refusal = _one_error_line(run_cli(_programs()["provision"][0], ["status", "--site", str(site), "--db", str(other)]))
+    assert "the state store of site 'elsewhere'" in refusal
+    extra = {"fabric ports reenable": ["--repaired"],
+             "fabric topology": ["--discovered", str(site.parents[2] / "tests" / "fixtures" / "fabric" /
+                                                     "ibsim-sim-site.ibnetdiscover.txt")]}
+    walked = []
+    for program, main, path, command in _commands():
+        name = " ".join([program, *path])
+        if not any("--db" in getattr(p, "opts", ()) for p in command.params) or name in (
+                "provision db adopt",  # takes another site's database over: what it is for
+                "provision db check"):  # reports the store's identity among its problems, its own way
+            continue
+        argv: list[str] | None = []
+        for param in (p for p in command.params if p.required):
+            if isinstance(param.type, click.Path):
+                argv = None  # a file it reads first (`--plan`, `--env`): not this test's subject
+                break
+            value = str(param.type.choices[0]) if isinstance(param.type, click.Choice) else "x"
+            argv += [param.opts[0], value] if isinstance(param, click.Option) else [value]
+        if argv is None:
+            continue
+        run = run_cli(main, [*path, *argv, *extra.get(name, []), "--site", str(site), "--db", str(other)])
+        assert (run.code, _one_error_line(run)) == (ERROR, refusal), name
+        walked.append(name)
+    assert {"fabric ports apply", "fabric ports list", "fabric burnin judge", "fabric burnin nightly",
+            "fabric topology", "provision health"} <= set(walked), walked
+
+
 def _failing(exc: BaseException) -> typer.Typer:
     app = typer.Typer()
 
