@@ -15,6 +15,10 @@ Not covered: a child made by fork() without exec() (it inherits the pipe's write
 waiting until it exits too), and a program that drops its environment, or writes its process title over it
 (sshd, which the test hosts therefore run below a shell), *and* leaves its parent.
 
+A daemon that double-forks its workers into orphans that overwrite their environment (slurmd's slurmstepd, which
+sets its process title there) runs under `reaping(argv)`: a child subreaper (prctl PR_SET_CHILD_SUBREAPER, kept
+across exec), so the orphans stay its descendants.
+
 PR_SET_PDEATHSIG is not used: it fires when the *thread* that forked the child ends (the test hosts' sshds are
 started from a thread pool), not the process.
 
@@ -27,6 +31,7 @@ Imports only the standard library: the watchdog runs this file with `python -I -
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import secrets
 import signal
@@ -39,6 +44,7 @@ from pathlib import Path
 ENV = "SIM_LAB_LIFETIME"  # the tokens of every starter above a process, ':'-separated
 GRACE_S = 5.0  # between SIGTERM and SIGKILL
 _ENV_READ_MAX = 1 << 20
+_PR_SET_CHILD_SUBREAPER = 36
 
 _lock = threading.Lock()
 _bound: dict[int, tuple[str, int, subprocess.Popen[bytes]]] = {}  # this process's pid: (token, write end, watchdog)
@@ -125,10 +131,20 @@ def _processes() -> dict[int, tuple[int, int]]:
 def bound_to(token: str, exclude: frozenset[int] = frozenset()) -> dict[int, int]:
     """{pid: start time} of every live process that carries `token`, and of every descendant of one."""
     procs = _processes()
+    return _below(procs, [pid for pid in procs if pid not in exclude and carries(pid, token)], exclude)
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """{pid: start time} of every live descendant of `pid`."""
+    procs = _processes()
+    return _below(procs, [child for child, (ppid, _) in procs.items() if ppid == pid], frozenset({pid}))
+
+
+def _below(procs: dict[int, tuple[int, int]], todo: list[int], exclude: frozenset[int]) -> dict[int, int]:
+    """The processes of `todo` and all their descendants, as {pid: start time}."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
-    todo = [pid for pid in procs if pid not in exclude and carries(pid, token)]
     found: dict[int, int] = {}
     while todo:
         pid = todo.pop()
@@ -141,7 +157,19 @@ def bound_to(token: str, exclude: frozenset[int] = frozenset()) -> dict[int, int
 
 # the watchdog ----------------------------------------------------------------------------------------------------
 
-def _signal(victims: dict[int, int], sig: int) -> None:
+def _deaf_to_sigterm(pid: int) -> bool:
+    """Whether SIGTERM is blocked or ignored by the process (slurmstepd blocks it): it would wait out the grace."""
+    bit = 1 << (signal.SIGTERM - 1)
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return False
+    masks = {k: int(v, 16) for k, _, v in (ln.partition(":\t") for ln in lines) if k in ("SigBlk", "SigIgn")}
+    return any(mask & bit for mask in masks.values())
+
+
+def signal_all(victims: dict[int, int], sig: int) -> None:
+    """Send `sig` to each {pid: start time} that is still that process."""
     for pid, started in victims.items():
         if start_time(pid) == started:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -149,15 +177,18 @@ def _signal(victims: dict[int, int], sig: int) -> None:
 
 
 def end_bound(token: str, grace_s: float = GRACE_S) -> int:
-    """SIGTERM every process bound to `token`, SIGKILL what is left after `grace_s`; returns how many."""
+    """SIGTERM every process bound to `token`, SIGKILL what is left after `grace_s` (at once, what blocks or
+    ignores SIGTERM); returns how many."""
     me = frozenset({os.getpid()})
     victims = bound_to(token, me)
-    _signal(victims, signal.SIGTERM)
+    signal_all(victims, signal.SIGTERM)
+    signal_all({pid: t for pid, t in victims.items() if _deaf_to_sigterm(pid)}, signal.SIGKILL)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         # a child forked meanwhile is bound too; the ones already signalled may have left their parent
         new = {pid: t for pid, t in bound_to(token, me).items() if victims.get(pid) != t}
-        _signal(new, signal.SIGTERM)
+        signal_all(new, signal.SIGTERM)
+        signal_all({pid: t for pid, t in new.items() if _deaf_to_sigterm(pid)}, signal.SIGKILL)
         victims.update(new)
         if all(start_time(pid) != started for pid, started in victims.items()):
             return len(victims)
@@ -168,7 +199,7 @@ def end_bound(token: str, grace_s: float = GRACE_S) -> int:
         if not left:
             break
         victims.update(left)
-        _signal(left, signal.SIGKILL)
+        signal_all(left, signal.SIGKILL)
         time.sleep(0.02)
     return len(victims)
 
@@ -182,6 +213,18 @@ def _watch(argv: list[str]) -> int:
             pass
     end_bound(bound_token)
     return 0
+
+
+def reaping(argv: list[str]) -> list[str]:
+    """`argv` run as a child subreaper: what it double-forks stays below it instead of going to init."""
+    return [sys.executable, "-I", "-S", str(Path(__file__).resolve()), "--reap", *argv]
+
+
+def _reap_exec(argv: list[str]) -> int:
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        print(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}", file=sys.stderr)
+        return 126
+    os.execvp(argv[0], argv)
 
 
 # the sweep at the next start -------------------------------------------------------------------------------------
@@ -221,4 +264,4 @@ def end_leftover(pidfile: Path, marker: str) -> int | None:
 
 
 if __name__ == "__main__":
-    sys.exit(_watch(sys.argv[1:]))
+    sys.exit(_reap_exec(sys.argv[2:]) if sys.argv[1:2] == ["--reap"] else _watch(sys.argv[1:]))

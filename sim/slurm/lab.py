@@ -200,7 +200,10 @@ class SlurmLab:
 
     def start_node(self, node: str) -> None:
         lifetime.bind_children()
-        self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node])
+        # A child subreaper: the job steps it double-forks (slurmstepd, whose process title overwrites its
+        # environment) stay its descendants, for `stop()` and sim/lifetime.py to find. slurmd does not wait for
+        # them: a finished step stays a zombie below it until the slurmd exits.
+        self._spawn(f"slurmd-{node}", lifetime.reaping(["slurmd", "-D", "-N", node]))
 
     def kill_node(self, node: str) -> None:
         """The node's slurmd dies (SIGKILL): to Slurm it stops responding, as a host that lost power does. A lab
@@ -275,10 +278,12 @@ class SlurmLab:
             proc.wait(timeout=5)
 
     def stop(self) -> None:
+        below = {pid: t for proc in self._procs.values() for pid, t in lifetime.descendants(proc.pid).items()}
         for name in [n for n in self._procs if n.startswith("slurmd-")] + ["slurmctld", "munged"]:
             self._stop(name, signal.SIGTERM)
         for name in list(self._procs):
             self._stop(name, signal.SIGKILL)
+        lifetime.signal_all(below, signal.SIGKILL)  # job steps and their tasks, once their slurmd is gone
         shutil.rmtree(self.sockets, ignore_errors=True)
 
     @contextlib.contextmanager

@@ -155,7 +155,8 @@ SITE = json.dumps({
 @needs_slurm
 def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: Path) -> None:
     """`sim up` itself leaves its services running (until `sim down`); run by a process that binds what it
-    starts (a test, a demo), they die with that process: the BMC simulator, munged, slurmctld, slurmd."""
+    starts (a test, a demo), they die with that process: the BMC simulator, munged, slurmctld, slurmd, and a
+    running job's slurmstepd (double-forked by slurmd, its environment overwritten by its process title)."""
     (tmp_path / "site.yml").write_text(SITE)
     body = """
     from sim import lifetime
@@ -164,12 +165,16 @@ def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: 
                         text=True, timeout=300)
     if up.returncode != 0:
         sys.exit(up.stdout + up.stderr)
+    env = {**os.environ, "SLURM_CONF": str(next(d.rglob("slurm.conf")))}
+    subprocess.run(["sbatch", "--wrap", "sleep 600"], env=env, check=True, capture_output=True, timeout=30)
+    while b"R" not in subprocess.run(["squeue", "-h", "-o", "%t"], env=env, capture_output=True).stdout:
+        time.sleep(0.1)
     ready()
     """
     with _starter(tmp_path, body, timeout_s=300) as (proc, said):
         watched = _descendants(proc.pid)
         programs = " ".join(_alive(watched).values())
-        for program in ("sim.redfish", "munged", "slurmctld", "slurmd"):
+        for program in ("sim.redfish", "munged", "slurmctld", "slurmd", "slurmstepd", "sleep 600"):
             assert program in programs
         assert _answers("127.0.31.250", 8443) and _answers("127.0.2.40", 6817)
         _kill_and_wait(proc, watched)
