@@ -42,12 +42,12 @@ from fabric.ports.actuate import Actuator, IbPortState, lids_from_ibnetdiscover
 from fabric.ports.apply import ApplyReport, apply_plan, ledger_ends
 from fabric.ports.counters import CounterSweep
 from fabric.ports.evidence import Evidence, host_restarts
-from fabric.ports.hosts import hosts_follow
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, REENABLE_REFUSED, Ledger, LedgerEntry
 from fabric.ports.plan import PlannedLink, PortPlan, UnderRepair, plan_ports
 from fabric.ports.reconcile import Reconciled, in_flight, reconcile
 from fabric.ports.reenable import ReenableResult, reenable
 from fabric.ports.resolve import LinkEnd
+from fabric.ports.step import hosts_follow
 from fabric.ports.ticket import ticket_text
 from fabric.topology import End, NodeType, Topology
 from fabric.ufm.client import UfmActuator, UfmClient

@@ -3,7 +3,7 @@ hosts, the host facts it reads and writes, and each failure reason with what to 
 
 `provision steps` prints this table. Each step's code (provision/bmc/step.py, provision/maas/step.py,
 provision/health/step.py and promotion.py, provision/firmware/inventory_step.py and apply_step.py,
-fabric/burnin/step.py, fabric/ports/hosts.py) names its spec from here, and the one runner
+fabric/burnin/step.py, fabric/ports/step.py) names its spec from here, and the one runner
 (provision/steps/runner.py) runs every one of them the same way.
 """
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fabric.ports.hosts import REASON, hosts_follow, link_is_down
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, REENABLE_REFUSED, REENABLED, Ledger, LedgerEnd, LedgerEntry
+from fabric.ports.step import REASON, hosts_follow, link_is_down
 from provision.cli import main as provision_main
 from provision.errors import IllegalTransition
 from provision.health.step import skip_reason as health_skip_reason

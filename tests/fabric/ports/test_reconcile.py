@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from fabric.ports.apply import apply_plan
-from fabric.ports.hosts import down_links_by_host, link_is_down
 from fabric.ports.ledger import (
     APPLY_FAILED,
     DISABLED,
@@ -26,6 +25,7 @@ from fabric.ports.ledger import (
     link_id,
 )
 from fabric.ports.reconcile import Reconciled, in_flight, reconcile
+from fabric.ports.step import down_links_by_host, link_is_down
 from fabric.ufm.client import UfmActuator, UfmClient
 from provision.site.credentials import Login, Secret
 from provision.state import StateStore
