@@ -73,16 +73,23 @@ def test_ilo_inventory_members_and_update_service_have_the_ilo_emulators_shape()
 def test_gpu_vbios_goes_through_the_hgx_push_to_the_targets_the_baseline_names(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pin = {"kind": "gpu", "id": GPU_PIN, "version": NEW_VBIOS, "image": image(tmp_path, "gpu", NEW_VBIOS)}
-    sim_file = {"flavour": {"h00": "hgx", "h01": "hgx"}, "installed": {"h00": {"gpu": OLD_VBIOS}},
+    bmc = {"kind": "bmc", "min_version": "7.10.30.00", "image": image(tmp_path, "bmc", "7.10.30.00")}
+    sim_file = {"flavour": {"h00": "hgx", "h01": "hgx", "h02": "hgx"}, "installed": {"h00": {"gpu": OLD_VBIOS},
+                                                                                 "h02": {"bmc": "7.00.00.00"}},
                 "bios": {"h01": {"ProcCStates": "Enabled"}}}
-    baseline = {"components": [pin], "bios": {"ProcCStates": "Disabled"}}
-    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=2, canary=0, baseline=baseline)
+    baseline = {"components": [pin, bmc], "bios": {"ProcCStates": "Disabled"}}
+    site, store = lab(tmp_path, monkeypatch, sim_file, hosts=3, canary=0, baseline=baseline)
 
     async def body(sim: Simulator) -> None:
         result = await inventory_then(site, store, "firmware")
-        assert [h.host for h in result.plan.hosts] == ["h00"] and result.plan.hosts[0].updates[0].targeted
-        (done,) = result.results
-        assert done.ok, done
+        assert [h.host for h in result.plan.hosts] == ["h00", "h02"] and result.plan.hosts[0].updates[0].targeted
+        done, own = result.results
+        assert done.ok and own.ok, result.results
+        # the BMC's own image (no id pinned: no Targets) goes to FW_BMC_0, not to the HGX baseboard's BMC
+        fw2 = sim.bmcs["h02"].firmware
+        assert fw2 is not None and (fw2.components["FW_BMC_0"].version, fw2.components["HGX_FW_BMC_0"].version) == (
+            "7.10.30.00", DEFAULT_VERSIONS["baseboard"])
+        assert "bmc_back_after_s" in own.data["updates"][0] and sim.bmcs["h02"].resets == []
         update = done.data["updates"][0]
         assert (update["via"], update["state"], update["percent"]) == ("MultipartHttpPushUri", "Completed", 100)
         fw = sim.bmcs["h00"].firmware
@@ -93,7 +100,7 @@ def test_gpu_vbios_goes_through_the_hgx_push_to_the_targets_the_baseline_names(
         assert versions["HGX_InfoROM_GPU_0"] == DEFAULT_VERSIONS["inforom"]
         assert sim.bmcs["h00"].resets == ["On"]  # activated by the reboot, then read back
         bios = await apply(site, store, "bios", site.hosts(), FAST)  # the GB300's Bios lists no apply times
-        assert [(r.host, r.ok, r.data.get("apply_time")) for r in bios.results] == [("h01", True, None)]
+        assert [(r.host, r.ok, r.data.get("apply_time")) for r in bios.results] == [("h01", True, None)], bios.results
         assert sim.bmcs["h01"].firmware is not None and sim.bmcs["h01"].firmware.bios["ProcCStates"] == "Disabled"
 
     run(site, store, tmp_path, body)
