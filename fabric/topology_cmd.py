@@ -19,6 +19,7 @@ import typer
 
 from fabric import render
 from fabric.options import CapturesOrNone, DbOpt, DesignFileOrNone, JsonOpt, SiteOrNone
+from fabric.pipeline import Inputs
 from fabric.slurm_topology import SlurmTopology, rank_order_text, to_json, topology_conf
 from fabric.topology_inputs import escape
 from fabric.topology_load import TopologyRequest, load_slurm_topology
@@ -50,8 +51,9 @@ def topology_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Slurm topology.conf (tree) or a leaf-grouped rank order from the as-built fabric."""
-    req = TopologyRequest(site=site, design=design, discovered=tuple(discovered or ()), live=live, timeout=timeout,
-                          ib_diags=ib_diags, fmt=capture_format, ufm_systems=ufm_systems, db=db, hosts=hosts)
+    fabric = Inputs(site=site, design=design, discovered=tuple(discovered or ()), live=live, timeout=timeout,
+                    ib_diags=ib_diags, fmt=capture_format, ufm_systems=ufm_systems)
+    req = TopologyRequest(fabric, db=db, hosts=hosts)
     result = load_slurm_topology(req, warn=lambda w: render.warning_line(escape(w, 400, quotes=False)))
     _show(result, fmt, output, as_json)
 

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fabric.design import load_design
 from fabric.errors import FabricError
@@ -16,39 +17,36 @@ from fabric.topology import NodeType
 from fabric.topology_inputs import Hca, LinkKey, design_hcas, host_map, read_exclusions
 from provision.site.store import open_store, open_store_at
 
+if TYPE_CHECKING:
+    from fabric.pipeline import Inputs
+
 
 @dataclass(frozen=True)
 class TopologyRequest:
-    """What `fabric topology` reads: the fabric (capture files or live discovery, as `fabric validate` reads
-    it), the site (host names, design, state store) or a design alone, and a host glob."""
+    """What `fabric topology` reads: the fabric and the site or design as `fabric validate` reads them (the
+    site gives host names, the design and the state store; a baseline is not a design here), a state store
+    named without a site, and a host glob."""
 
-    site: Path | None = None
-    design: Path | None = None
-    discovered: tuple[Path, ...] = ()
-    live: bool = False
-    timeout: float = 60.0
-    ib_diags: Path | None = None
-    fmt: str = "auto"
-    ufm_systems: Path | None = None
+    fabric: Inputs
     db: Path | None = None
     hosts: str | None = None
 
 
 def load_slurm_topology(req: TopologyRequest, warn: Callable[[str], None]) -> SlurmTopology:
     """The tree to tell Slurm, from the fabric as built, without the links the ledger or burn-in took out."""
-    from fabric.pipeline import Inputs, live_topology, load_captures
+    from fabric.pipeline import live_topology, load_captures
     from provision.site import load_site
     from provision.site.model import Role
 
-    if bool(req.discovered) == req.live:
+    given = req.fabric
+    if bool(given.discovered) == given.live:
         raise FabricError("give either --discovered FILE (repeatable) or --live")
-    site = load_site(req.site) if req.site is not None else None
-    if req.live:
-        inputs = Inputs(site=req.site, live=True, timeout=req.timeout, ib_diags=req.ib_diags)
-        top = live_topology(inputs, warn)
+    site = load_site(given.site) if given.site is not None else None
+    if given.live:
+        top = live_topology(given, warn)
     else:
-        top = load_captures(list(req.discovered), req.fmt, req.ufm_systems)
-    design_path = req.design or (site.fabric_design if site is not None else None)
+        top = load_captures(list(given.discovered), given.fmt, given.ufm_systems)
+    design_path = given.design or (site.fabric_design if site is not None else None)
     names: dict[str, str] = {}
     hcas: dict[str, Hca] = {}
     if design_path is not None:

@@ -21,6 +21,7 @@ from fabric.cli import main
 from fabric.design import Design, Port
 from fabric.generate import FatTreeParams, generate_fat_tree
 from fabric.parsers import parse_ibnetdiscover
+from fabric.pipeline import Inputs
 from fabric.ports.ledger import DISABLED, REENABLED, Ledger, LedgerEnd, LedgerEntry, link_id
 from fabric.slurm_topology import SlurmTopology, build, rank_order, rank_order_text, to_json, topology_conf
 from fabric.topology import End, Node, NodeType, Topology, TopologyBuilder
@@ -134,7 +135,7 @@ def _build(top: Topology, store: StateStore | None = None) -> SlurmTopology:
 
 def test_the_embedded_site_lists_each_gpu_host_once_under_one_rail_leaf(tmp_path: Path) -> None:
     warnings: list[str] = []
-    req = TopologyRequest(site=SIM_SITE, discovered=(SIM_CAPTURE,), db=tmp_path / "absent.db")
+    req = TopologyRequest(Inputs(site=SIM_SITE, discovered=(SIM_CAPTURE,)), db=tmp_path / "absent.db")
     t = load_slurm_topology(req, warnings.append)
     switches = _slurm_reads(topology_conf(t))
     # rail-optimised: every host's 8 HCAs reach all 8 leaves; mlx5_0's leaf is home, the spines list it alone
@@ -345,7 +346,7 @@ def test_the_command_reports_a_bad_request_in_one_line(capsys: pytest.CaptureFix
 def test_slurmctld_reads_the_file_back_as_written(tmp_path: Path) -> None:
     """A real slurmctld 22.05 (sim/slurm/lab.py) loads the embedded site's topology.conf; `scontrol show topology`
     lists the rail leaf with every GPU host and the four spines above it."""
-    t = load_slurm_topology(TopologyRequest(site=SIM_SITE, discovered=(SIM_CAPTURE,), db=tmp_path / "absent.db"),
+    t = load_slurm_topology(TopologyRequest(Inputs(site=SIM_SITE, discovered=(SIM_CAPTURE,)), db=tmp_path / "absent.db"),
                             lambda _w: None)
     hosts = tuple(p.host for p in t.hosts)
     lab = SlurmLab(tmp_path / "slurm", SlurmLabSpec("sim", hosts, (Partition("gpu", hosts, True),),
