@@ -155,7 +155,7 @@ def design_import(
     """Turn a partner's cabling workbook or CSV into a design file (every bad row reported with sheet and row)."""
     from fabric.design_csv import CABLING_ALIASES
     from fabric.pipeline import import_cabling
-    from fabric.sheets import mapping_from_option
+    from provision.site.sheets import mapping_from_option
 
     mapping = mapping_from_option(columns, columns_file, CABLING_ALIASES)
     render.imported_design(import_cabling(cabling, switches, name, width, speed, mapping, sheet), cabling, out,

@@ -1,6 +1,6 @@
 """Import the cabling spreadsheet a datacenter partner sends (.xlsx workbook or CSV) as a design.
 
-The sheet is read by `fabric.sheets` (header row found under any title block, merged cells filled, blank
+The sheet is read by `provision.site.sheets` (header row found under any title block, merged cells filled, blank
 rows skipped, a `--columns` mapping for the partner's own headers); every row that cannot be understood
 is reported with its sheet and row, and the import then fails: nothing is dropped silently.
 
@@ -22,13 +22,15 @@ form `<tier>-<row>-<rack>-U<u>` when there is one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fabric.design import Design, DesignLink, DesignNode, Location, Port, build_design
 from fabric.errors import DesignError
-from fabric.sheets import SheetRow, csv_grid, read_csv_text, read_table
 from fabric.speeds import SPEED_RANK, WIDTH_LANES, normalise_speed, normalise_width
 from fabric.topology import NodeType
+from provision.site.sheets import SheetError, SheetRow, csv_grid, read_csv_text, read_table
 
 CABLING_FIELDS = ("a", "a_port", "b", "b_port")
 CABLING_ALIASES = {
@@ -44,9 +46,19 @@ _EXAMPLE = {"width": "--width 4X", "speed": "--speed NDR"}
 _LOCATED = re.compile(r"^[A-Za-z]+-(\w+)-(\w+)-U(\d+)$")
 
 
+@contextmanager
+def _sheet_problems_fail_the_design() -> Iterator[None]:
+    """A sheet that cannot be read fails the import as any other design problem does (`DesignError`)."""
+    try:
+        yield
+    except SheetError as e:
+        raise DesignError(e.path, e.problems) from None
+
+
 def _rows(text: str, source: str) -> list[dict[str, str]]:
     """The switch list's rows by lower-case header."""
-    grid = csv_grid(text.encode(), source)
+    with _sheet_problems_fail_the_design():
+        grid = csv_grid(text.encode(), source)
     header = [h.lstrip("#").strip().lower() for h in grid[0][1]]
     return [dict(zip(header, cells, strict=False)) for _, cells in grid[1:] if any(cells)]
 
@@ -82,14 +94,16 @@ def _port_number(text: str, end: str) -> int:
 def parse_cabling_csv(text: str, switches_csv: str | None = None, source: str = "cabling.csv",
                       name: str = "fabric", width: str | None = None, speed: str | None = None) -> Design:
     """`width`/`speed`: the expected rate of rows that do not give their own (None: every row must)."""
-    rows = read_csv_text(text, CABLING_ALIASES, CABLING_FIELDS, source).rows
+    with _sheet_problems_fail_the_design():
+        rows = read_csv_text(text, CABLING_ALIASES, CABLING_FIELDS, source).rows
     return design_from_rows(rows, switches_csv, source, name, width, speed)
 
 
 def import_cabling_sheet(path: Path, switches_csv: str | None, name: str, width: str | None, speed: str | None,
                          columns: dict[str, str] | None = None, sheet: str | None = None) -> Design:
     """A design from a partner's workbook (.xlsx, every sheet or `sheet`) or CSV, with its headers mapped."""
-    table = read_table(path, CABLING_ALIASES, CABLING_FIELDS, columns, sheet)
+    with _sheet_problems_fail_the_design():
+        table = read_table(path, CABLING_ALIASES, CABLING_FIELDS, columns, sheet)
     return design_from_rows(table.rows, switches_csv, str(path), name, width, speed)
 
 

@@ -17,6 +17,7 @@ import typer
 import provision.cli.lifecycle_cmds  # noqa: F401
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.options import SiteOrNone
 from provision.cli.output import console, emit_json, esc
 from provision.cli.runner import problems_unless
 
@@ -90,8 +91,7 @@ def import_cmd(
     sheet_file: Annotated[Path, typer.Argument(help="The datacenter's workbook (.xlsx) or CSV: one row per host.")],
     switches_from: Annotated[Path | None, typer.Option("--switches-from", help="A design file whose `switches:` the "
                              "rows refer to (default: the site's switches).")] = None,
-    site_file: Annotated[Path | None, typer.Option("--site", help="The site file: its switches, and its racks for "
-                         "--rule.")] = None,
+    site_file: SiteOrNone = None,
     rule: Annotated[str, typer.Option("--rule", help="auto: write the rule (rack's top-of-rack switch, port = U) "
                     "when every row follows it; always: the rule plus the rows it does not give; never: one entry "
                     "per host. auto/always need --site.")] = "auto",
@@ -110,12 +110,12 @@ def import_cmd(
 def _imported(sheet_file: Path, switches_from: Path | None, site_file: Path | None, rule: str,
               columns: str | None, columns_file: Path | None, sheet: str | None) -> tuple[EthernetDesign, str]:
     """(the design to write, why it is in rule form or not)."""
-    from fabric.sheets import mapping_from_option
     from provision.ethernet.design import EthernetDesign, EthernetDesignError, load_design
     from provision.ethernet.import_rule import MODES, fit_rule
     from provision.ethernet.importer import NIC_FIELDS, import_nics
     from provision.ethernet.rule import site_positions
     from provision.site import load_site
+    from provision.site.sheets import mapping_from_option
 
     if rule not in MODES:
         raise EthernetDesignError(f"--rule {rule!r}: give one of {', '.join(MODES)}")

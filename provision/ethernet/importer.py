@@ -1,5 +1,5 @@
-"""The Ethernet design's NIC placements from the datacenter's workbook or CSV (read by `fabric.sheets`: header
-found under a title block, `--columns` for the partner's headers, merged cells filled, blank rows skipped).
+"""The Ethernet design's NIC placements from the datacenter's workbook or CSV (read by `provision.site.sheets`:
+header found under a title block, `--columns` for the partner's headers, merged cells filled, blank rows skipped).
 
 One row per host, columns (matched loosely): host; bmc switch, bmc port; pxe switch, pxe port; optional
 bmc mac, pxe mac, bmc vlan, pxe vlan. The switches come from an existing design file (`switches:`): a row
@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fabric.sheets import SheetRow, read_table
 from provision.ethernet.design import EthernetDesign, EthernetDesignError, design_problems
+from provision.site.sheets import SheetRow, read_table
 from provision.state.identifiers import canonical_mac
 
 NIC_FIELDS = ("host", "bmc_switch", "bmc_port", "pxe_switch", "pxe_port", "bmc_mac", "pxe_mac", "bmc_vlan",

@@ -73,14 +73,13 @@ def test_a_sheet_declaring_a_million_rows_is_refused_before_its_rows_are_read(tm
 
 
 def test_rows_past_the_limit_are_refused_while_streaming_whatever_the_sheet_declares(tmp_path: Path) -> None:
-    from fabric import sheets
-    from fabric.errors import DesignError
+    from provision.site import sheets
 
     book = _hostile_workbook(tmp_path / "lying.xlsx", dimension="A1:D2", rows=30)
     saved, sheets.MAX_ROWS = sheets.MAX_ROWS, 20
     try:
         sheets.read_table(book, {"a": {"a"}}, ("a",))
-    except DesignError as e:
+    except sheets.SheetError as e:
         assert "more than 20 rows" in str(e)
     else:
         raise AssertionError("a sheet over the row limit was read")
@@ -144,8 +143,7 @@ def test_a_million_shared_strings_in_a_small_workbook_are_refused_before_they_ar
 
 def test_shared_strings_are_counted_exactly_across_the_streams_chunks(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from fabric import sheets
-    from fabric.errors import DesignError
+    from provision.site import sheets
 
     for prefix in ("", "x"):
         small = _shared_strings_workbook(tmp_path / f"small{prefix}.xlsx", prefix=prefix)
@@ -157,16 +155,15 @@ def test_shared_strings_are_counted_exactly_across_the_streams_chunks(tmp_path: 
             monkeypatch.setattr(sheets, "MAX_SHARED_STRINGS", 400_006)
             sheets._check_whole_parts(z, "counted.xlsx")  # every one counted once: at the limit, accepted
             monkeypatch.setattr(sheets, "MAX_SHARED_STRINGS", 400_005)
-            with pytest.raises(DesignError, match="more than 400005 shared strings"):
+            with pytest.raises(sheets.SheetError, match="more than 400005 shared strings"):
                 sheets._check_whole_parts(z, "counted.xlsx")
 
 
 def test_a_shared_strings_part_over_its_size_is_refused_from_the_archives_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fabric import sheets
-    from fabric.errors import DesignError
+    from provision.site import sheets
 
     book = _shared_strings_workbook(tmp_path / "large.xlsx", filler=150_000)  # 2.4 MiB of XML
     monkeypatch.setattr(sheets, "MAX_SHARED_STRINGS_BYTES", 2 * MiB)
-    with pytest.raises(DesignError, match=r"the shared strings \(xl/strings.xml\) expand to 2.4 MiB \(limit 2 MiB\)"):
+    with pytest.raises(sheets.SheetError, match=r"the shared strings \(xl/strings.xml\) expand to 2.4 MiB \(limit 2 MiB\)"):
         sheets.read_table(book, _ALIASES, tuple(_ALIASES))

@@ -14,7 +14,7 @@ import pytest
 from fabric.cli import main
 from fabric.design_csv import CABLING_ALIASES, import_cabling_sheet
 from fabric.errors import DesignError
-from fabric.sheets import parse_columns
+from provision.site.sheets import SheetError, parse_columns
 
 
 def _workbook(path: Path, sheets: Mapping[str, Sequence[Sequence[object]]], merges: dict[str, list[str]] | None = None) -> Path:
@@ -67,7 +67,7 @@ def test_partner_headers_need_the_column_mapping_and_read_with_it(tmp_path: Path
     d = import_cabling_sheet(path, None, "fabric", "4X", None, mapping)
     assert [(lk.a.node, lk.b.node, lk.b.port, lk.speed) for lk in d.links] == [
         ("gpu-01-01/mlx5_0", "leaf-A-03-U40", 7, "NDR")]
-    with pytest.raises(DesignError, match="unknown field 'host'"):
+    with pytest.raises(SheetError, match="unknown field 'host'"):
         parse_columns("host=Server", CABLING_ALIASES)
 
 
@@ -99,7 +99,7 @@ def test_a_workbook_that_expands_past_the_limit_or_is_not_a_zip_is_refused_befor
     bomb = tmp_path / "bomb.xlsx"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("xl/worksheets/sheet1.xml", b"\0" * (3 * 1024 * 1024))
-    monkeypatch.setattr("fabric.sheets.MAX_XLSX_EXPANDED_BYTES", 1024 * 1024)
+    monkeypatch.setattr("provision.site.sheets.MAX_XLSX_EXPANDED_BYTES", 1024 * 1024)
     with pytest.raises(DesignError, match="workbook expands to 3 MiB"):
         import_cabling_sheet(bomb, None, "fabric", "4X", "NDR")
     (tmp_path / "fake.xlsx").write_text("Cable,a\n")

@@ -28,8 +28,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabric.errors import DesignError
+from provision.errors import BringupError
 from provision.site.bounded import InputRefused, load_yaml, read_bytes
+
+
+class SheetError(BringupError):
+    """A partner's sheet (or a column mapping for one) could not be read; carries every problem found."""
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        head = f"{path}: {problems[0]}" if len(problems) == 1 else f"{path}: {len(problems)} problems"
+        super().__init__("\n".join([head] + ([f"  {p}" for p in problems] if len(problems) > 1 else [])))
+
 
 MiB = 1024 * 1024
 MAX_SHEET_FILE_BYTES = 32 * MiB
@@ -83,9 +94,9 @@ def parse_columns(spec: str, fields: Iterable[str]) -> dict[str, str]:
     for part in filter(None, (p.strip() for p in spec.split(","))):
         name, sep, header = part.partition("=")
         if not sep or not header.strip():
-            raise DesignError("--columns", [f"{part!r} is not field=Header"])
+            raise SheetError("--columns", [f"{part!r} is not field=Header"])
         if name.strip() not in known:
-            raise DesignError("--columns", [f"unknown field {name.strip()!r}: one of {', '.join(sorted(known))}"])
+            raise SheetError("--columns", [f"unknown field {name.strip()!r}: one of {', '.join(sorted(known))}"])
         mapping[name.strip()] = header.strip()
     return mapping
 
@@ -95,9 +106,9 @@ def load_column_mapping(path: Path, fields: Iterable[str]) -> dict[str, str]:
     try:
         data = load_yaml(read_bytes(path, limit=MiB, what="column mapping").decode("utf-8", "replace"))
     except InputRefused as e:
-        raise DesignError(str(path), [str(e)]) from None
+        raise SheetError(str(path), [str(e)]) from None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise DesignError(str(path), ["a column mapping is an object of field: header name"])
+        raise SheetError(str(path), ["a column mapping is an object of field: header name"])
     return parse_columns(",".join(f"{k}={v}" for k, v in data.items()), fields)
 
 
@@ -107,7 +118,7 @@ def read_table(path: Path, aliases: Mapping[str, set[str]], required: tuple[str,
     try:
         data = read_bytes(path, limit=MAX_SHEET_FILE_BYTES, what="spreadsheet")
     except InputRefused as e:
-        raise DesignError(str(path), [str(e)]) from None
+        raise SheetError(str(path), [str(e)]) from None
     if path.suffix.lower() in XLSX_SUFFIXES:
         grids = _xlsx_grids(data, str(path), sheet)
     else:
@@ -141,7 +152,7 @@ def table_from_grids(grids: list[tuple[str | None, Grid]], aliases: Mapping[str,
             values = {f: (cells[i] if i < len(cells) else "") for i, f in mapping.items()}
             table.rows.append(SheetRow(name, number, values, tuple(cells)))
     if not table.rows and table.skipped:
-        raise DesignError(source, table.skipped)
+        raise SheetError(source, table.skipped)
     return table
 
 
@@ -166,7 +177,7 @@ def _header(grid: Grid, aliases: Mapping[str, set[str]], required: tuple[str, ..
 
 def csv_grid(data: bytes, source: str) -> Grid:
     if b"\x00" in data:
-        raise DesignError(source, ["binary data: expected a CSV file (or give a .xlsx workbook its suffix)"])
+        raise SheetError(source, ["binary data: expected a CSV file (or give a .xlsx workbook its suffix)"])
     text = data.decode("utf-8-sig", "replace")
     reader = csv.reader(io.StringIO(text))
     grid: Grid = []
@@ -174,13 +185,13 @@ def csv_grid(data: bytes, source: str) -> Grid:
         line = 1
         for cells in reader:
             if len(grid) >= MAX_ROWS:
-                raise DesignError(source, [f"more than {MAX_ROWS} rows"])
+                raise SheetError(source, [f"more than {MAX_ROWS} rows"])
             grid.append((line, [c.strip() for c in cells[:MAX_COLUMNS]]))
             line = reader.line_num + 1
     except csv.Error as e:
-        raise DesignError(source, [f"not CSV: {e}"]) from None
+        raise SheetError(source, [f"not CSV: {e}"]) from None
     if not grid:
-        raise DesignError(source, ["empty CSV"])
+        raise SheetError(source, ["empty CSV"])
     return grid
 
 
@@ -194,28 +205,28 @@ def _xlsx_grids(data: bytes, source: str, only: str | None) -> list[tuple[str | 
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             expanded = sum(i.file_size for i in z.infolist())
             if expanded > MAX_XLSX_EXPANDED_BYTES:
-                raise DesignError(source, [f"workbook expands to {expanded // MiB} MiB (limit "
+                raise SheetError(source, [f"workbook expands to {expanded // MiB} MiB (limit "
                                            f"{MAX_XLSX_EXPANDED_BYTES // MiB} MiB)"])
             _check_whole_parts(z, source)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as e:
         what = "not a zip archive" if isinstance(e, zipfile.BadZipFile) else f"{type(e).__name__}: {e}"
-        raise DesignError(source, [f"not an .xlsx workbook ({what})"]) from None
+        raise SheetError(source, [f"not an .xlsx workbook ({what})"]) from None
     try:
         wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as e:  # openpyxl raises many kinds for a damaged workbook
-        raise DesignError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
+        raise SheetError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
     try:
         names = wb.sheetnames
         if only is not None and only not in names:
-            raise DesignError(source, [f"no sheet {only!r}: the workbook has {', '.join(map(repr, names))}"])
+            raise SheetError(source, [f"no sheet {only!r}: the workbook has {', '.join(map(repr, names))}"])
         grids: list[tuple[str | None, Grid]] = []
         for name in ([only] if only is not None else names):
             grids.append((name, _sheet_grid(wb[name], source)))
         return grids
-    except DesignError:
+    except SheetError:
         raise
     except Exception as e:  # a damaged sheet part shows only when it is streamed
-        raise DesignError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
+        raise SheetError(source, [f"unreadable workbook: {type(e).__name__}: {e}"]) from None
     finally:
         wb.close()
 
@@ -228,7 +239,7 @@ def _part_size(z: zipfile.ZipFile, name: str, limit: int, source: str, what: str
     except KeyError:
         return False
     if size > limit:
-        raise DesignError(source, [f"{what} ({name}) expand to {size / MiB:.1f} MiB (limit {limit // MiB} MiB)"])
+        raise SheetError(source, [f"{what} ({name}) expand to {size / MiB:.1f} MiB (limit {limit // MiB} MiB)"])
     return True
 
 
@@ -249,7 +260,7 @@ def _check_whole_parts(z: zipfile.ZipFile, source: str) -> None:
     _part_size(z, "xl/styles.xml", MAX_WHOLE_PART_BYTES, source, "the styles")
     try:
         part = _shared_strings_part(z, source)
-    except DesignError:
+    except SheetError:
         raise
     except Exception:  # openpyxl raises many kinds for a damaged manifest: it reports it when it loads
         return
@@ -270,7 +281,7 @@ def _check_whole_parts(z: zipfile.ZipFile, source: str) -> None:
             if not chunk:
                 break
     if count > MAX_SHARED_STRINGS:
-        raise DesignError(source, [f"the workbook has more than {MAX_SHARED_STRINGS} shared strings ({part}): "
+        raise SheetError(source, [f"the workbook has more than {MAX_SHARED_STRINGS} shared strings ({part}): "
                                    f"refused before loading them"])
 
 
@@ -305,19 +316,19 @@ def _merged_ranges(ws: object, source: str) -> list[Merge]:
             if tag == "row":
                 rows += 1
                 if rows > MAX_ROWS:
-                    raise DesignError(source, [f"sheet {ws.title!r} has more than {MAX_ROWS} rows"])
+                    raise SheetError(source, [f"sheet {ws.title!r} has more than {MAX_ROWS} rows"])
             elif tag == "mergeCell":
                 ref = element.get("ref") or ""
                 try:
                     min_col, min_row, max_col, max_row = range_boundaries(ref)
                 except (TypeError, ValueError):
-                    raise DesignError(source, [f"sheet {ws.title!r}: bad merged range {ref[:40]!r}"]) from None
+                    raise SheetError(source, [f"sheet {ws.title!r}: bad merged range {ref[:40]!r}"]) from None
                 if max_row is None or max_col is None or max_row > MAX_ROWS or max_col > MAX_COLUMNS:
-                    raise DesignError(source, [f"sheet {ws.title!r}: merged range {ref[:40]} is past the limit "
+                    raise SheetError(source, [f"sheet {ws.title!r}: merged range {ref[:40]} is past the limit "
                                                f"of {MAX_ROWS} rows x {MAX_COLUMNS} columns"])
                 out.append((min_row or 1, min_col or 1, max_row, max_col))
                 if len(out) > MAX_MERGED_RANGES:
-                    raise DesignError(source, [f"sheet {ws.title!r} has more than {MAX_MERGED_RANGES} merged ranges"])
+                    raise SheetError(source, [f"sheet {ws.title!r} has more than {MAX_MERGED_RANGES} merged ranges"])
             if tag != "mergeCells":
                 element.clear()  # constant memory however long the sheet
     return sorted(out)
@@ -329,7 +340,7 @@ def _sheet_grid(ws: object, source: str) -> Grid:
     assert isinstance(ws, ReadOnlyWorksheet)
     declared_rows, declared_columns = ws.max_row, ws.max_column  # the sheet's <dimension>, when it has one
     if (declared_rows or 0) > MAX_ROWS or (declared_columns or 0) > MAX_COLUMNS:
-        raise DesignError(source, [_too_big(ws.title, declared_rows, declared_columns)])
+        raise SheetError(source, [_too_big(ws.title, declared_rows, declared_columns)])
     merges = _merged_ranges(ws, source)
     ws.reset_dimensions()  # stream every row there is, not only those the dimension declares
     pending, active = iter(merges), []  # ranges not reached yet (by top row), ranges running through this row
@@ -338,7 +349,7 @@ def _sheet_grid(ws: object, source: str) -> Grid:
     grid: Grid = []
     for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
         if r > MAX_ROWS or len(row) > MAX_COLUMNS:
-            raise DesignError(source, [_too_big(ws.title, f"more than {MAX_ROWS}" if r > MAX_ROWS else r, len(row))])
+            raise SheetError(source, [_too_big(ws.title, f"more than {MAX_ROWS}" if r > MAX_ROWS else r, len(row))])
         own = [_cell_text(v) for v in row]
         while upcoming is not None and upcoming[0] <= r:
             active.append(upcoming)
