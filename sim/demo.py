@@ -21,6 +21,7 @@ from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
 from provision.cli.output import console, get_console
 from provision.cli.runner import PROBLEMS
+from sim.demo_firmware import run_firmware_stage
 from sim.demo_progress import Progress
 from sim.demo_slurm import run_slurm_stage
 from sim.demo_training import prepare as prepare_training
@@ -39,6 +40,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("Validate the InfiniBand cabling against the design", "fabric", ["validate", "--live"]),
     ("Configure the deployed hosts with site.yml", "configure", []),
     ("Health checks on every host", "provision", ["health"]),
+    ("Firmware and BIOS against the baseline: drift caught, fixed, checked again", "firmware", []),
     ("Port health: disable the links UFM condemns (plan, then apply)", "ports", []),
     ("Burn in every InfiniBand link at full rate", "burnin", []),
     ("Lifecycle status", "provision", ["status"]),
@@ -52,7 +54,8 @@ STEPS: list[tuple[str, str, list[str]]] = [
 TAKES: dict[str, frozenset[str]] = {
     "harvest-macs": frozenset({"declared", "bmc_reachable"}), "pxe-boot": frozenset({"macs_harvested"}),
     "maas": frozenset({"pxe_armed", "enlisted", "commissioned"}), "configure": frozenset({"deployed"}),
-    "health": frozenset({"configured"}), "ports": frozenset({"healthy"}), "burnin": frozenset({"healthy"}),
+    "health": frozenset({"configured"}), "firmware": frozenset({"healthy"}), "ports": frozenset({"healthy"}),
+    "burnin": frozenset({"healthy"}),
     "training": frozenset({"golden"}),
 }
 
@@ -171,6 +174,9 @@ def _stage(title: str, program: str, argv: list[str], run: _Run) -> int:
         console.print("while site.yml ran: fabric validation (it needs no configured host) and the training "
                       "corpus (it needs no host)")
         return _configure(run_dir, run.configure[0])
+    if program == "firmware":  # sim/demo_firmware.py: inventory, plan, apply, health again
+        console.rule(f"[bold]{title}[/]  [dim]provision firmware inventory | firmware/bios plan | apply; health")
+        return run_firmware_stage(site_file, os.environ["BRINGUP_STATE_DB"])
     if program == "ports":
         console.rule(f"[bold]{title}[/]  [dim]fabric ports apply, then --apply --tickets")
         return _ports(site_file)

@@ -34,7 +34,7 @@ def test_report_json_is_the_pages_data_and_agrees_with_status(demo_run: DemoRun,
     status = _run(capsys, "status", "--json", *common)
     site = load_site(demo_run.site)
     with StateStore(db) as store:
-        again = json.loads(json.dumps(as_json(gather(site.name, store, db.parent, site.fabric_design))))
+        again = json.loads(json.dumps(as_json(gather(site.name, store, db.parent, site.fabric_design, site=site))))
     assert {k: v for k, v in data.items() if k != "generated"} == {k: v for k, v in again.items() if k != "generated"}
 
     assert data["hosts"] == status["hosts"] == 17
@@ -70,6 +70,31 @@ def test_report_json_is_the_pages_data_and_agrees_with_status(demo_run: DemoRun,
     assert burnin["run"] == 1 and dict(burnin["counts"])["fail"] >= 2
     assert burnin["links"][0]["verdict"] == "fail"  # worst first
     _assert_demo_training(data["training"], db.parent / RUN_NAME, load_settings(demo_run.site.parent))
+    _assert_demo_firmware(data["firmware"])
+    with StateStore(db) as store:
+        page = render_html(gather(site.name, store, db.parent, site.fabric_design, site=site))
+    assert '<section id="firmware">' in page and "22.31.10.10 (wanted &gt;= 22.36.10.10)" in page
+
+
+def _assert_demo_firmware(firmware: dict) -> None:  # type: ignore[type-arg]
+    """The demo's firmware stage (sim/demo_firmware.py): the fleet's versions per component beside the baseline, the
+    baseline's BIOS attributes as the hosts hold them, and each drift with the fix that followed it."""
+    assert firmware["ran"] and firmware["on_baseline"] == firmware["inventoried"] >= 15
+    kinds = {c["kind"]: c for c in firmware["components"]}
+    assert kinds["nic"]["baseline"] == ">= 22.36.10.10" and kinds["nic"]["off"] == []
+    assert [v for v, _ in kinds["nic"]["versions"]] == ["22.36.10.10"]  # gpu-r2-04's 22.31.10.10 is gone
+    assert kinds["hca"]["baseline"] == "20.39.2048" and kinds["psu"]["baseline"] == ""  # the baseline pins no PSU
+    bios = {b["attribute"]: b for b in firmware["bios"]}
+    assert bios["SysProfile"]["wanted"] == "PerfOptimized" and [v for v, _ in bios["SysProfile"]["values"]] == [
+        "PerfOptimized"]
+    moves = [(e["host"], e["command"], e["to_state"], e["reason"]) for e in firmware["events"]
+             if e["host"] in ("gpu-r1-01", "gpu-r2-04")]
+    assert moves == [("gpu-r1-01", "firmware-inventory", "failed", "bios_drift"),
+                     ("gpu-r2-04", "firmware-inventory", "failed", "firmware_drift"),
+                     ("gpu-r2-04", "firmware-apply", "configured", ""),
+                     ("gpu-r1-01", "bios-apply", "configured", "")]
+    fixed = next(e for e in firmware["events"] if e["command"] == "firmware-apply")
+    assert "nic: 22.31.10.10 -> >= 22.36.10.10 via SimpleUpdate (firmware/nic-22.36.10.10.bin)" in fixed["detail"]
 
 
 def _assert_demo_training(training: dict, run: Path, settings: StageSettings) -> None:  # type: ignore[type-arg]
@@ -145,7 +170,8 @@ def test_a_run_directory_with_nothing_renders_every_section_with_what_is_missing
     store.close()
     for said in ("Not run: no ethernet-check.json", "No training run: no metrics.jsonl",
                  "No burn-in run in the state store", "No health result in the state store",
-                 "The site declares no fabric design", "fabric validate not run"):
+                 "The site declares no fabric design", "fabric validate not run",
+                 "is recorded in this state store", "No host was moved by a baseline step"):
         assert said in page
 
 

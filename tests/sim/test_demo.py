@@ -6,6 +6,7 @@ import re
 import socket
 from pathlib import Path
 
+from provision.firmware.table import read_rows
 from provision.state import State, StateStore
 from tests.demo_run import DemoRun
 
@@ -62,11 +63,35 @@ def _assert_outcome(store: StateStore, out: DemoRun) -> None:
     assert "FAIL link leaf-A-r3-U40[21] (row A rack r3 U40) <-> spine-A-r3-U24[1] (row A rack r3 U24)" in out.stdout
     assert "handed to the port plan: 4 piece(s) of evidence, source burnin" in out.stdout
     _assert_site_yml(store, out.stdout)
+    _assert_firmware(store, out.stdout)
     _assert_slurm(store, out.stdout)
     assert "the bring-up, stage by stage" in out.stdout and "Configure the deployed hosts with site.yml" in out.stdout
     # the lab is down again: nothing listens on its BMC, MAAS, perftest or test hosts' SSH addresses
     assert not any(_listening(a, p) for a, p in (("127.0.16.1", 8443), ("127.0.2.1", 5240), ("127.0.2.31", 18515),
                                                  ("127.0.1.1", 22)))
+
+
+def _assert_firmware(store: StateStore, stdout: str) -> None:
+    """The firmware stage (sim/demo_firmware.py; inventory/sim/firmware-sim.yml takes gpu-r2-04's NIC firmware below
+    the baseline's minimum and leaves gpu-r1-01's BIOS power profile on): the inventory fails both with what it saw
+    and what the baseline wants, the apply commands put them back (canary wave, task, reboot, read-back), health
+    checks them again, and the burn-in after earns them golden; every host read ends on its baseline."""
+    stage = stdout[stdout.index("Firmware and BIOS against the baseline"):stdout.index("Port health")]
+    assert "off the baseline: gpu-r1-01, gpu-r2-04" in stage
+    assert "firmware: done 1, failed 0 in 1 of 1 waves" in stage and "bios: done 1, failed 0 in 1 of 1 waves" in stage
+    for host, reason, fix in (("gpu-r2-04", "firmware_drift", "firmware-apply"), ("gpu-r1-01", "bios_drift", "bios-apply")):
+        assert f"{host}: failed ({reason}) by firmware-inventory -> configured by {fix} -> healthy by health" in stage
+        events = store.history(host)
+        caught = next(i for i, e in enumerate(events) if e.reason == reason)
+        fixed = next(i for i, e in enumerate(events) if e.command == fix)
+        golden = max(i for i, e in enumerate(events) if e.to_state is State.golden)
+        assert events[caught].command == "firmware-inventory" and events[caught].from_state is State.healthy
+        assert caught < fixed < golden and events[fixed].to_state is State.configured
+    drift = next(e.evidence for e in store.history("gpu-r2-04") if e.reason == "firmware_drift")
+    assert drift["drift"]["firmware"] == [{"component": "NIC.Integrated.1-1-1", "kind": "nic", "pin": "nic",
+                                           "seen": "22.31.10.10", "wanted": ">= 22.36.10.10"}]
+    rows = read_rows(store)
+    assert len(rows) >= 15 and all(r.on_baseline for r in rows.values())  # the two BMC-faulty hosts are not read
 
 
 def _assert_slurm(store: StateStore, stdout: str) -> None:
