@@ -16,10 +16,7 @@ Each test names the source of the behaviour it pins:
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,13 +25,13 @@ from typing import Any
 import httpx
 import pytest
 
-from fabric.design import Design, load_design
 from fabric.topology import End
 from fabric.ufm.client import UfmActuator, UfmClient
 from fabric.ufm.errors import UfmJobFailed, UfmJobTimeout
 from provision.site.credentials import Login, Secret
 from sim.ibfabric import IbFabric
 from sim.ufm.faults import load_faults
+from tests.fabric.ports.ufmsim import ufm_sim_of
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
 ADDRESS, PORT, PASSWORD = "127.0.2.204", 18446, "s3cret-jobs"
@@ -52,39 +49,12 @@ FAULTS = """jobs:
 
 
 @pytest.fixture(scope="module")
-def sim_design() -> Design:
-    return load_design(DESIGN)
-
-
-@pytest.fixture(scope="module")
-def ufm(sim_design: Design, tmp_path_factory: pytest.TempPathFactory) -> Iterator[IbFabric]:
+def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IbFabric]:
     tmp = tmp_path_factory.mktemp("ufmjobs")
     faults = tmp / "ufm-faults.yml"
     faults.write_text(FAULTS)
-    with IbFabric(sim_design, state_file=tmp / "ibfabric.json") as fabric:
-        env = {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD}
-        proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", ADDRESS, "--port",
-                                 str(PORT), "--ibsim-state", str(tmp / "ibfabric.json"), "--cert-dir", str(tmp),
-                                 "--faults", str(faults), "--design", str(DESIGN), "--poll-s", "5"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-                assert time.monotonic() < deadline, "the UFM simulator did not start"
-                try:
-                    httpx.get(f"https://{ADDRESS}:{PORT}/", verify=False, timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            yield fabric
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+    with ufm_sim_of(DESIGN, faults, ADDRESS, PORT, PASSWORD, tmp / "ibfabric.json", tmp, poll_s=5) as fabric:
+        yield fabric
 
 
 def _http() -> httpx.Client:

@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +24,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fabric.design import Design, load_design
 from fabric.topology import End
 from fabric.ufm.client import UfmActuator, UfmAuthKind, UfmClient
 from fabric.ufm.errors import UfmAuthError
@@ -35,6 +31,7 @@ from fabric.ufm.events import parse_rest_events
 from fabric.ufm.resources import parse_ufm_ports
 from provision.site.credentials import Login, Secret
 from sim.ibfabric import IbFabric
+from tests.fabric.ports.ufmsim import ufm_sim_of
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
 ADDRESS, PORT = "127.0.2.201", 18443
@@ -48,43 +45,12 @@ LINK_KEYS = {"source_guid", "source_port", "destination_guid", "destination_port
 
 
 @pytest.fixture(scope="module")
-def sim_design() -> Design:
-    return load_design(DESIGN)
-
-
-@pytest.fixture(scope="module")
-def ufm(sim_design: Design, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, str]]:
+def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, str]]:
     tmp = tmp_path_factory.mktemp("ufm")
     faults = tmp / "ufm-faults.yml"
     faults.write_text("ber:\n  - {node: leaf-A-r3-U40, port: 2, per_min: 6000}\n")
-    with IbFabric(sim_design, state_file=tmp / "ibfabric.json") as fabric:
-        env = {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": "s3cret-ufm"}
-        proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", ADDRESS, "--port",
-                                 str(PORT), "--ibsim-state", str(tmp / "ibfabric.json"), "--cert-dir", str(tmp),
-                                 "--faults", str(faults), "--design", str(DESIGN), "--poll-s", "0.5"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            _wait(proc)
-            yield fabric, "s3cret-ufm"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-
-
-def _wait(proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-        try:
-            httpx.get(f"https://{ADDRESS}:{PORT}/", verify=False, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise AssertionError("the UFM simulator did not start")
+    with ufm_sim_of(DESIGN, faults, ADDRESS, PORT, "s3cret-ufm", tmp / "ibfabric.json", tmp, poll_s=0.5) as fabric:
+        yield fabric, "s3cret-ufm"
 
 
 def _client(password: str) -> UfmClient:

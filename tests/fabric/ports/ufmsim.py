@@ -23,16 +23,24 @@ from sim.ibfabric import IbFabric
 
 @contextmanager
 def ufm_sim(sim_dir: Path, address: str, port: int, password: str, state: Path, cert_dir: Path,
-            poll_s: float, routing_engine: str = "ftree") -> Iterator[None]:
+            poll_s: float, routing_engine: str = "ftree") -> Iterator[IbFabric]:
     """ibsim from `sim_dir`'s design (its state file at `state`) and the UFM simulator with `sim_dir`'s
     ufm-faults.yml (its OpenSM asked for `routing_engine`), answering on https://address:port once this yields."""
-    design = sim_dir / "fabric" / "design.yml"
-    with IbFabric(load_design(design), state_file=state):
+    with ufm_sim_of(sim_dir / "fabric" / "design.yml", sim_dir / "ufm-faults.yml", address, port, password, state,
+                    cert_dir, poll_s, routing_engine) as fabric:
+        yield fabric
+
+
+@contextmanager
+def ufm_sim_of(design: Path, faults: Path, address: str, port: int, password: str, state: Path, cert_dir: Path,
+               poll_s: float, routing_engine: str = "ftree") -> Iterator[IbFabric]:
+    """ibsim from `design` (its state file at `state`) and the UFM simulator with `faults`, answering on
+    https://address:port once this yields; both stopped when the block ends."""
+    with IbFabric(load_design(design), state_file=state) as fabric:
         env = {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": password}
         proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", address, "--port", str(port),
-                                 "--ibsim-state", str(state), "--cert-dir", str(cert_dir), "--faults",
-                                 str(sim_dir / "ufm-faults.yml"), "--design", str(design), "--poll-s", str(poll_s),
-                                 "--routing-engine", routing_engine],
+                                 "--ibsim-state", str(state), "--cert-dir", str(cert_dir), "--faults", str(faults),
+                                 "--design", str(design), "--poll-s", str(poll_s), "--routing-engine", routing_engine],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             deadline = time.monotonic() + 90
@@ -44,7 +52,7 @@ def ufm_sim(sim_dir: Path, address: str, port: int, password: str, state: Path, 
                     break
                 except httpx.HTTPError:
                     time.sleep(0.2)
-            yield
+            yield fabric
         finally:
             proc.terminate()
             try:
