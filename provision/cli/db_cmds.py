@@ -12,7 +12,8 @@ import typer
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import default_site_path, state_path
 from provision.cli.output import console, emit_json, esc
-from provision.errors import BringupError, StateError
+from provision.cli.runner import ProblemsFound
+from provision.errors import StateError
 from provision.site.index import SiteIndex, load_index
 from provision.site.store import open_store
 from provision.state.integrity import DamagedStore, backup, check_backup, integrity_check, restore, restore_advice
@@ -30,10 +31,6 @@ from provision.state.opening import (
 db_app = typer.Typer(help="The state database: check it, back it up, restore it, adopt another site's.",
                      no_args_is_help=True)
 app.add_typer(db_app, name="db")
-
-
-class StoreDamaged(BringupError):
-    """`db check` found problems (listed above)."""
 
 
 def _site(common: Common) -> SiteIndex:
@@ -77,7 +74,7 @@ def check_file(path: Path, site: SiteIdentity) -> dict[str, Any]:
 @db_app.command("check")
 @common_options
 def check(*, common: Common) -> None:
-    """Check the whole database (PRAGMA integrity_check, schema, state values, site); exit 1 when damaged."""
+    """Check the whole database (PRAGMA integrity_check, schema, state values, site); exit 2 when damaged."""
     index = _site(common)
     path = state_path(index, common.db)
     report = check_file(path, SiteIdentity.of(index.name, index.path))
@@ -90,7 +87,7 @@ def check(*, common: Common) -> None:
             console.print(f"[red]{esc(path)}: {esc(problem)}[/]")
         console.print(esc(restore_advice(path)))
     if not report["ok"]:
-        raise StoreDamaged(f"state store {path} has {len(report['problems'])} problem(s)")
+        raise ProblemsFound(f"state store {path} has {len(report['problems'])} problem(s)")
 
 
 ToOpt = Annotated[Path | None, typer.Option("--to", help="Backup file (default: <db>.<UTC time>.bak beside it).")]

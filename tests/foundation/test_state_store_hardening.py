@@ -93,7 +93,7 @@ def test_a_dropped_events_table_is_damage_not_an_empty_history(tmp_path: Path,
         conn.execute("DROP TABLE events")
     code, out, err = _run(capsys, "history", "gpu-r1-01", "--site", str(site))
     assert code == 1 and "damaged" in err and "events" in err and str(db) in err and "db restore" in err, out + err
-    assert _run(capsys, "db", "check", "--site", str(site))[0] == 1
+    assert _run(capsys, "db", "check", "--site", str(site))[0] == 2
 
 
 def test_an_unknown_state_value_is_named_not_an_internal_error(tmp_path: Path,
@@ -128,7 +128,7 @@ def test_page_corruption_is_found_before_a_write_and_restored_from_a_backup(
     code, _, err = _run(capsys, "mark", "gpu-r1-03", "failed", "--reason", "xid_79", "--site", str(site))
     assert code == 1 and "damaged" in err and str(db) in err and "internal error" not in err, err
     code, out, _ = _run(capsys, "db", "check", "--site", str(site))
-    assert code == 1 and "db restore" in out
+    assert code == 2 and "db restore" in out
     assert _run(capsys, "db", "restore", str(backup), "--site", str(site))[0] == 0
     assert (db.parent / "sim.db.damaged").is_file(), "the damaged file is kept aside"
     assert _run(capsys, "db", "check", "--site", str(site))[0] == 0
