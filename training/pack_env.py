@@ -19,7 +19,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from training.prepared import _sha256
+from training.prepared import file_sha256
 
 MANIFEST = ".bringup-env.json"  # with every file's digest
 SUMMARY = ".bringup-env-summary.json"  # versions and env_id: what a host is asked for
@@ -69,7 +69,7 @@ def manifest(venv: Path) -> dict[str, object]:
     digests = {}
     for p in files_of(venv):
         rel = str(p.relative_to(venv))
-        digests[rel] = f"link:{p.readlink()}" if p.is_symlink() else _sha256(p)
+        digests[rel] = f"link:{p.readlink()}" if p.is_symlink() else file_sha256(p)
     tree = hashlib.sha256("".join(f"{k}\0{v}\n" for k, v in sorted(digests.items())).encode()).hexdigest()
     cfg = venv / "pyvenv.cfg"
     home = re.search(r"^home\s*=\s*(.+)$", cfg.read_text(), re.M) if cfg.is_file() else None
@@ -95,7 +95,7 @@ def pack(venv: Path, out_dir: Path) -> dict[str, object]:
             tar.addfile(info, io.BytesIO(data))
         for p in files_of(venv):
             tar.add(p, arcname=str(p.relative_to(venv)), recursive=False)
-    man["archive_sha256"] = summary["archive_sha256"] = _sha256(archive)
+    man["archive_sha256"] = summary["archive_sha256"] = file_sha256(archive)
     man["archive_bytes"] = summary["archive_bytes"] = archive.stat().st_size
     (out_dir / "bringup-env.manifest.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return man

@@ -64,7 +64,7 @@ def specials(tokenizer_path: Path, tok: Tokenizer) -> Specials:
     return Specials(bos, eos, pad if pad is not None else eos)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -95,7 +95,7 @@ def _tokenize_shard(job: tuple[int, str, str, str, int]) -> dict[str, Any]:
     tokens.astype("<u4").tofile(out / f"{name}.bin")
     np.asarray(starts, dtype="<i8").tofile(out / f"{name}.idx")
     return {"name": name, "source": src.name, "tokens": int(starts[-1]), "documents": len(starts) - 1,
-            "sha256_bin": _sha256(out / f"{name}.bin"), "sha256_idx": _sha256(out / f"{name}.idx")}
+            "sha256_bin": file_sha256(out / f"{name}.bin"), "sha256_idx": file_sha256(out / f"{name}.idx")}
 
 
 def prepare(tokenizer: Path, inputs: Sequence[Path], out: Path, workers: int | None = None,
@@ -111,7 +111,7 @@ def prepare(tokenizer: Path, inputs: Sequence[Path], out: Path, workers: int | N
 
             results = tqdm(results, total=len(jobs), desc="tokenizing shards", unit="shard")
         shards = list(results)
-    manifest = {"tokenizer_sha256": _sha256(tokenizer), "bos": sp.bos, "eos": sp.eos, "pad": sp.pad,
+    manifest = {"tokenizer_sha256": file_sha256(tokenizer), "bos": sp.bos, "eos": sp.eos, "pad": sp.pad,
                 "max_doc_tokens": max_doc_tokens, "total_tokens": sum(s["tokens"] for s in shards),
                 "total_documents": sum(s["documents"] for s in shards), "shards": shards}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -123,7 +123,7 @@ def read_manifest(data_dir: Path, verify: bool = False) -> dict[str, Any]:
     if verify:
         for s in manifest["shards"]:
             for ext in ("bin", "idx"):
-                if _sha256(data_dir / f"{s['name']}.{ext}") != s[f"sha256_{ext}"]:
+                if file_sha256(data_dir / f"{s['name']}.{ext}") != s[f"sha256_{ext}"]:
                     raise ValueError(f"{data_dir / s['name']}.{ext}: checksum differs from the manifest")
     return manifest
 

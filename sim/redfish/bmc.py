@@ -30,7 +30,7 @@ from sim.redfish import metadata, tree
 from sim.redfish.accounts import account_resources
 from sim.redfish.faults import Fault
 from sim.redfish.firmware import SimFirmware
-from sim.redfish.http import HANG, JSON_TYPE, Request, Response, _Hang
+from sim.redfish.http import HANG, JSON_TYPE, Hang, Request, Response
 from sim.redfish.identity import ServerIdentity
 from sim.redfish.messages import info, message
 from sim.redfish.query import parse_query, select_properties
@@ -149,7 +149,7 @@ class SimBmc:
             return False
         return _same(user, self.username) and _same(password, self.password)
 
-    async def handle(self, req: Request) -> Response | _Hang:
+    async def handle(self, req: Request) -> Response | Hang:
         self.requests += 1
         if self.firmware is not None and (answer := await self.firmware.handle(self, req)) is not None:
             return answer

@@ -68,12 +68,12 @@ class Response:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
 
 
-class _Hang:
+class Hang:
     pass
 
 
-HANG = _Hang()
-Handler = Callable[[Request], Awaitable[Response | _Hang]]
+HANG = Hang()
+Handler = Callable[[Request], Awaitable[Response | Hang]]
 
 
 async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler) -> None:
@@ -106,7 +106,7 @@ async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hand
                 return
             body = await reader.readexactly(length) if length else b""
             response = await handler(Request(method, target, headers, body))
-            if isinstance(response, _Hang):
+            if isinstance(response, Hang):
                 while await reader.read(65536):
                     pass
                 return

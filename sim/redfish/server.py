@@ -23,7 +23,7 @@ from sim.redfish.bmc import Settings, SimBmc
 from sim.redfish.faults import Fault, parse_faults
 from sim.redfish.firmware import attach as attach_firmware
 from sim.redfish.firmware_config import site_configs
-from sim.redfish.http import Request, Response, _Hang, serve
+from sim.redfish.http import Hang, Request, Response, serve
 from sim.redfish.identity import identity
 from sim.redfish.tlscert import make_certificates
 
@@ -117,7 +117,7 @@ class Simulator:
             bmc.set_faults(faults.get(name, frozenset()))
             await self._ensure_listener(name)
 
-    async def _control(self, req: Request) -> Response | _Hang:
+    async def _control(self, req: Request) -> Response | Hang:
         try:
             if req.method == "GET" and req.path == "/hosts":
                 return Response.of(200, {n: b.snapshot() for n, b in self.bmcs.items()})

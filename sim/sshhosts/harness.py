@@ -17,7 +17,7 @@ from provision.ssh import ENV_ADDRESS_MAP, ENV_KEY_FILE, ENV_KNOWN_HOSTS
 from sim.lab import Lab, Service, python_module
 from sim.sshhosts.addresses import ssh_host_address
 from sim.sshhosts.server import Files
-from sim.sshhosts.service import _ready_probe
+from sim.sshhosts.service import ready_probe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPLAY_ROOT = REPO_ROOT / "tests" / "fixtures" / "tools" / "replay"
@@ -56,7 +56,7 @@ class SshLab:
         )
         pidfile = run_dir / "sshhosts.pid"
         files = self.files
-        service = Service("sshhosts", argv, lambda: _ready_probe(files, pidfile), start_timeout_s=start_timeout_s,
+        service = Service("sshhosts", argv, lambda: ready_probe(files, pidfile), start_timeout_s=start_timeout_s,
                           cwd=REPO_ROOT)
         self.lab = Lab([service], run_dir)
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from sim.sshhosts.faults import PerftestFault
-from sim.sshhosts.perftest_sim import Invocation, Traffic, _Flow, _Slot, report, wait_closed_or
+from sim.sshhosts.perftest_sim import Flow, Invocation, Slot, Traffic, report, wait_closed_or
 
 CONNECT_WAIT_S = 10.0
 Result = tuple[int, str, str] | None
@@ -51,7 +51,7 @@ def _mangle(result: Result, fault: PerftestFault | None) -> Result:
 
 async def _server(traffic: Traffic, host: str, inv: Invocation, process: Any,
                   fault: PerftestFault | None = None) -> Result:
-    slot = _Slot(inv, host)
+    slot = Slot(inv, host)
     traffic.slots[(host, inv.tcp_port)] = slot
     started = time.monotonic()
     limit = _limit(inv, inv.duration_s + 120.0)
@@ -102,14 +102,14 @@ async def _client(traffic: Traffic, host: str, inv: Invocation, process: Any, fa
     if isinstance(path, str):
         return 1, "", f" Failed to modify QP to RTR: {path}\n"
     now = time.monotonic()
-    flow = _Flow(path, now, now + inv.duration_s, peer_lid=src.lid)
+    flow = Flow(path, now, now + inv.duration_s, peer_lid=src.lid)
     traffic.flows = [f for f in traffic.flows if f.end > now - 300] + [flow]
     slot.flow.set_result(flow)
     return await _run(traffic, host, inv, process, fault, flow, src.lid, dst.lid if dst else 0)
 
 
 async def _run(traffic: Traffic, host: str, inv: Invocation, process: Any, fault: PerftestFault | None,
-               flow: _Flow, src_lid: int, dst_lid: int) -> Result:
+               flow: Flow, src_lid: int, dst_lid: int) -> Result:
     def stop() -> bool:
         return (host, inv.tcp_port) in traffic.killed
 

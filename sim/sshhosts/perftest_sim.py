@@ -99,7 +99,7 @@ class Model:
 
 
 @dataclass
-class _Flow:
+class Flow:
     links: tuple[int, ...]
     start: float
     end: float
@@ -108,10 +108,10 @@ class _Flow:
 
 
 @dataclass
-class _Slot:
+class Slot:
     inv: Invocation
     host: str
-    flow: asyncio.Future[_Flow] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    flow: asyncio.Future[Flow] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class Traffic:
@@ -122,8 +122,8 @@ class Traffic:
         self.design = design
         self.faults = faults
         self.model: Model | None = None
-        self.slots: dict[tuple[str, int], _Slot] = {}
-        self.flows: list[_Flow] = []
+        self.slots: dict[tuple[str, int], Slot] = {}
+        self.flows: list[Flow] = []
         self.running: set[tuple[str, int]] = set()  # (host, tcp port) of every ib_write_bw running
         self.killed: set[tuple[str, int]] = set()
         self._load = asyncio.Lock()
@@ -181,7 +181,7 @@ class Traffic:
         route = route_from(model.routing, model.routing.switch_index[src.leaf.guid], dst, {})
         return route.reason if isinstance(route, Unknown) else (up, *route)
 
-    def rate(self, model: Model, flow: _Flow) -> float:
+    def rate(self, model: Model, flow: Flow) -> float:
         share = 1
         for link in flow.links:
             n = sum(1 for f in self.flows if link in f.links and f.start < flow.end and f.end > flow.start)
@@ -193,7 +193,7 @@ class Traffic:
                 kept *= 1.0 - model.lossy[i][0]
         return round(base * EFFICIENCY * kept / share, 2)
 
-    async def raise_counters(self, model: Model, flow: _Flow) -> None:
+    async def raise_counters(self, model: Model, flow: Flow) -> None:
         if self.ibsim_state is None:
             return
         console = json.loads(self.ibsim_state.read_text()).get("console")

@@ -31,7 +31,7 @@ def faults_file(ctx: LabContext) -> Path | None:
     return path if path.is_file() else None
 
 
-def _ready_probe(files: Files, pidfile: Path) -> bool:
+def ready_probe(files: Files, pidfile: Path) -> bool:
     try:
         return files.ready.read_text().strip() == pidfile.read_text().strip()
     except OSError:
@@ -60,7 +60,7 @@ def services(ctx: LabContext) -> list[Service]:
         Service(
             name="sshhosts",
             argv=argv,
-            probe=lambda: _ready_probe(files, pidfile),
+            probe=lambda: ready_probe(files, pidfile),
             start_timeout_s=60.0,
             exports=exports,
         )

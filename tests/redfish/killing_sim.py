@@ -24,7 +24,7 @@ from typing import Any
 from provision.site import load_site
 from sim.redfish import tree
 from sim.redfish.bmc import Settings, SimBmc
-from sim.redfish.http import HANG, Request, Response, _Hang
+from sim.redfish.http import HANG, Hang, Request, Response
 from sim.redfish.server import Simulator
 
 
@@ -93,7 +93,7 @@ class InProcessSim:
         original = SimBmc.handle.__get__(bmc)
         fired = threading.Event()
 
-        async def kill() -> _Hang:
+        async def kill() -> Hang:
             deadline = time.monotonic() + 10
             while pid() is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
@@ -103,7 +103,7 @@ class InProcessSim:
             self.killed[host] = found
             return HANG
 
-        async def handle(req: Request) -> Response | _Hang:
+        async def handle(req: Request) -> Response | Hang:
             hit = not fired.is_set() and point.matches(req, bmc)
             if hit:
                 fired.set()
