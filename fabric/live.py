@@ -16,6 +16,7 @@ from pathlib import Path
 from fabric.diags import DIAGS_ENV, Attachment, Diags, last_complaint
 from fabric.errors import DiscoveryError
 from fabric.toolrun import ToolOutputTooLarge
+from provision.state.identifiers import canonical_guid
 
 SYS_IB = Path("/sys/class/infiniband")
 
@@ -56,7 +57,7 @@ def local_attachments(sys_ib: Path | None = None) -> tuple[list[Attachment], lis
                 notes.append(f"live discovery: {ca.name} not used, no ACTIVE InfiniBand port ({seen})")
             continue
         try:
-            guid = (ca / "node_guid").read_text().strip().replace(":", "")
+            guid = canonical_guid((ca / "node_guid").read_text())
         except OSError:
             guid = None
         out.append(Attachment(label=ca.name, guid=guid, args=("-C", ca.name, "-P", str(usable[0]))))
@@ -88,7 +89,7 @@ def discover(timeout_s: float, diags: Diags | None = None, sys_ib: Path | None =
     failures: list[str] = []
     seen: set[str] = set()
     for point in points:
-        if point.guid and point.guid.lower().removeprefix("0x").zfill(16) in seen:
+        if point.guid and canonical_guid(point.guid) in seen:
             continue
         try:
             text = run_ibnetdiscover(tools, point, timeout_s)
@@ -125,5 +126,7 @@ def _guids_in(text: str) -> set[str]:
     out = set()
     for line in text.splitlines():
         if line.startswith(("switchguid=0x", "caguid=0x")):
-            out.add(line.split("=0x", 1)[1].split("(")[0].strip().zfill(16))
+            guid = canonical_guid(line.split("=", 1)[1].split("(")[0])
+            if guid is not None:
+                out.add(guid)
     return out

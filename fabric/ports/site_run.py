@@ -59,6 +59,7 @@ from provision.site.model import Site
 from provision.site.port_policy import PortPolicy
 from provision.site.store import open_store
 from provision.state import StateStore
+from provision.state.identifiers import canonical_guid
 from provision.steps.runner import HostResult
 
 DISCOVERY_TIMEOUT_S = 120.0
@@ -247,7 +248,7 @@ def _ledger_links(ledger: Ledger, states: tuple[str, ...]) -> dict[End, UnderRep
     for entry in ledger.current().values():
         if entry.state not in states:
             continue
-        ends = tuple(LinkEnd(e.guid.removeprefix("0x"), e.name, e.port, e.is_switch, None, e.label)
+        ends = tuple(LinkEnd(canonical_guid(e.guid) or e.guid, e.name, e.port, e.is_switch, None, e.label)
                      for e in entry.ends)
         why = f"port ledger row {entry.id}: {entry.state} ({entry.why})"
         for end in ends:

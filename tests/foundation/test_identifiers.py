@@ -21,9 +21,7 @@ IDENTIFIERS = REPO / "provision" / "state" / "identifiers.py"
 HAND_MADE = re.compile(r"""\{12\}|zfill\(16\)|removeprefix\(["']0x["']\)|replace\(["']-["'], ["']:["']\)|replace\(["']:["'], ["']["']\)""")
 # Modules another change of issue #39 holds while this one lands; each still spells GUIDs by hand.
 NOT_YET: dict[str, str] = {
-    "fabric/live.py": "sysfs node_guid's colons dropped, point.guid padded: the discovery's own GUID set",
     "fabric/burnin/lft.py": "the LFT dump's GUIDs padded by hand",
-    "fabric/ports/site_run.py": "the ledger's GUIDs stripped of 0x",
 }
 
 
