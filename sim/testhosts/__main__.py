@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return lab_mod.serve(args.run_dir, args.count)
         if args.command == "up":
-            lab = lab_mod.up(args.run_dir, args.count)
+            lab = lab_mod.up(args.run_dir, args.count, detached=True)  # until `down`
             for host in lab.hosts:
                 print(f"{host.name:<12} {host.address}")
             print(f"inventory: {lab.inventory}")

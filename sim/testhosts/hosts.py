@@ -1,6 +1,7 @@
 """One test host: an overlay over the base root filesystem, a private /dev, /proc and /run, and its
 own sshd on its own loopback address. `start` brings it up; `stop` leaves no process and no mount. The sshd
-(`-D`: it does not detach) and its sessions die with the process that called `start` (sim/lifetime.py).
+(`-D`: it does not detach) and its sessions carry the binding of the process that called `start`
+(sim/lifetime.py: `lab.claim` made it) and die with it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim import lifetime
 from sim.addresses import TEST_HOSTS, check_loopback
 from sim.testhosts.errors import TestHostError
 from sim.testhosts.proc import run
@@ -133,7 +133,6 @@ def start(host: TestHost, base: Path, authorized_key: str, extra_files: dict[str
         raise TestHostError(f"{host.name}: {host.address}:22 already answers (another run's test host?): "
                             "`python -m sim.testhosts down` that run first")
     host.directory.mkdir(parents=True, exist_ok=True)
-    lifetime.bind_children()
     _mount(host, base)
     public_key = configure(host, authorized_key, extra_files)
     if prepare is not None:

@@ -7,7 +7,8 @@ plugin config and the group variables that point the roles at the stand-in repos
 what a chroot cannot do (service starts, kernel modules, pool creation).
 
 Every process of a run (each host's sshd and its sessions, the repository server) dies with the process that
-called `up` (sim/lifetime.py); a run directory whose starter died uncleanly is cleaned by the next `up` there.
+called `up` (sim/lifetime.py), unless it is `python -m sim.testhosts up`'s `detached` run (until `down`); a run
+directory whose starter died uncleanly is cleaned by the next `up` there.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ TEST_CLASS = "hgx-h200-testhost"
 SITE_NAME = "testhosts"
 STATE_FILE = "testhosts.json"
 READY_FILE = "ready"  # written by `serve` once every host answers; removed by `down`
-OWNER_FILE = "owner"  # the pid and start time of the process that ran `up`; removed by `down`
+OWNER_FILE = "owner"  # the pid and start time of the process that ran `up` (or DETACHED); removed by `down`
+DETACHED = "detached"
 ENV_KEEP_FILES = "BRINGUP_SIM_KEEP_HOST_FILES"
 
 # Role switches for a chroot: what needs a running kernel or init is off; everything else runs.
@@ -241,27 +243,32 @@ def _site_paths(run_dir: Path) -> SitePaths:
     return SitePaths.of(run_dir / "site.yml", SITE_NAME)
 
 
-def claim(run_dir: Path) -> None:
-    """Make `run_dir` this process's: refuse it while the process that started its hosts lives, end what a dead
-    one left (hosts, mounts, the repository server), and bind what this one starts to its life."""
+def claim(run_dir: Path, *, detached: bool = False) -> None:
+    """Make `run_dir` this process's: refuse it while its hosts' starter lives (or they were started detached),
+    end what a dead starter left (hosts, mounts, the repository server), and unless `detached`, bind what this
+    process starts to its life."""
     if (run_dir / STATE_FILE).exists():
         try:
             pid, started = (int(v) for v in (run_dir / OWNER_FILE).read_text().split())
-        except (OSError, ValueError):
-            pid, started = 0, -1
-        if lifetime.start_time(pid) == started:
-            raise TestHostError(f"{run_dir} already has running test hosts (process {pid}): `down` first")
+            alive = lifetime.start_time(pid) == started
+        except (OSError, ValueError):  # detached, or from before owners were recorded: stopped by `down` only
+            alive = True
+        if alive:
+            raise TestHostError(f"{run_dir} already has running test hosts: `down` first")
         if problems := down(run_dir):
             raise TestHostError(f"{run_dir}: a previous run's test hosts could not be stopped: {'; '.join(problems)}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / OWNER_FILE).write_text(f"{os.getpid()} {lifetime.start_time(os.getpid())}\n")
-    lifetime.bind_children()
+    owner = DETACHED if detached else f"{os.getpid()} {lifetime.start_time(os.getpid())}"
+    (run_dir / OWNER_FILE).write_text(owner + "\n")
+    if not detached:
+        lifetime.bind_children()
 
 
-def up(run_dir: Path, count: int = 4, *, log: bool = True) -> Lab:
-    """Build (or reuse) the base and repository, start `count` hosts; on any error stop what started."""
+def up(run_dir: Path, count: int = 4, *, log: bool = True, detached: bool = False) -> Lab:
+    """Build (or reuse) the base and repository, start `count` hosts; on any error stop what started.
+    `detached`: they outlive this process (until `down`)."""
     run_dir = run_dir.resolve()
-    claim(run_dir)
+    claim(run_dir, detached=detached)
     for directory in (run_dir / "ssh", _site_paths(run_dir).state_dir, run_dir / "hosts"):
         directory.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=2) as pool:

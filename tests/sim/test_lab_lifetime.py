@@ -240,8 +240,9 @@ def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
     host = th.TestHost("lifetime-01", address, tmp_path / "host")
     body = f"""
     from concurrent.futures import ThreadPoolExecutor
-    from sim.testhosts import base, hosts as th
+    from sim.testhosts import base, hosts as th, lab
     host = th.TestHost("lifetime-01", {address!r}, d / "host")
+    lab.claim(d / "run")  # what the test hosts' `up` does first: binds the hosts to this process
     with ThreadPoolExecutor(1) as pool:
         pool.submit(th.start, host, base.ensure_base(log=False), "ssh-ed25519 AAAA lifetime", {{}}).result()
     ready()
