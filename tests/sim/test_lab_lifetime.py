@@ -255,3 +255,36 @@ def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
         assert not _answers(address, 22)
     finally:
         assert th.stop(host) == []
+
+
+def test_a_test_host_up_ends_what_a_killed_run_left_in_its_directory(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its watchdog killed too, a run's sshd and repository server stay, and its mounts: the next `up` in
+    the same directory finds its starter dead (the run's owner file) and stops them instead of refusing."""
+    from sim import addresses
+    from sim.testhosts import lab as lab_mod
+    from tests.ansible.conftest import require_test_host_prerequisites
+
+    require_test_host_prerequisites()
+    offset = 249  # one host at 127.0.1.250, as the sshd test
+    body = f"""
+    from sim import addresses
+    from sim.testhosts import lab
+    lab.lab_host_address = lambda n: addresses.lab_host_address(n + {offset})
+    lab.up(d / "run", 1, log=False)
+    ready()
+    """
+    monkeypatch.setattr(lab_mod, "lab_host_address", lambda n: addresses.lab_host_address(n + offset))
+    try:
+        with _starter(tmp_path, body) as (proc, said):
+            watched = {pid: t for pid, t in _descendants(proc.pid).items() if pid != said["watchdog"]}
+            os.kill(said["watchdog"], signal.SIGKILL)
+            proc.kill()
+            proc.wait()
+            left = " ".join(_alive(watched).values())
+            assert "sshd" in left and "http.server" in left, "the scenario: a killed run left its processes"
+            again = lab_mod.up(tmp_path / "run", 1, log=False)
+            assert not _alive(watched)
+            assert _answers(again.hosts[0].address, 22)
+    finally:
+        assert lab_mod.down(tmp_path / "run") == []
