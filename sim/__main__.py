@@ -29,6 +29,7 @@ _unshadow()
 
 import typer  # noqa: E402  (after _unshadow: every `sim` import below must be this package)
 
+from provision.cli.options import JsonOpt, SiteOpt  # noqa: E402
 from provision.cli.output import console, emit_json  # noqa: E402
 from provision.cli.runner import ERROR, command_app, run_app  # noqa: E402
 from sim import secrets  # noqa: E402
@@ -41,8 +42,6 @@ from sim.lab_of_site import open_context, open_lab  # noqa: E402
 
 app = command_app("sim", "The simulated lab: BMCs, MAAS API, UFM, IB fabric and test hosts on loopback addresses.")
 
-SiteOpt = Annotated[Path | None, typer.Option("--site", help="Site file (default: the embedded sim site).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 WithOpt = Annotated[list[str] | None, typer.Option(
     "--with", help="Also start an opt-in simulator, NAME or NAME=ARG (testhosts=N: N Debian test hosts; "
                    "needs root, the first start runs debootstrap).")]
