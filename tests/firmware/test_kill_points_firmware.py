@@ -25,8 +25,6 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,9 +37,8 @@ from provision.site import load_site
 from provision.site.index import load_index
 from provision.state import State, StateStore
 from provision.state.intents import RECONCILED, open_intents
-from provision.state.opening import SiteIdentity
 from tests.firmware.lab import baseline_with_images, image_rollout, write_site
-from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint, killed_runs
+from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillLab, KillPoint
 from tests.redfish.simlab import PASSWORD_VAR, new_password
 
 OLD_HCA = "28.39.1002"
@@ -84,21 +81,8 @@ SIM = {"installed": {**{h: {"hca": OLD_HCA} for h in FIRMWARE}, "h03": {"bmc": "
        "bios": {h: {"ProcCStates": "Enabled"} for h in BIOS}}
 
 
-@dataclass
-class Lab:
-    site: Path
-    db: Path
-    sim: InProcessSim
-    env: dict[str, str]
-    cli: CliProcesses
-
-    def store(self) -> StateStore:
-        loaded = load_site(self.site)
-        return StateStore(self.db, site=SiteIdentity.of(loaded.name, loaded.path))
-
-    def killed_runs(self, argv: list[str], points: dict[str, KillPoint]) -> None:
-        killed_runs(self.sim, self.cli, [*argv, "--site", str(self.site), "--db", str(self.db), "--json"], self.env,
-                    points)
+class Lab(KillLab):
+    """The kill-point lab, with what these tests read of a simulated BMC."""
 
     def quiet(self, host: str, timeout_s: float = 10.0) -> None:
         """Until the BMC has nothing under way: power settled, tasks ended, the iDRAC back from its restart."""

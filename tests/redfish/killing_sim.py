@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from provision.site import load_site
+from provision.state import StateStore
+from provision.state.opening import SiteIdentity
 from sim.redfish import tree
 from sim.redfish.bmc import Settings, SimBmc
 from sim.redfish.http import HANG, Hang, Request, Response
@@ -176,3 +178,28 @@ def killed_runs(sim: InProcessSim, cli: CliProcesses, argv: Sequence[str], env: 
                 run.kill()
                 run.join(timeout=10)
             sim.disarm(host)
+
+
+@dataclass
+class KillLab:
+    """A site, its store, the in-process simulator and the CLI processes the kill-point tests run against it;
+    `cli_args` are what every CLI run of the module adds (e.g. a fast `--poll`)."""
+
+    site: Path
+    db: Path
+    sim: InProcessSim
+    env: dict[str, str]
+    cli: CliProcesses
+    cli_args: tuple[str, ...] = ()
+
+    def store(self) -> StateStore:
+        """The site's store, every host of the site declared in it."""
+        loaded = load_site(self.site)
+        store = StateStore(self.db, site=SiteIdentity.of(loaded.name, loaded.path))
+        store.sync_site((h.hostname, h.rack) for h in loaded.hosts())
+        return store
+
+    def killed_runs(self, argv: list[str], points: dict[str, KillPoint]) -> None:
+        """One CLI process per host, all at once, each killed by its host's BMC at its point."""
+        killed_runs(self.sim, self.cli, [*argv, "--site", str(self.site), "--db", str(self.db), *self.cli_args,
+                                         "--json"], self.env, points)

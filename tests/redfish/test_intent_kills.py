@@ -17,8 +17,6 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,36 +28,15 @@ from provision.site import load_site
 from provision.site.index import load_index
 from provision.state import State, StateStore
 from provision.state.intents import RECONCILED, Ask, Outcome, begin_in, close, closed, open_intents
-from provision.state.opening import SiteIdentity
 from sim.redfish.faults import Fault
-from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillPoint, killed_runs
+from tests.redfish.killing_sim import CliProcesses, InProcessSim, KillLab, KillPoint
 from tests.redfish.simlab import PASSWORD_VAR, free_port, new_password, write_site
 
 HOSTS = 15
 
 
-@dataclass
-class Lab:
-    site: Path
-    db: Path
-    sim: InProcessSim
-    env: dict[str, str]
-    cli: CliProcesses
-
-    def store(self) -> StateStore:
-        loaded = load_site(self.site)
-        store = StateStore(self.db, site=SiteIdentity.of(loaded.name, loaded.path))
-        store.sync_site((h.hostname, h.rack) for h in loaded.hosts())
-        return store
-
-    def killed_runs(self, argv: list[str], points: dict[str, KillPoint]) -> None:
-        """One CLI process per host, all at once, each killed by its host's BMC at its point."""
-        killed_runs(self.sim, self.cli, [*argv, "--site", str(self.site), "--db", str(self.db), "--poll", "0.05",
-                                         "--json"], self.env, points)
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KillLab]:
     tmp = tmp_path_factory.mktemp("intent-kills")
     password = new_password()
     with pytest.MonkeyPatch.context() as patch:
@@ -68,7 +45,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         (tmp / "state").mkdir()
         sim = InProcessSim(site, tmp / "certs", power_delay_s=0.1)
         try:
-            lab = Lab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password}, CliProcesses())
+            lab = KillLab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password}, CliProcesses(),
+                          ("--poll", "0.05"))
             with lab.store() as store:
                 loaded = load_site(site)
                 results = asyncio.run(HarvestStep(loaded, store).run(loaded.hosts()))
@@ -79,13 +57,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             sim.stop()
 
 
-def _cli(capsys: pytest.CaptureFixture[str], lab: Lab, *argv: str) -> tuple[int, Any]:
+def _cli(capsys: pytest.CaptureFixture[str], lab: KillLab, *argv: str) -> tuple[int, Any]:
     capsys.readouterr()
     code = main([*argv, "--site", str(lab.site), "--db", str(lab.db), "--poll", "0.05", "--json"])
     return code, json.loads(capsys.readouterr().out)
 
 
-def _golden(lab: Lab, store: StateStore) -> set[str]:
+def _golden(lab: KillLab, store: StateStore) -> set[str]:
     return {h.hostname for h in golden_hosts(load_index(lab.site), store)}
 
 
@@ -105,7 +83,7 @@ POWER_CYCLE = {
 
 
 def test_power_cycle_killed_at_every_point_is_recorded_from_the_bmc_by_the_next_run(
-        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+        lab: KillLab, capsys: pytest.CaptureFixture[str]) -> None:
     hosts = sorted(POWER_CYCLE)
     with lab.store() as store:
         for host in hosts:
@@ -165,7 +143,7 @@ PXE_BOOT = {
 
 
 def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finished(
-        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+        lab: KillLab, capsys: pytest.CaptureFixture[str]) -> None:
     hosts = sorted(PXE_BOOT)
     with lab.store() as store:
         for host, (power, _, _) in PXE_BOOT.items():
@@ -199,7 +177,7 @@ def test_pxe_boot_killed_at_every_point_is_recorded_from_the_bmc_and_then_finish
 
 
 def test_a_reset_the_bmc_never_carries_out_closes_its_intent_failed_and_other_steps_intents_are_left_alone(
-        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+        lab: KillLab, capsys: pytest.CaptureFixture[str]) -> None:
     host = "h012"
     lab.sim.call(lab.sim.simulator.apply_faults({host: frozenset({Fault.power_fault})}))
     try:
@@ -224,7 +202,7 @@ def test_a_reset_the_bmc_never_carries_out_closes_its_intent_failed_and_other_st
 
 
 def test_what_a_hostile_bmc_reports_for_a_dead_runs_change_is_shown_short_and_escaped(
-        lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+        lab: KillLab, capsys: pytest.CaptureFixture[str]) -> None:
     host = "h014"
     with lab.store() as store:
         with store.transaction() as db:  # what a run killed right after asking leaves
