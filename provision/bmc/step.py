@@ -252,8 +252,7 @@ class PxeStep(BmcStep):
         try:
             return await self._boot(host, rec)
         except HostProblem as problem:  # a boot failure carries the switch's view of the PXE NIC
-            facts = self._facts.get(host.hostname) or HostFacts()
-            raise await self._switches.refine(host.hostname, facts.pxe_mac, problem) from None
+            raise await self._switches.refine_known(host.hostname, self._facts, problem) from None
 
     async def _boot(self, host: Host, rec: Recording) -> dict[str, Any]:
         boot_mode, policy = self.pxe_settings()

@@ -14,6 +14,7 @@ without an Ethernet design (ethernet.yml beside the site file) keeps the step's 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from provision.ethernet.check import read_switches
 from provision.ethernet.compare import NicResult, compare
@@ -23,6 +24,7 @@ from provision.ethernet.rule import site_positions
 from provision.ethernet.switches import SwitchView
 from provision.site import Site
 from provision.site.credentials import login
+from provision.state.facts import HostFacts
 from provision.state.secret_values import mask
 from provision.steps.runner import HostFailure
 
@@ -66,6 +68,11 @@ class SwitchTriage:
         # the whole design, so that a crossed pair is seen as one ("swap these two cables")
         names = site_names(self.site, design.nics)
         return next((r for r in compare(design, views, macs, names) if (r.host, r.role) == (host, role)), None)
+
+    async def refine_known(self, host: str, facts: Mapping[str, HostFacts], failure: HostFailure) -> HostFailure:
+        """`refine` with the PXE MAC the store's facts hold for `host` (none known: the switch's view alone)."""
+        known = facts.get(host)
+        return await self.refine(host, known.pxe_mac if known is not None else None, failure)
 
     async def refine(self, host: str, mac: str | None, failure: HostFailure) -> HostFailure:
         """`failure` with the switch's view of the host's PXE NIC as evidence, its reason made precise."""

@@ -259,8 +259,7 @@ class MaasDeployStep(Step):
         try:
             return await self._work(host, rec)
         except HostFailure as failure:  # a boot failure carries the switch's view of the PXE NIC
-            facts = self._facts.get(host.hostname) or HostFacts()
-            raise await self._switches.refine(host.hostname, facts.pxe_mac, failure) from None
+            raise await self._switches.refine_known(host.hostname, self._facts, failure) from None
 
     @functools.cached_property
     def _switches(self) -> SwitchTriage:
