@@ -1,6 +1,6 @@
 """`fabric`: cabling designs, fabric captures, identification and validation.
 
-Every command takes `--json`. Exit codes are every command's (provision/cli/runner.py): 0 done and nothing
+Every command takes `--json`. Exit codes are every command's (provision/cli/exits.py): 0 done and nothing
 wrong, 1 could not do it (bad input, no design, discovery failed: one readable line on stderr), 2 it ran and
 found problems (`fabric validate`'s findings, `identify`'s unplaced switches).
 """
@@ -23,13 +23,17 @@ from fabric.options import (
     DesignFileOrNone,
     DesignName,
     DesignOut,
+    IbDiags,
     JsonOpt,
+    Live,
+    LiveTimeout,
     NodeNameMapOut,
     SiteOrNone,
+    UfmSystems,
 )
 from fabric.ports.cli import ports_app
 from fabric.topology_cmd import topology_command
-from provision.cli.runner import command_app, problems_unless, run_app
+from provision.cli.exits import command_app, problems_unless, run_app
 
 app = command_app("fabric", __doc__ or "")
 design_app = typer.Typer(no_args_is_help=True, help="Cabling design files: generate, import, check.")
@@ -48,14 +52,11 @@ def validate(
     baseline: Annotated[Path | None, typer.Option(
         "--baseline", help="Known-good capture to compare with (no site).")] = None,
     discovered: CapturesOrNone = None,
-    live: Annotated[bool, typer.Option(
-        "--live", help="Run ibnetdiscover now (here, or where the site's tools reach the fabric).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each live discovery may take.")] = 60.0,
-    ib_diags: Annotated[Path | None, typer.Option("--ib-diags", help="How the fabric's tools are reached (JSON, "
-                        "fabric/diags.py; default: $BRINGUP_IB_DIAGS, else the one beside the site file).")] = None,
+    live: Live = False,
+    timeout: LiveTimeout = 60.0,
+    ib_diags: IbDiags = None,
     fmt: CaptureFormat = "auto",
-    ufm_systems: Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (node types "
-                           "and names for --discovered UFM links JSON).")] = None,
+    ufm_systems: UfmSystems = None,
     as_json: JsonOpt = False,
     worklist: Annotated[Path | None, typer.Option("--worklist", help="Write the datacenter worklist CSV here.")
                         ] = None,

@@ -13,7 +13,8 @@ from provision.cli.context import default_site_path
 from provision.cli.options import DbOpt, JsonOpt, SiteOpt, SiteOrNone
 
 __all__ = ["CaptureFormat", "Captures", "CapturesOrNone", "DbOpt", "DesignFile", "DesignFileOrNone", "DesignName",
-           "DesignOut", "JsonOpt", "NodeNameMapOut", "SiteOpt", "SiteOrNone", "site_path"]
+           "DesignOut", "IbDiags", "JsonOpt", "Live", "LiveTimeout", "NodeNameMapOut", "SiteOpt", "SiteOrNone",
+           "UfmSystems", "site_path"]
 
 
 def site_path(site: Path | None) -> Path:
@@ -32,3 +33,10 @@ CapturesOrNone = Annotated[list[Path] | None, CAPTURES]
 NodeNameMapOut = Annotated[Path | None, typer.Option("--node-name-map", help="Write the OpenSM node-name-map here.")]
 DesignOut = Annotated[Path | None, typer.Option("--out", help="Write the design here (default: stdout).")]
 DesignName = Annotated[str, typer.Option("--name", help="The fabric's name in the design.")]
+Live = Annotated[bool, typer.Option("--live", help="Run ibnetdiscover now (here, or where the site's tools reach the "
+                                    "fabric).")]
+LiveTimeout = Annotated[float, typer.Option("--timeout", help="Seconds each live discovery may take.")]
+IbDiags = Annotated[Path | None, typer.Option("--ib-diags", help="How the fabric's tools are reached (JSON, "
+                    "fabric/diags.py; default: $BRINGUP_IB_DIAGS, else the one beside the site file).")]
+UfmSystems = Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (node types and "
+                       "names for --discovered UFM links JSON).")]

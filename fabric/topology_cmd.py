@@ -5,7 +5,7 @@ line, hosts sharing a leaf side by side (a hostfile for `python -m training laun
 is read as `fabric validate` reads it (`--discovered FILE` or `--live`); `--site` gives the host names (its
 GPU hosts), the design (switch names) and the state store, whose port ledger and burn-in verdicts take links
 out. Warnings (a leaf left an island, hosts not written) go to stderr; errors are one line, exit 1
-(provision/cli/runner.py).
+(provision/cli/exits.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,17 @@ from typing import Annotated
 import typer
 
 from fabric import render
-from fabric.options import CapturesOrNone, DbOpt, DesignFileOrNone, JsonOpt, SiteOrNone
+from fabric.options import (
+    CapturesOrNone,
+    DbOpt,
+    DesignFileOrNone,
+    IbDiags,
+    JsonOpt,
+    Live,
+    LiveTimeout,
+    SiteOrNone,
+    UfmSystems,
+)
 from fabric.pipeline import Inputs
 from fabric.slurm_topology import SlurmTopology, rank_order_text, to_json, topology_conf
 from fabric.topology_inputs import escape
@@ -36,15 +46,12 @@ def topology_command(
     site: SiteOrNone = None,
     design: DesignFileOrNone = None,
     discovered: CapturesOrNone = None,
-    live: Annotated[bool, typer.Option(
-        "--live", help="Run ibnetdiscover now (here, or where the site's tools reach the fabric).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds each live discovery may take.")] = 60.0,
-    ib_diags: Annotated[Path | None, typer.Option("--ib-diags", help="How the fabric's tools are reached "
-                                                  "(JSON; default: $BRINGUP_IB_DIAGS, else the site's).")] = None,
+    live: Live = False,
+    timeout: LiveTimeout = 60.0,
+    ib_diags: IbDiags = None,
     capture_format: Annotated[str, typer.Option("--capture-format", help="auto, ibnetdiscover, ibnetdiscover-p, "
                                                 "iblinkinfo, ufm-links.")] = "auto",
-    ufm_systems: Annotated[Path | None, typer.Option("--ufm-systems", help="UFM /resources/systems JSON (with "
-                                                     "--discovered UFM links JSON).")] = None,
+    ufm_systems: UfmSystems = None,
     db: DbOpt = None,
     hosts: Annotated[str | None, typer.Option("--hosts", help="Only hosts matching this glob.")] = None,
     output: Annotated[Path | None, typer.Option("--output", help="Write the text here (default: stdout).")] = None,
