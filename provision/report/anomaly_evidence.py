@@ -2,7 +2,8 @@
 their history: each host's InfiniBand HCA ports (its `hca_guids` facts) in the latest burn-in run's
 per-port counter deltas (`fabric.burnin.history`: what the burn-in's perfquery sweeps before and after
 each stage saw rise), and the port ledger's links of those HCAs that are out of service
-(`fabric.ports.ledger`). Nothing is read from the fabric here: only what the store already holds.
+(`fabric.ports.ledger`). Nothing is read from the fabric here: only what the store already holds. A view across
+provision and fabric, so it sits above both with the report (ARCHITECTURE.md's table), used by `provision anomaly`.
 """
 
 from __future__ import annotations
@@ -14,21 +15,26 @@ from pathlib import Path
 from typing import Any
 
 from fabric.burnin.history import History
-from fabric.parsers.common import norm_guid
 from fabric.ports.ledger import OUT_OF_SERVICE, Ledger
 from provision.site.bounded import read_text
 from provision.state import StateStore
 from provision.state.facts import HostFacts
+from provision.state.identifiers import canonical_guid
 
 LINK_KINDS = {"dead_link_or_pcie_x4", "degraded_link_or_cpu", "slow_collectives"}  # diagnoses of a link
 EVIDENCE = "evidence.json"
 MAX_EVIDENCE_BYTES = 4 << 20
 
 
+def _guid_key(token: str) -> str:
+    """A GUID in its one spelling; a token that is none (a capture with its GUIDs redacted) as it stands."""
+    return canonical_guid(token) or token.strip()
+
+
 def _guid_hosts(store: StateStore, hosts: Iterable[str]) -> dict[str, str]:
     wanted = set(hosts)
     facts: dict[str, HostFacts] = {n: f for n, f in store.facts_many().items() if n in wanted}
-    return {norm_guid(g)[0]: name for name, f in facts.items() for g in f.hca_guids or ()}
+    return {_guid_key(g): name for name, f in facts.items() for g in f.hca_guids or ()}
 
 
 def hca_port_evidence(store: StateStore, hosts: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -45,7 +51,7 @@ def hca_port_evidence(store: StateStore, hosts: Iterable[str]) -> dict[str, dict
     history = History(store)
     run = history.latest_run()
     for p in history.ports(run) if run is not None else []:
-        host = guid_host.get(norm_guid(p.guid)[0])
+        host = guid_host.get(_guid_key(p.guid))
         if host is None or not p.delta:
             continue
         ev = of(host)
