@@ -1,6 +1,6 @@
 """The burn-in as a lifecycle step: hosts whose every HCA link passed move to `burned_in`, hosts with a failed
 link to `failed(burnin_link_failed)`; hosts the run could not judge (unknown, not covered) are left where
-they are, with why. Then `golden` as the site's policy says (`provision.health.promotion`).
+they are, with why. Then `golden` as the site's policy says (`provision.golden.step`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fabric.burnin.judge import FAIL, PASS, HostVerdict
-from provision.health.promotion import promote_golden
+from provision.golden.step import promote_golden
 from provision.site.model import Host, Site
 from provision.state import HostRecord, Move, StateStore
 from provision.state.lifecycle import State

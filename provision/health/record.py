@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from provision.health.promotion import GoldenStep
+from provision.golden.step import GoldenStep
 from provision.health.step import HealthStep, KnownVerdicts, skip_reason
 from provision.health.verdict import HostHealth, Verdict
 from provision.site.model import Site

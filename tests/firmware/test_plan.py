@@ -11,7 +11,7 @@ import pytest
 from provision.firmware.drift import Drift, Judgement
 from provision.firmware.plan import plan_rollout, waves
 from provision.firmware.table import FirmwareRow, write_rows
-from provision.health.promotion import GoldenStep
+from provision.golden.step import GoldenStep
 from provision.site.firmware import FirmwareRollout
 from provision.state import State, StateStore
 from tests.firmware.lab import baseline_with_images, load, write_site

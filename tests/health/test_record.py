@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision.health.promotion import promote_golden
+from provision.golden.step import promote_golden
 from provision.health.record import eligibility, record_results
 from provision.health.verdict import HostHealth, Problem, Verdict, unreachable
 from provision.site import load_site

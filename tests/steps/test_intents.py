@@ -17,7 +17,7 @@ import pytest
 from provision.cli import main
 from provision.cli.step_view import render_failures, result_json
 from provision.errors import IllegalTransition
-from provision.health.promotion import promote_golden
+from provision.golden.step import promote_golden
 from provision.hostfiles import golden_hosts
 from provision.site import load_site
 from provision.site.index import load_index
