@@ -1,4 +1,4 @@
-"""Running the suite on several pytest-xdist workers (`./bringup test` does, `-n 2 --dist loadgroup`).
+"""Running the suite on several pytest-xdist workers (`./bringup test` does, `-n <cores + 1> --dist loadgroup`).
 
 The simulated lab binds the fixed loopback addresses of `sim/addresses.py` (and the site files under
 `inventory/` name them), so two workers starting it at once would collide. Each worker therefore enters a
