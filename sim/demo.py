@@ -19,8 +19,8 @@ from pathlib import Path
 from fabric.cli import main as fabric_main
 from provision.cli import main as provision_main
 from provision.cli.context import default_site_path
+from provision.cli.exits import PROBLEMS
 from provision.cli.output import console, get_console
-from provision.cli.runner import PROBLEMS
 from sim.demo_firmware import run_firmware_stage
 from sim.demo_progress import Progress
 from sim.demo_slurm import run_slurm_stage
@@ -108,10 +108,10 @@ def _burnin(site_file: str, run_dir: Path) -> int:
     link of inventory/sim/fabric-faults.yml fail, named with both ends' locations, for the port plan."""
     from provision.site.index import load_index
     from sim.ibfabric.routing import route_state
+    from sim.site_paths import ibsim_state
 
     route_state(ibsim_state(load_index(site_file).paths))
     plan = run_dir / "burnin-plan.json"
-    from sim.site_paths import ibsim_state
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         code = fabric_main(["burnin", "plan", "--site", site_file, "--json"])

@@ -1,17 +1,31 @@
-"""`python -m training <command>`: train (the worker torchrun starts), launch, plan, merge, tokenizer."""
+"""`python -m training <command>`: train (the worker torchrun starts), launch, plan, merge, tokenizer.
+
+Exit codes and errors as every command line of the project's (training/exits.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from training.exits import ERROR, OK, UsageError, run_command
+
+COMMANDS = ("launch", "merge", "pack-env", "plan", "prepare-data", "report", "tokenizer", "train")
+USAGE = f"usage: python -m training {{{','.join(COMMANDS)}}} ... (each command's --help says what it takes)"
+
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train", "launch", "plan", "merge", "tokenizer", "prepare-data", "report", "pack-env"}
-    if not argv or argv[0] not in commands:
-        print(f"usage: python -m training {{{','.join(sorted(commands))}}} ...", file=sys.stderr)
-        return 2
+    return run_command(_dispatch, list(sys.argv[1:] if argv is None else argv))
+
+
+def _dispatch(argv: list[str]) -> int:
+    if not argv:  # run bare: what it takes, as a group run bare says it
+        print(USAGE, file=sys.stderr)
+        return ERROR
+    if argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return OK
+    if argv[0] not in COMMANDS:
+        raise UsageError(f"no such command {argv[0]!r} (see `python -m training --help`)")
     cmd, rest = argv[0], argv[1:]
     if cmd == "train":
         from training.train import main as train_main

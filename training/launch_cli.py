@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from training.exits import error_exit
 from training.launcher import (
     LaunchError,
     environment_mismatches,
@@ -87,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             env = _env_pairs(a.env)
         except LaunchError as e:
-            print(f"launch: {e}", file=sys.stderr)
-            return 2
+            return error_exit(f"launch: {e}")
         return slurm_main(a, extra, env)
     try:
         if a.hostfile is None:
@@ -122,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if refusal:
             raise LaunchError(refusal)
     except (LaunchError, OSError, ValueError, yaml.YAMLError) as e:
-        print(f"launch: {e}", file=sys.stderr)
-        return 2
+        return error_exit(f"launch: {e}")
     if a.dry_run:
         for host, cmd, env in sup.commands(hosts, 0):
             prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())) if host.local else ""

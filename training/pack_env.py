@@ -19,6 +19,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from training.exits import error_exit
 from training.prepared import file_sha256
 
 MANIFEST = ".bringup-env.json"  # with every file's digest
@@ -114,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for the archive and its manifest")
     a = p.parse_args(argv)
     if not (a.venv / "pyvenv.cfg").is_file():
-        print(f"pack-env: {a.venv} is not a virtual environment (no pyvenv.cfg)", file=sys.stderr)
-        return 2
+        return error_exit(f"pack-env: {a.venv} is not a virtual environment (no pyvenv.cfg)")
     man = pack(a.venv, a.out)
     print(f"wrote {a.out / ARCHIVE} ({man['archive_bytes']:,} bytes, env {man['env_id']}, "
           f"versions {json.dumps(man['versions'])})")

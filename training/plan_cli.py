@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 
 from training.configs import model_config
+from training.exits import OK, PROBLEMS
 from training.fit import auto_fit, describe
 from training.plan import AC_MODES, ENGINES, RESERVED_GIB, lightest_fitting_mode, min_gpus, plan, vendor_gib
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                      "min_gpus_full_checkpointing": min_gpus(m, engine, mem_gib, a.seq_len)})
     if a.json:
         print(json.dumps({"model": m.name, "params": m.num_params(), "budgets": rows}, indent=2))
-        return 0 if all(r["verdict"] == "fits" for r in rows) else 1
+        return OK if all(r["verdict"] == "fits" for r in rows) else PROBLEMS
     print(f"{m.name}: {m.num_params() / 1e9:.2f}B parameters, {a.gpus} x {a.gpu_mem:g} GB "
           f"({mem_gib:.1f} GiB), micro-batch {a.micro_batch} x {a.seq_len} tokens")
     hdr = f"{'engine':10} {'ckpt':9} {'weights':>8} {'grads':>8} {'optim':>8} {'activ':>8} {'working':>8} " \
@@ -59,4 +60,4 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(GiB per GPU; peak = persistent state + the larger of end-of-forward and end-of-backward; fits "
           f"leaves {RESERVED_GIB:g} GiB for CUDA context, NCCL and fragmentation; 'min GPUs': fewest GPUs of "
           f"this size for one sequence each with full checkpointing)")
-    return 0 if all(r["verdict"] == "fits" for r in rows) else 1
+    return OK if all(r["verdict"] == "fits" for r in rows) else PROBLEMS

@@ -33,12 +33,12 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from training.exits import error_exit
 from training.launcher import SECRET_WORDS, Host, LaunchError, NcclSite, job_env, load_nccl_site, torchrun_argv
 
 JOB_ID = "{job_id}"  # in --run-dir: Slurm's job id, the same across requeues
@@ -294,8 +294,7 @@ def main(a: argparse.Namespace, extra: list[str], env_pairs: dict[str, str]) -> 
             return 0
         job_id = submit(job, script, submit_env(a.site))
     except (LaunchError, OSError, ValueError, yaml.YAMLError) as e:
-        print(f"launch: {e}", file=sys.stderr)
-        return 2
+        return error_exit(f"launch: {e}")
     print(f"submitted batch job {job_id}: run dir {job.run_dir.replace(JOB_ID, job_id)}, "
           f"output {job.output_path().replace('%j', job_id)}")
     return 0

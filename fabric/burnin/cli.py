@@ -6,7 +6,7 @@ output of `dump_lfts` or the concatenated `ibroute` of every switch, taken after
 `plan --site S [--routing live]` plans the site's GPU hosts on the fabric as it is now. `run --plan P
 --site S` runs it over SSH (resumable); `judge --site S` judges the last run, records the hosts' moves
 (`--record`) and hands failing links to the port plan; `nightly` burns idle golden hosts' links.
-Exit codes are every command's (provision/cli/runner.py): an error (a bad file, another site's database) is
+Exit codes are every command's (provision/cli/exits.py): an error (a bad file, another site's database) is
 one readable line on stderr and exit 1; `judge` with failing links and `nightly` with flagged links exit 2.
 """
 
@@ -31,34 +31,21 @@ from fabric.burnin.report import judgement_json, judgement_text, plan_summary
 from fabric.burnin.routes import build_routing
 from fabric.burnin.stage_run import RunOptions, StageReport
 from fabric.burnin.step import record_verdicts
+from fabric.captures import read_capture, read_capture_bytes
 from fabric.errors import FabricError
 from fabric.identify import ca_name_from_description
 from fabric.options import DbOpt, JsonOpt, SiteOpt, SiteOrNone, site_path
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.topology import NodeType
-from provision.cli.runner import problems_unless
+from provision.cli.exits import problems_unless
 from provision.slurm.after_step import sync_after_step
 
 burnin_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
 def _plan_files(discovered: Path, routing: Path, hosts: str | None, engine: RoutingEngine | None) -> dict[str, Any]:
-    top = parse_ibnetdiscover(_read(discovered), str(discovered))
-    dump = parse_lfts(_read_bytes(routing), str(routing))
+    top = parse_ibnetdiscover(read_capture(discovered, "--discovered"), str(discovered))
+    dump = parse_lfts(read_capture_bytes(routing, "--routing"), str(routing))
     chosen = None
     if hosts is not None:
         chosen = {label.split("/", 1)[0] for n in top.nodes.values() if n.type is not NodeType.SWITCH
@@ -89,7 +76,7 @@ def plan_command(
     """Stages of HCA-to-HCA flows that burn every routed directed link at full rate."""
     engine = None
     if opensm_log is not None:
-        engine = parse_opensm_log(_read(opensm_log)[-MAX_LOG:], str(opensm_log))
+        engine = parse_opensm_log(read_capture(opensm_log, "--opensm-log")[-MAX_LOG:], str(opensm_log))
     if site is not None:
         plan = plan_site(site, routing, discovered, hosts, db=db, all_hosts=all_hosts, engine=engine)
     elif discovered is None or routing == "live":

@@ -1,6 +1,6 @@
 """`fabric burnin nightly --site S --budget 2h [--cycle 7] [--in-use HOSTFILE]`: burn idle golden hosts' links.
 
-Exit codes are every command's (provision/cli/runner.py): 1 when it could not burn (a bad option or file, too
+Exit codes are every command's (provision/cli/exits.py): 1 when it could not burn (a bad option or file, too
 few idle hosts: one line on stderr), 2 when it burned and flagged links."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import typer
 from fabric.burnin.actions import Opened, judge_run, link_rows, open_site, plan_site, run_site
 from fabric.burnin.nightly import Flag, choose_stages, flags, hostfile_hosts, parse_budget, prometheus
 from fabric.burnin.stage_run import RunOptions
+from fabric.captures import read_capture
 from fabric.errors import FabricError
 from fabric.options import DbOpt, JsonOpt, SiteOpt, site_path
-from provision.cli.runner import problems_unless
+from provision.cli.exits import problems_unless
 from provision.state import State
 
 STAGE_OVERHEAD_S = 60.0  # launching, counters and cleanup around each stage's duration
@@ -28,15 +29,8 @@ STAGE_OVERHEAD_S = 60.0  # launching, counters and cleanup around each stage's d
 
 def _idle_golden(opened: Opened, in_use: Path | None) -> tuple[set[str], set[str]]:
     golden = set(opened.store.in_state(State.golden))
-    busy = hostfile_hosts(_read(in_use)) if in_use is not None else set()
+    busy = hostfile_hosts(read_capture(in_use, "--in-use")) if in_use is not None else set()
     return golden - busy, golden & busy
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise FabricError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 def _write(path: Path | None, text: str) -> None:

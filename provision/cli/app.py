@@ -8,9 +8,9 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from provision.cli.exits import command_app
 from provision.cli.option_groups import with_group
 from provision.cli.options import DbOpt, JsonOpt, SiteOpt
-from provision.cli.runner import command_app
 
 R = TypeVar("R")
 

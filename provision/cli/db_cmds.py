@@ -11,8 +11,8 @@ import typer
 
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import default_site_path, state_path
+from provision.cli.exits import ProblemsFound
 from provision.cli.output import console, emit_json, esc
-from provision.cli.runner import ProblemsFound
 from provision.errors import StateError
 from provision.site.index import SiteIndex, load_index
 from provision.site.store import open_store

@@ -1,6 +1,6 @@
 """`provision ethernet check`: where every BMC and PXE NIC is plugged, asked of the management switches.
 
-Exit codes as every command's (provision/cli/runner.py): 0 every NIC where the design says, 1 could not check
+Exit codes as every command's (provision/cli/exits.py): 0 every NIC where the design says, 1 could not check
 (no design, bad design, no credential for any switch...), 2 findings (including `unknown`).
 """
 
@@ -17,9 +17,9 @@ import typer
 import provision.cli.lifecycle_cmds  # noqa: F401
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.exits import problems_unless
 from provision.cli.options import SiteOrNone
 from provision.cli.output import console, emit_json, esc
-from provision.cli.runner import problems_unless
 
 if TYPE_CHECKING:
     from provision.ethernet.design import EthernetDesign

@@ -11,13 +11,14 @@ import typer
 
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.exits import problems_unless
 from provision.cli.options import HostsOpt
 from provision.cli.output import console, emit_json, esc
-from provision.cli.runner import problems_unless
 from provision.cli.step_view import render_reconciled, with_progress
 from provision.errors import BringupError
 from provision.site.model import Maas
 from provision.site.select import select_hosts
+from provision.site.tls import tls_context
 from provision.state import State
 
 maas_app = typer.Typer(help="MAAS: enlist with harvested MACs, commission, deploy.", no_args_is_help=True)
@@ -31,17 +32,10 @@ def _client(ctx: Context) -> object:
     return MaasClient(str(maas.url), resolve(maas.api_key, ctx.site.directory), verify=_tls(ctx, maas))
 
 
-def _tls(ctx: Context, maas: Maas) -> bool | ssl.SSLContext:
+def _tls(ctx: Context, maas: Maas) -> ssl.SSLContext:
     """As for the BMCs: verified unless the site opts out, against its CA bundle when it names one."""
-    if not maas.verify_tls:
-        return False
-    if maas.ca_bundle is None:
-        return True
-    bundle = ctx.site.directory / maas.ca_bundle
-    try:
-        return ssl.create_default_context(cafile=str(bundle))
-    except (OSError, ssl.SSLError) as exc:
-        raise BringupError(f"cannot load the MAAS CA bundle {bundle}: {exc}") from None
+    bundle = ctx.site.directory / maas.ca_bundle if maas.ca_bundle is not None else None
+    return tls_context(maas.verify_tls, bundle, service="MAAS")
 
 
 def _maas(ctx: Context) -> Maas:

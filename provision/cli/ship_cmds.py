@@ -12,9 +12,9 @@ import typer
 
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.exits import problems_unless
 from provision.cli.options import HostsOpt
 from provision.cli.output import console, emit_json, esc
-from provision.cli.runner import problems_unless
 from provision.errors import BringupError
 from provision.hostfiles import held_back
 from provision.ship.fanout import DEST, RAW_PUSH, HostShip, ShipConfig, Shipper

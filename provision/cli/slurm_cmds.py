@@ -10,8 +10,8 @@ from rich.table import Table
 
 from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
+from provision.cli.exits import ERROR, PROBLEMS
 from provision.cli.output import console, emit_json, err_console, esc
-from provision.cli.runner import ERROR, PROBLEMS
 from provision.errors import BringupError
 from provision.slurm.plan import Action
 from provision.slurm.sync import SyncResult

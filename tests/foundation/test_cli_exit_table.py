@@ -1,8 +1,10 @@
-"""Every command of every typer program (`provision`, `fabric` and its sub-apps, `sim`) follows the one exit-code
-table (provision/cli/runner.py, ARCHITECTURE.md): 0 done, 1 could not do it, 2 ran and found problems, 130
-interrupted; an error is one line, `error: ...`, with the secrets the process holds masked, never a traceback.
+"""Every command of every program (`provision`, `fabric` and its sub-apps, `sim`, the Ansible inventory script,
+`python -m training`) follows the one exit-code table (provision/cli/exits.py, ARCHITECTURE.md): 0 done, 1 could
+not do it, 2 ran and found problems, 130 interrupted; an error is one line, `error: ...`, with the secrets the
+process holds masked, never a traceback.
 
-`training` is an argparse program, not a typer one: it is not walked here."""
+`python -m training` is an argparse program that imports nothing of provision's (training/exits.py keeps the table
+by hand): its commands are walked by name."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import click
 import pytest
 import typer
 
-from provision.cli.runner import ERROR, INTERRUPTED, OK, PROBLEMS, ProblemsFound, run_app
+from provision.cli.exits import ERROR, INTERRUPTED, OK, PROBLEMS, ProblemsFound, run_app
 from provision.errors import BringupError
 from provision.state.secret_values import MASK, hold
 from tests.cli_run import CliRun, run_cli
@@ -26,6 +28,7 @@ EXTRA: dict[str, list[str]] = {
     "fabric ports reenable": ["--repaired"],  # refused before anything is read without it
     "fabric topology": ["--discovered", "{dir}/ibnetdiscover.txt"],  # one source of the fabric is required
     "fabric validate": ["--discovered", "{dir}/ibnetdiscover.txt"],
+    "python -m provision.ansible_inventory": ["--list"],  # one of --list, --host, --export is required
 }
 
 
@@ -33,6 +36,8 @@ EXTRA: dict[str, list[str]] = {
 def _programs() -> dict[str, tuple[Callable[[list[str]], int], click.Command]]:
     from fabric.cli import app as fabric_app
     from fabric.cli import main as fabric_main
+    from provision.ansible_inventory.__main__ import app as inventory_app
+    from provision.ansible_inventory.__main__ import main as inventory_main
     from provision.cli import app as provision_app
     from provision.cli import load_commands
     from provision.cli import main as provision_main
@@ -43,6 +48,7 @@ def _programs() -> dict[str, tuple[Callable[[list[str]], int], click.Command]]:
         "provision": (provision_main, typer.main.get_command(provision_app)),
         "fabric": (fabric_main, typer.main.get_command(fabric_app)),
         "sim": (lambda argv: run_app(sim_app, argv, "sim"), typer.main.get_command(sim_app)),
+        "python -m provision.ansible_inventory": (inventory_main, typer.main.get_command(inventory_app)),
     }
 
 
@@ -131,7 +137,7 @@ def test_every_command_reading_a_site_or_a_file_fails_on_an_unreadable_one_in_on
         assert MASK in line, (name, line)  # the input was named in the error, with the secret masked
         walked.append(name)
     assert {"provision harvest-macs", "fabric validate", "fabric ports apply", "fabric burnin run",
-            "sim status"} <= set(walked)
+            "sim status", "python -m provision.ansible_inventory"} <= set(walked)
 
 
 def test_every_command_given_another_sites_database_refuses_it_as_provision_status_does(
@@ -145,7 +151,7 @@ def test_every_command_given_another_sites_database_refuses_it_as_provision_stat
     StateStore(other, site=SiteIdentity.of("elsewhere", tmp_path / "elsewhere.yml")).close()
     refusal = _one_error_line(run_cli(_programs()["provision"][0], ["status", "--site", str(site), "--db", str(other)]))
     assert "the state store of site 'elsewhere'" in refusal
-    extra = {"fabric ports reenable": ["--repaired"],
+    extra = {"fabric ports reenable": ["--repaired"], "python -m provision.ansible_inventory": ["--list"],
              "fabric topology": ["--discovered", str(site.parents[2] / "tests" / "fixtures" / "fabric" /
                                                      "ibsim-sim-site.ibnetdiscover.txt")]}
     walked = []
@@ -155,20 +161,18 @@ def test_every_command_given_another_sites_database_refuses_it_as_provision_stat
                 "provision db adopt",  # takes another site's database over: what it is for
                 "provision db check"):  # reports the store's identity among its problems, its own way
             continue
-        argv: list[str] | None = []
-        for param in (p for p in command.params if p.required):
-            if isinstance(param.type, click.Path):
-                argv = None  # a file it reads first (`--plan`, `--env`): not this test's subject
-                break
+        required = [p for p in command.params if p.required]
+        if any(isinstance(param.type, click.Path) for param in required):
+            continue  # a file it reads first (`--plan`, `--env`): not this test's subject
+        argv: list[str] = []
+        for param in required:
             value = str(param.type.choices[0]) if isinstance(param.type, click.Choice) else "x"
             argv += [param.opts[0], value] if isinstance(param, click.Option) else [value]
-        if argv is None:
-            continue
         run = run_cli(main, [*path, *argv, *extra.get(name, []), "--site", str(site), "--db", str(other)])
         assert (run.code, _one_error_line(run)) == (ERROR, refusal), name
         walked.append(name)
     assert {"fabric ports apply", "fabric ports list", "fabric burnin judge", "fabric burnin nightly",
-            "fabric topology", "provision health"} <= set(walked), walked
+            "fabric topology", "provision health", "python -m provision.ansible_inventory"} <= set(walked), walked
 
 
 def _failing(exc: BaseException) -> typer.Typer:
@@ -229,3 +233,72 @@ def test_an_internal_error_says_how_to_see_the_traceback_and_bringup_debug_raise
     monkeypatch.setenv("BRINGUP_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         run_app(_failing(ZeroDivisionError("division by zero")), [], "prog")
+
+
+# What each `python -m training` command reads first, under a directory named by a secret (never created).
+TRAINING_INPUTS: dict[str, list[str]] = {
+    "launch": ["--config", "tiny", "--hostfile", "{dir}/hosts"],
+    "merge": ["{dir}/step_00000010", "{dir}/out.safetensors"],
+    "pack-env": ["--venv", "{dir}/venv", "--out", "{dir}/out"],
+    "prepare-data": ["--tokenizer", "{dir}/tokenizer.json", "--input", "{dir}/shards", "--out", "{dir}/out"],
+    "report": ["{dir}/run"],
+    "tokenizer": ["--data", "{dir}/corpus", "--out", "{dir}/tokenizer.json"],
+}
+
+
+def test_every_training_command_answers_an_unknown_option_with_one_line_and_exit_1() -> None:
+    """~3 s: `train` and `merge` import torch."""
+    from training.cli import COMMANDS
+    from training.cli import main as training_main
+
+    for command in COMMANDS:
+        run = run_cli(training_main, [command, "--no-such-option"])
+        assert run.code == ERROR, (command, run)
+        assert f"`python -m training {command} --help`" in _one_error_line(run)
+        assert run.stdout == "", command
+    for argv in (["no-such-command"], ["plan", "--config", "tiny", "--gpus", "many", "--gpu-mem", "80"]):
+        run = run_cli(training_main, argv)
+        assert run.code == ERROR and "--help`" in _one_error_line(run), run
+    bare = run_cli(training_main, [])
+    assert bare.code == ERROR and bare.stderr.startswith("usage: python -m training {launch,")
+    assert run_cli(training_main, ["--help"]).code == OK
+
+
+def test_every_training_command_reading_a_file_fails_on_an_unreadable_one_in_one_masked_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.cli import main as training_main
+
+    monkeypatch.setenv("BRINGUP_TEST_TOKEN", SECRET)  # a secret the process holds: a variable named as one
+    where = tmp_path / SECRET
+    for command, argv in TRAINING_INPUTS.items():
+        run = run_cli(training_main, [command, *(a.replace("{dir}", str(where)) for a in argv)])
+        assert run.code == ERROR, (command, run)
+        line = _one_error_line(run)
+        assert SECRET not in run.stdout + run.stderr and MASK in line, (command, line)
+        assert "internal error" not in line, (command, line)
+
+
+def test_training_plan_over_the_gpus_memory_is_problems_found_and_an_interrupt_is_130(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from training.cli import main as training_main
+    from training.exits import run_command
+
+    assert training_main(["plan", "--config", "llama3_70b", "--gpus", "1", "--gpu-mem", "80", "--json"]) == PROBLEMS
+    assert training_main(["plan", "--config", "tiny", "--gpus", "1", "--gpu-mem", "80", "--json"]) == OK
+    capsys.readouterr()
+
+    def interrupted(argv: list[str]) -> int:
+        raise KeyboardInterrupt
+
+    def buggy(argv: list[str]) -> int:
+        return 1 // 0
+
+    assert run_command(interrupted, []) == INTERRUPTED
+    assert capsys.readouterr().err == "error: interrupted\n"
+    monkeypatch.delenv("BRINGUP_DEBUG", raising=False)
+    assert run_command(buggy, []) == ERROR
+    assert capsys.readouterr().err == ("error: internal error: ZeroDivisionError: integer division or modulo by zero "
+                                       "(set BRINGUP_DEBUG=1 for the traceback)\n")
+    monkeypatch.setenv("BRINGUP_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        run_command(buggy, [])

@@ -14,7 +14,7 @@ import pytest
 import typer
 
 from provision.cli import main, output
-from provision.cli.runner import run_app
+from provision.cli.exits import run_app
 from provision.errors import BringupError
 from tests.sites import copy_sim_site
 

@@ -16,8 +16,6 @@ from sim.redfish.tlscert import make_certificates
 
 REPO = Path(__file__).resolve().parents[2]
 BUILDS_A_CONTEXT = re.compile(r"create_default_context\(|SSLContext\(")
-# Modules another change of issue #39 holds while this one lands; each still builds its own context.
-NOT_YET = {"provision/cli/maas_cmds.py": "the MAAS client's context (bool | SSLContext), with its own error"}
 
 
 def test_verification_is_on_by_default_and_the_context_is_shared() -> None:
@@ -50,8 +48,6 @@ def test_an_unloadable_bundle_is_one_error_naming_the_service(tmp_path: Path) ->
 def test_no_other_product_module_builds_a_tls_context() -> None:
     found = [f"{rel}:{no}" for path in sorted(p for top in ("provision", "fabric", "training", "tools")
                                                for p in (REPO / top).rglob("*.py"))
-             if (rel := path.relative_to(REPO).as_posix()) not in {"provision/site/tls.py", *NOT_YET}
+             if (rel := path.relative_to(REPO).as_posix()) != "provision/site/tls.py"
              for no, line in enumerate(path.read_text().splitlines(), 1) if BUILDS_A_CONTEXT.search(line)]
     assert not found, "build it with provision.site.tls.tls_context instead: " + ", ".join(found)
-    for rel in NOT_YET:
-        assert BUILDS_A_CONTEXT.search((REPO / rel).read_text()), f"{rel} is done: drop it from NOT_YET"

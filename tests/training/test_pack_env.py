@@ -47,4 +47,4 @@ def test_unpacked_elsewhere_the_scripts_name_the_new_prefix_and_every_file_check
 
 
 def test_pack_env_refuses_a_folder_that_is_no_venv(tmp_path: Path) -> None:
-    assert main(["--venv", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert main(["--venv", str(tmp_path), "--out", str(tmp_path / "out")]) == 1

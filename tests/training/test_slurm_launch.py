@@ -89,14 +89,14 @@ def test_options_of_the_other_scheduler_and_bad_names_are_refused(tmp_path: Path
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "hosts").write_text("a slots=1\n")
     base = ["--scheduler", "slurm", "--config", "tiny", "--dry-run"]
-    assert launch([*base, "--nodes", "2", "--hostfile", str(tmp_path / "hosts")]) == 2
+    assert launch([*base, "--nodes", "2", "--hostfile", str(tmp_path / "hosts")]) == 1
     assert "--hostfile is for --scheduler ssh" in capsys.readouterr().err
-    assert launch([*base]) == 2 and "needs --nodes" in capsys.readouterr().err
-    assert launch([*base, "--nodes", "2", "--partition", "gpu;rm"]) == 2
+    assert launch([*base]) == 1 and "needs --nodes" in capsys.readouterr().err
+    assert launch([*base, "--nodes", "2", "--partition", "gpu;rm"]) == 1
     assert "not a Slurm partition name" in capsys.readouterr().err
-    assert launch([*base, "--nodes", "2", "--run-dir", "/r/{job_id}/x"]) == 2
+    assert launch([*base, "--nodes", "2", "--run-dir", "/r/{job_id}/x"]) == 1
     assert "must exist when the job starts" in capsys.readouterr().err
-    assert launch(["--config", "tiny", "--nodes", "2", "--hostfile", str(tmp_path / "hosts"), "--dry-run"]) == 2
+    assert launch(["--config", "tiny", "--nodes", "2", "--hostfile", str(tmp_path / "hosts"), "--dry-run"]) == 1
     assert "for --scheduler slurm" in capsys.readouterr().err
 
 

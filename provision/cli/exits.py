@@ -1,6 +1,7 @@
 """Run a Typer application the project's way: one exit-code table and one error path for every command line.
 
-The exit-code table (`provision`, `fabric`, `sim`; ARCHITECTURE.md and docs/guide.md say the same):
+The exit-code table (`provision`, `fabric`, `sim`, the Ansible inventory script; ARCHITECTURE.md and docs/guide.md
+say the same; `python -m training` keeps it by hand, training/exits.py):
 
     code  meaning                                                     raised as
     0     done: the job ran and found nothing wrong                   the command returned
