@@ -57,12 +57,6 @@ class SwitchLft:
     complete: bool
     line: int
 
-    def out_port(self, lid: int) -> int | None:
-        if lid >= len(self.out_ports):
-            return None
-        port = self.out_ports[lid]
-        return None if port == NO_PORT else port
-
 
 @dataclass(frozen=True)
 class LftDump:

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from fabric.burnin.bound import Witness, lower_bound
 from fabric.burnin.reach import reach
-from fabric.burnin.routes import Excluded, Hca, Routing, RoutingError, Unknown, flow_path, route_from, uplink_index
+from fabric.burnin.routes import Hca, Routing, RoutingError, Unknown, flow_path, route_from, uplink_index
 from fabric.burnin.search import search
 from fabric.topology import End
 
 
-class PlanError(RoutingError):
+class BurninPlanError(RoutingError):
     """A plan that would overload a link, or that cannot be built from these tables."""
 
 
@@ -206,23 +206,19 @@ def plan_loads(plan: Plan) -> dict[int, list[int]]:
         senders: set[object] = set()
         for flow in stage:
             if flow.src.end in senders or flow.dst.end in receivers or flow.src.host == flow.dst.host:
-                raise PlanError(f"stage {s + 1}: {flow.src.name} -> {flow.dst.name} breaks the one-flow-per-HCA "
+                raise BurninPlanError(f"stage {s + 1}: {flow.src.name} -> {flow.dst.name} breaks the one-flow-per-HCA "
                                 "or different-hosts rule")
             senders.add(flow.src.end)
             receivers.add(flow.dst.end)
             path = flow_path(routing, flow.src, flow.dst, up)
             if isinstance(path, Unknown):
-                raise PlanError(f"stage {s + 1}: {flow.src.name} -> {flow.dst.name}: {path.reason}")
+                raise BurninPlanError(f"stage {s + 1}: {flow.src.name} -> {flow.dst.name}: {path.reason}")
             for link in path:
                 row = loads.setdefault(index[link], [0] * len(plan.stages))
                 row[s] += 1
                 if row[s] > 1:
-                    raise PlanError(f"stage {s + 1} would put {row[s]} flows on {routing.link_name(link)}")
+                    raise BurninPlanError(f"stage {s + 1} would put {row[s]} flows on {routing.link_name(link)}")
     return loads
-
-
-def excluded_lines(excluded: Sequence[Excluded]) -> list[str]:
-    return [f"{e.what}: {e.reason}" for e in excluded]
 
 
 def retry_stages(routing: Routing, targets: set[int], avoid: set[int], max_stages: int = 8,

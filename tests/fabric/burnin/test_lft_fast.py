@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabric.burnin.lft import LftDump, parse_lfts
+from fabric.burnin.lft import NO_PORT, LftDump, parse_lfts
 from fabric.errors import ParseError
 from tests.fabric.burnin.helpers import text
 
@@ -72,4 +72,4 @@ def test_a_later_table_routing_fewer_lids_is_read_as_it_reads_alone() -> None:
     alone = parse_lfts(tables[5])
     [guid] = alone.switches
     assert dump.switches[guid].out_ports == alone.switches[guid].out_ports and dump.switches[guid].complete
-    assert dump.switches[guid].out_port(3) is None and not dump.warnings
+    assert dump.switches[guid].out_ports[3] == NO_PORT and not dump.warnings

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from fabric.burnin.plan import Flow, PlanError, make_plan, plan_loads, route_table
+from fabric.burnin.plan import BurninPlanError, Flow, make_plan, plan_loads, route_table
 from fabric.burnin.render import plan_json
 from fabric.burnin.routes import uplink_index
 from fabric.cli import main as fabric_main
@@ -55,7 +55,7 @@ def test_a_plan_that_overloads_a_link_is_refused() -> None:
     both = (Flow(s1, r.hcas[j1], (up[s1.end], *table.routes[j1][leaf])),
             Flow(s2, r.hcas[j2], (up[s2.end], *table.routes[j2][leaf])))
     bad = replace(plan, stages=(both,))
-    with pytest.raises(PlanError, match="would put 2 flows on"):
+    with pytest.raises(BurninPlanError, match="would put 2 flows on"):
         plan_loads(bad)  # two flows in one stage share an inter-switch link
     assert plan_loads(replace(plan, stages=(both[:1], both[1:])))  # one a stage is fine
 
