@@ -3,7 +3,7 @@ host whose HCA runs an older FW gets the site's image burnt (checked on the cont
 second run changes nothing, and an image whose SHA-256 is not the pinned one is refused before any host sees it.
 The stand-in's query is read by the health agent's parser (tools/health/mlxfw.py) as a real capture is.
 
-One host of its own (127.0.1.131), four playbook runs: 52 s on this machine (42 s of them the playbooks).
+One host of its own (127.0.1.131), five playbook runs (one --check): 52 s on this machine before the --check run.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ def fw_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         assert lab_mod.down(run_dir) == []
 
 
-def run(lab: Any, play: Path, image_path: Path, sha: str, version: str) -> Any:
+def run(lab: Any, play: Path, image_path: Path, sha: str, version: str, *options: str) -> Any:
     extra = {"hca_firmware_image": str(image_path), "hca_firmware_image_sha256": sha,
              "hca_firmware_version": version, "hca_firmware_packages": []}
-    return run_playbook(lab.inventory, play, "-e", json.dumps(extra), timeout=300)
+    return run_playbook(lab.inventory, play, "-e", json.dumps(extra), *options, timeout=300)
 
 
 def test_the_role_burns_the_sites_image_once_and_refuses_a_wrong_checksum(fw_host: Any, tmp_path: Path) -> None:
@@ -77,6 +77,10 @@ def test_the_role_burns_the_sites_image_once_and_refuses_a_wrong_checksum(fw_hos
     said = " ".join(bad.output.split())  # the callback wraps long messages
     assert bad.rc != 0 and "is not the pinned" in said and "no host was given it" in said
     assert not (root / STATE).exists()  # nothing burnt: the stand-in's devices still as shipped
+    # --check reads the HCAs and says it would copy and burn, and does neither
+    check = run(fw_host, play, new, sha, "28.43.1014", "--check")
+    assert check.rc == 0 and check.recap[HOST]["changed"] >= 2, check.output[-4000:]
+    assert not (root / STATE).exists() and not (root / "var/lib/bringup/hca-firmware" / new.name).exists()
     first = run(fw_host, play, new, sha, "28.43.1014")
     assert first.rc == 0, first.output[-4000:]
     assert first.recap[HOST]["changed"] >= 2 and fw_on(root) == ["28.43.1014"]
