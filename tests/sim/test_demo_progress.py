@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from sim.demo_progress import render, stage_view
+from sim.demo_progress import render, round_trips, stage_view
 
 DEPLOYED = frozenset({"deployed"})
 # Snapshots of three hosts as site.yml's stage saw them: at its start, mid-run, at its end.
@@ -37,3 +37,11 @@ def test_the_live_table_shows_finished_stages_and_the_running_one_last() -> None
     assert "ok 1" in lines[0] and "harvest" in lines[0] and lines[0].split("│")[-2].strip() == "-"
     cells = [c.strip() for c in lines[1].split("│")[1:-1]]
     assert cells == ["> 2", "site.yml", "12", "1", "0", "1"]
+
+
+def test_a_host_failed_and_put_back_within_the_stage_is_named_with_its_reason() -> None:
+    """The firmware stage: the inventory fails a drifted host, the apply puts it back; its state at the end is the one
+    it started with, so only the stage's failed events tell it left and came back."""
+    failures = [("a", "firmware_drift"), ("c", "bmc_auth"), ("b", "bios_drift")]
+    now = {"a": ("healthy", None), "b": ("failed", "bios_drift"), "c": ("failed", "bmc_auth")}
+    assert round_trips(failures, now) == {"a": "firmware_drift"}  # b and c are still failed
