@@ -1,5 +1,6 @@
-"""The expected step of a model on a host class: from the site's expected MFU, or learned from the first
-healthy run and stored (a JSON file, one entry per model, engine, host class and world size)."""
+"""The expected step of a model on a host class: from the expected MFU the job is given (`--expected-mfu`), or
+learned from the first healthy run and stored (a JSON file, one entry per model, engine, host class and world
+size)."""
 
 from __future__ import annotations
 
@@ -16,19 +17,6 @@ MAX_BYTES = 1 << 20
 
 def key(model: str, engine: str, host_class: str, world: int) -> str:
     return f"{model}|{engine}|{host_class}|{world}"
-
-
-def site_expected_mfu(site: Path | None, model: str, host_class: str) -> float | None:
-    """The site file's `training.expected_mfu.MODEL.HOST_CLASS` (a fraction of the bf16 peak)."""
-    if site is None or not site.is_file() or site.stat().st_size > MAX_BYTES:
-        return None
-    import yaml  # only where a site is read: the worker on a GPU image may lack it
-
-    raw = yaml.safe_load(site.read_text()) or {}
-    table = raw.get("training", {}).get("expected_mfu", {}) if isinstance(raw, dict) else {}
-    value = table.get(model, {}).get(host_class) if isinstance(table, dict) and isinstance(
-        table.get(model), dict) else None
-    return float(value) if isinstance(value, int | float) and 0 < value <= 1 else None
 
 
 def step_from_mfu(mfu: float, tokens_per_step: int, flops_per_token: float, peak_tflops: float) -> Expected:
