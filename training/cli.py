@@ -14,7 +14,8 @@ USAGE = f"usage: python -m training {{{','.join(COMMANDS)}}} ... (each command's
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(_dispatch, list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run_command(_dispatch, argv, tracebacks=argv[:1] == ["train"])  # a rank's crash: its traceback
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -11,7 +11,9 @@ An error is one line on stderr, `error: <message>`, never a traceback: lines joi
 shown escaped, and the secrets the process holds masked (the values of its environment variables and `--env`
 pairs whose names say they are secrets, `training.launcher.SECRET_WORDS`). An unexpected exception is an internal
 error (BRINGUP_DEBUG=1 lets its traceback through). `train`, the worker torchrun starts, keeps its own codes for
-the supervisor too (training/train.py: 2 a configuration the job refuses, 3 the memory plan stopped it).
+the supervisor too (training/train.py: 2 a configuration the job refuses, 3 the memory plan stopped it), and its
+unexpected errors keep their traceback: a rank's log is where a crash mid-training is read, and nobody reruns a
+multi-host job with BRINGUP_DEBUG set to see it.
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def usage_errors_raise() -> Iterator[None]:
         argparse.ArgumentParser.error = original  # type: ignore[method-assign]
 
 
-def run_command(command: Callable[[list[str]], int], argv: list[str]) -> int:
-    """Run `command(argv)`; the exit code it ends with (the table above). Reporting an error never raises."""
+def run_command(command: Callable[[list[str]], int], argv: list[str], *, tracebacks: bool = False) -> int:
+    """Run `command(argv)`; the exit code it ends with (the table above). Reporting an error never raises;
+    with `tracebacks` (the worker) an unexpected error propagates, as with BRINGUP_DEBUG=1."""
     try:
         with usage_errors_raise():
             return command(argv)
@@ -102,7 +105,7 @@ def run_command(command: Callable[[list[str]], int], argv: list[str]) -> int:
     except Exception as exc:
         if _refusal(exc):
             error_line(_text(exc), argv)
-        elif os.environ.get("BRINGUP_DEBUG"):
+        elif tracebacks or os.environ.get("BRINGUP_DEBUG"):
             raise
         else:
             error_line(f"internal error: {type(exc).__name__}: {_text(exc)} (set BRINGUP_DEBUG=1 for the traceback)",

@@ -302,3 +302,6 @@ def test_training_plan_over_the_gpus_memory_is_problems_found_and_an_interrupt_i
     monkeypatch.setenv("BRINGUP_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
         run_command(buggy, [])
+    monkeypatch.delenv("BRINGUP_DEBUG")
+    with pytest.raises(ZeroDivisionError):  # the worker: a rank's log keeps the traceback of its crash
+        run_command(buggy, [], tracebacks=True)
