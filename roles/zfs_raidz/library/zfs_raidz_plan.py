@@ -384,17 +384,10 @@ def main() -> None:
         devices = parse_lsblk(text)
     except LsblkError as exc:
         module.fail_json(msg=str(exc), ok=False)
-    result = plan(
-        devices,
-        expected_disks=params["expected_disks"],
-        pool=params["pool"],
-        level=params["level"],
-        ashift=params["ashift"],
-        properties={str(k): str(v) for k, v in params["properties"].items()},
-        force=set(params["force_disks"]) if params["force"] else False,
-        root_prefix=params["root_prefix"],
-        by_id=disk_ids() if params["by_id"] else {},
-    )
+    result = plan(devices, expected_disks=params["expected_disks"], pool=params["pool"], level=params["level"],
+                  ashift=params["ashift"], properties={str(k): str(v) for k, v in params["properties"].items()},
+                  force=set(params["force_disks"]) if params["force"] else False,
+                  root_prefix=params["root_prefix"], by_id=disk_ids() if params["by_id"] else {})
     outcome = result.as_dict()
     if others and not result.ok:
         outcome["message"] += (f". Importable pools on this host's disks: {', '.join(sorted(others))}, not the "
