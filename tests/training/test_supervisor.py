@@ -109,7 +109,7 @@ def test_deepspeed_on_a_smaller_world_restarts_and_without_universal_checkpoints
 
     (tmp_path / "hosts").write_text("a slots=1\n")
     assert main(["--hostfile", str(tmp_path / "hosts"), "--config", "tiny", "--engine", "deepspeed",
-                 "--run-dir", str(tmp_path), "--dry-run"]) == 2
+                 "--run-dir", str(tmp_path), "--dry-run"]) == 1  # refused: the job cannot be done (exits.py)
 
 
 def test_an_exit_a_restart_cannot_cure_is_not_retried(tmp_path: Path) -> None:
