@@ -68,7 +68,7 @@ def _render_plan(plan: RolloutPlan) -> None:
             h = plan.host(name)
             change = [f"{u.pin}: {', '.join(str(s) for s in u.seen)} -> {u.wanted}" for u in h.updates]
             change += [f"{k} = {v}" for k, v in h.settings.items()]
-            table.add_row("canary" if i == 0 and len(plan.waves) > 1 and len(wave) <= 1 else str(i), esc(name),
+            table.add_row("canary" if i == 0 and plan.canary else str(i), esc(name),
                           esc(h.rack), esc("\n".join(change)))
     console.print(table)
     for b in plan.blocked:

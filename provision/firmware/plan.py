@@ -67,6 +67,7 @@ class RolloutPlan:
     waves: tuple[tuple[str, ...], ...]
     on_baseline: int
     unmatched: tuple[str, ...] = ()  # baseline pins that no inventoried host reports a component for
+    canary: bool = False  # the first wave is the canary (its failure stops the rollout)
 
     def host(self, name: str) -> HostPlan:
         return next(h for h in self.hosts if h.host == name)
@@ -74,7 +75,7 @@ class RolloutPlan:
     def as_json(self) -> dict[str, Any]:
         return {"operation": self.operation, "hosts": [h.as_json() for h in self.hosts],
                 "blocked": [h.as_json() for h in self.blocked], "waves": [list(w) for w in self.waves],
-                "on_baseline": self.on_baseline, "unmatched": list(self.unmatched)}
+                "on_baseline": self.on_baseline, "unmatched": list(self.unmatched), "canary": self.canary}
 
 
 def waves(names: Sequence[str], rollout: FirmwareRollout) -> tuple[tuple[str, ...], ...]:
@@ -148,5 +149,6 @@ def plan_rollout(site: Site, operation: Operation, judgements: Mapping[str, Judg
         todo.append(HostPlan(h.hostname, h.rack, updates))
     names = [p.host for p in todo]
     unmatched = tuple(sorted(label for label, n in pinned_on.items() if absent_on.get(label) == n))
-    return RolloutPlan(operation, tuple(todo), tuple(blocked), waves(names, site.spec.firmware_rollout), on_baseline,
-                       unmatched)
+    rollout = site.spec.firmware_rollout
+    return RolloutPlan(operation, tuple(todo), tuple(blocked), waves(names, rollout), on_baseline, unmatched,
+                       canary=bool(rollout.canary and names))

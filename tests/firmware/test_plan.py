@@ -46,6 +46,7 @@ def test_the_plan_orders_the_bmc_last_and_says_what_it_cannot_do(tmp_path: Path,
     states = {"h03": ("failed", "bmc_auth")}
     plan = plan_rollout(site, "firmware", judgements, states)
     assert [h.host for h in plan.hosts] == ["h00"] and [u.kind for u in plan.host("h00").updates] == ["bios", "bmc"]
+    assert plan.canary and plan.waves == (("h00",),)  # one host to change: it is the canary, as the rollout runs it
     blocked = {h.host: h.blocked or "" for h in plan.blocked}
     assert blocked["h02"].startswith("never inventoried") and blocked["h03"] == "failed (bmc_auth): fix that first"
     assert "psu" in blocked["h01"] and plan.unmatched == ("psu",)
