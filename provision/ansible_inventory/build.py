@@ -19,6 +19,7 @@ from typing import Any
 from provision.health.expectations import load_overlay
 from provision.site import Site, load_site
 from provision.site.endpoints import split_host_port
+from provision.site.firmware import baseline_images
 from provision.site.model import Host, HostClass, Role
 from provision.site.slurm import gres_type
 from provision.site.store import open_store
@@ -118,6 +119,8 @@ def _host_vars(site: Site, host: Host, record: HostRecord | None,
         "bringup_bmc": {"address": host.bmc.address, "port": host.bmc.port},
         "bringup_hardware": _hardware(cls),
         "bringup_versions": cls.version_facts(),  # with the firmware baseline's HCA/GPU pins (#40)
+        # the baseline's on-host images (roles/hca_firmware): path on this controller and SHA-256
+        "bringup_firmware_images": baseline_images(cls.firmware, site.directory),
         "bringup_floors": cls.floors.model_dump(),  # the health agent's floors (roles/health_agent)
         # the site's health-expectations.yml for this class: what the controller merges in, the role does too
         "bringup_health_overlay": dict(health_overlay),

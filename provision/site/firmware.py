@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, field_validator, model_validator
@@ -176,4 +177,14 @@ def baseline_versions(baseline: FirmwareBaseline | None) -> dict[str, str]:
     for pin in baseline.components if baseline is not None else ():
         if pin.version is not None and pin.id is None and pin.kind in ("hca", "gpu"):
             out["hca_firmware" if pin.kind == "hca" else "vbios"] = pin.version
+    return out
+
+
+def baseline_images(baseline: FirmwareBaseline | None, site_dir: Path) -> dict[str, dict[str, str]]:
+    """The baseline's on-host images as the roles read them (`hca_firmware`: the image roles/hca_firmware burns
+    with mlxfwmanager, from the pin that holds every HCA of the class), its path resolved beside the site file."""
+    out: dict[str, dict[str, str]] = {}
+    for pin in baseline.components if baseline is not None else ():
+        if pin.kind == "hca" and pin.id is None and pin.version is not None and pin.image is not None:
+            out["hca_firmware"] = {"image": str((site_dir / pin.image.file).resolve()), "sha256": pin.image.sha256}
     return out

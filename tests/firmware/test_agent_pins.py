@@ -1,14 +1,16 @@
 """The firmware baseline's exact HCA and GPU versions reach the health agent (ib.firmware, gpu.vbios_versions) and
 the roles (bringup_versions.hca_firmware, the hca_firmware role's default) where the class's `versions` pins none;
-an explicit `versions` pin wins, and a pin with an id glob or a minimum is no agent expectation."""
+an explicit `versions` pin wins, and a pin with an id glob or a minimum is no agent expectation. The HCA pin's
+image reaches roles/hca_firmware through the inventory's bringup_firmware_images."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from provision.health.agent_expectations import render_agent_expectations
 from provision.health.expectations import host_class_facts
-from provision.site.firmware import baseline_versions
+from provision.site.firmware import baseline_images, baseline_versions
 from provision.site.model import HostClass
 
 
@@ -34,3 +36,17 @@ def test_versions_win_and_globs_or_minimums_are_no_expectation() -> None:
                             {"kind": "gpu", "id": "HGX_FW_GPU_*", "version": "97.10.3E.00.05"}]}
     assert baseline_versions(cls(loose).firmware) == {}
     assert baseline_versions(None) == {}
+
+
+def test_the_baseline_hca_image_reaches_the_role_resolved_beside_the_site(tmp_path: Path) -> None:
+    sha = "ab" * 32
+    whole = {"components": [{"kind": "hca", "version": "28.43.1014", "image": {"file": "images/fw.bin", "sha256": sha}},
+                            {"kind": "gpu", "version": "96.00.A5.00.1A"}]}
+    assert baseline_images(cls(whole).firmware, tmp_path) == {
+        "hca_firmware": {"image": str((tmp_path / "images" / "fw.bin").resolve()), "sha256": sha}}
+    globbed = {"components": [{"kind": "hca", "id": "InfiniBand.Slot.*", "version": "28.43.1014",
+                               "image": {"file": "fw.bin", "sha256": sha}}]}
+    assert baseline_images(cls(globbed).firmware, tmp_path) == {}  # some HCAs only: not the role's to burn
+    assert baseline_images(None, tmp_path) == {}
+    defaults = (Path(__file__).resolve().parents[2] / "roles/hca_firmware/defaults/main.yml").read_text()
+    assert "bringup_firmware_images" in defaults  # the role's default reads what the inventory exports
