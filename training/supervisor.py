@@ -3,7 +3,8 @@ diagnosis with a suspect host (`RUN/anomalies.jsonl`), it re-runs `provision hea
 hosts and the spare golden hosts, restarts on the hosts that came back golden (suspects dropped), refills
 from the spares to the configured number of hosts or shrinks to a size the config allows, and records
 each restart in <run>/supervisor.jsonl (cause, hosts dropped and added, checkpoint and step resumed).
-A restart that cannot work is not tried: exit codes that mean the configuration is wrong, too few golden
+A restart that cannot work is not tried: exit codes that mean the configuration is wrong (a host's own, or its
+worker's as torchrun's failure summary names it, training/torchrun_report.py: torchrun itself exits 1), too few golden
 hosts, a DeepSpeed ZeRO-3 checkpoint on another world size where the installed DeepSpeed has no ZeRO-3
 universal checkpoints (with them, the job converts and re-partitions it on resume)."""
 
@@ -25,6 +26,7 @@ from typing import Any
 from training.checkpoint import latest_complete
 from training.diagnosis.report import read_anomalies
 from training.launcher import Host, NcclSite, host_command, job_env, torchrun_argv
+from training.torchrun_report import worker_exit
 
 USABLE_VERDICTS = {"golden"}  # restarts go to hosts the health check left (or put) in the golden set
 # Diagnoses that restarting without their suspect hosts can cure (labels like checkpoint never restart).
@@ -226,6 +228,7 @@ class Supervisor:
     anomaly_cmd: str = ""  # after each attempt, e.g. `provision anomalies --site S --run-dir {run_dir}`
     stop: Stop | None = None  # why the last attempt was stopped early, if it was
     _seen_anomalies: int = 0
+    _logs: dict[str, tuple[Path, int]] = field(default_factory=dict)  # host -> its attempt log, where it began
 
     def _record(self, event: str, **fields: object) -> None:
         record(self.run_dir, event, **fields)
@@ -255,8 +258,10 @@ class Supervisor:
         logs.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "nccl_trace").mkdir(exist_ok=True)
         started = time.time()
+        self._logs = {}
         for host, argv, env in self.commands(hosts, attempt):
             out = open(logs / f"attempt{attempt}_{host.name}.log", "ab")  # noqa: SIM115
+            self._logs[host.name] = (Path(out.name), out.tell())
             procs[host.name] = subprocess.Popen(argv, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out,
                                                 stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True)
             out.close()
@@ -299,6 +304,11 @@ class Supervisor:
         except (OSError, subprocess.TimeoutExpired) as e:
             _log(f"anomalies not recorded ({e})")
 
+    def worker_exits(self, codes: dict[str, int]) -> dict[str, int]:
+        """Host -> the code of the worker that made its torchrun exit 1, where its log's summary names one."""
+        found = {h: worker_exit(c, *self._logs[h]) for h, c in codes.items() if h in self._logs}
+        return {h: c for h, c in found.items() if c is not None}
+
     def _refusal(self, codes: dict[str, int], attempt: int) -> str | None:
         if attempt >= self.max_restarts:
             return "restart limit reached"
@@ -322,9 +332,10 @@ class Supervisor:
                 return 0
             failed = {h: c for h, c in codes.items() if c != 0}
             cause = self.stop.cause if self.stop else "failed"
-            why = self._refusal(codes, attempt)
+            workers = self.worker_exits(failed)
+            why = self._refusal({**codes, **workers}, attempt)
             if why is not None:
-                self._record("gave_up", attempt=attempt, cause=cause, failed=failed, reason=why)
+                self._record("gave_up", attempt=attempt, cause=cause, failed=failed, worker_exits=workers, reason=why)
                 return 1
             suspects = self.stop.suspects if self.stop else ()
             verdicts = self.health([h.name for h in hosts] + [h.name for h in spares])
@@ -339,11 +350,11 @@ class Supervisor:
             ranks = sum(min(h.slots for h in new_hosts) for _ in new_hosts) if new_hosts else 0
             refused = plan.refused or (zero3_resize_refusal(saved_by, ranks) if self.engine == "deepspeed" else None)
             if refused:
-                self._record("gave_up", attempt=attempt, cause=cause, failed=failed, verdicts=verdicts,
-                             dropped=plan.dropped, reason=refused)
+                self._record("gave_up", attempt=attempt, cause=cause, failed=failed, worker_exits=workers,
+                             verdicts=verdicts, dropped=plan.dropped, reason=refused)
                 return 1
             self._record("restart", attempt=attempt + 1, cause=cause, kind=self.stop.kind if self.stop else None,
-                         failed=failed, verdicts=verdicts, dropped=plan.dropped, added=plan.added,
+                         failed=failed, worker_exits=workers, verdicts=verdicts, dropped=plan.dropped, added=plan.added,
                          hosts=plan.hosts, checkpoint=name, resume_step=step)
             hosts = new_hosts
             spares = [h for h in spares if h.name not in plan.added and h.name not in plan.dropped]
