@@ -145,7 +145,7 @@ def _ports(site_file: str) -> int:
 def _keep_validation(site_file: str, run_dir: Path) -> None:
     """`fabric validate --live`'s result as JSON in the run directory, where `provision report` reads it."""
     from fabric.pipeline import Inputs, validate_inputs
-    from provision.report.gather_files import VALIDATION_FILE
+    from report.gather_files import VALIDATION_FILE
 
     result = validate_inputs(Inputs(site=Path(site_file), live=True), warn=lambda _line: None)
     (run_dir / VALIDATION_FILE).write_text(json.dumps(result.report.to_dict(), indent=1), encoding="utf-8")

@@ -26,8 +26,8 @@ from rich.text import Text
 
 from provision.cli import main as provision_main
 from provision.cli.output import console, esc
-from provision.report.gather_slurm import JOB_FILE
 from provision.site import load_site
+from report.gather_slurm import JOB_FILE
 from sim.slurm.faults import lose_node
 from sim.slurm.lab import SlurmLab
 from sim.slurm.service import spec_for

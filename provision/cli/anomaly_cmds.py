@@ -1,6 +1,6 @@
 """`provision anomalies --run-dir RUN`: a training job's diagnoses (RUN/anomalies.jsonl, written by the job's
 rank 0) into the state-store history of the hosts they name, once each; labels (checkpoint) are not. A
-link diagnosis carries the suspect host's HCA port counters from the store (`provision/report/anomaly_evidence.py`).
+link diagnosis carries the suspect host's HCA port counters from the store (`report/anomaly_evidence.py`).
 `--port-evidence h1,h2` (the supervisor, before each attempt): those hosts' HCA port counters into
 RUN/evidence.json, which the job's diagnosis reads to name the host behind a link pattern."""
 
@@ -16,9 +16,9 @@ from provision.cli.app import Common, app, common_options
 from provision.cli.context import Context
 from provision.cli.output import console, emit_json
 from provision.errors import UnknownHost
-from provision.report.anomaly_evidence import LINK_KINDS, hca_port_evidence, write_port_evidence
 from provision.site.bounded import read_text
 from provision.state.notes import note
+from report.anomaly_evidence import LINK_KINDS, hca_port_evidence, write_port_evidence
 
 MAX_BYTES = 16 << 20
 REASON = "training_anomaly"

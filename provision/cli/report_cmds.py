@@ -30,7 +30,7 @@ def report(
         "--training", help="The training job's JSONL (default: the newest metrics.jsonl under RUN_DIR).")] = None,
 ) -> None:
     """One static HTML page: lifecycle per rack, failed hosts, fabric map, Ethernet, health, burn-in, training."""
-    from provision.report import as_json, default_output, gather, write_html
+    from report import as_json, default_output, gather, write_html
 
     started = time.monotonic()
     require_directories({"out": out})

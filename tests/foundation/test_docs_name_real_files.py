@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("provision", "fabric", "sim", "tools", "training")
+PACKAGES = ("provision", "fabric", "report", "sim", "tools", "training")
 MENTION = re.compile(r"(?<![\w./-])((?:" + "|".join(PACKAGES) + r")/[\w/]*\w\.py)\b")
 
 

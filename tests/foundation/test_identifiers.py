@@ -65,7 +65,7 @@ def test_a_short_guid_is_padded_and_a_redacted_one_is_not_a_guid() -> None:
 
 
 def _product_modules() -> list[Path]:
-    return sorted(p for top in ("provision", "fabric", "training", "tools") for p in (REPO / top).rglob("*.py"))
+    return sorted(p for top in ("provision", "fabric", "report", "training", "tools") for p in (REPO / top).rglob("*.py"))
 
 
 def test_no_module_but_identifiers_spells_a_mac_or_guid_by_hand() -> None:

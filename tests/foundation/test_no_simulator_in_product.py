@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("provision", "fabric", "training", "tools")
+PRODUCT = ("provision", "fabric", "report", "training", "tools")
 SIMULATOR_WORDS = re.compile(r"ibsim|sim_connect|sim[-_]state|umad2sim", re.IGNORECASE)
 
 

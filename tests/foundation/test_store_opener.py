@@ -12,7 +12,7 @@ from provision.errors import BringupError
 from provision.site.store import open_store_at
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCT = ("provision", "fabric", "training", "tools")
+PRODUCT = ("provision", "fabric", "report", "training", "tools")
 OPENERS = {Path("provision/site/store.py")}
 
 

@@ -146,7 +146,7 @@ def test_a_health_agent_report_nested_200000_deep_is_an_unknown_verdict_saying_s
 
 
 def test_a_run_directory_file_nested_200000_deep_is_an_unreadable_section_of_the_report(tmp_path: Path) -> None:
-    from provision.report.gather_files import ethernet
+    from report.gather_files import ethernet
 
     (tmp_path / "ethernet-check.json").write_text(DEEP)
     section = ethernet(tmp_path)

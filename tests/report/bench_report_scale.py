@@ -14,10 +14,10 @@ from pathlib import Path
 from fabric.burnin.history import FlowRow, History
 from fabric.design import load_design
 from fabric.ports.ledger import DISABLED, Ledger, LedgerEnd, LedgerEntry
-from provision.report import gather, write_html
 from provision.site.loader import load_site
 from provision.state import Change, State, StateStore
 from provision.state.lifecycle import FLOW
+from report import gather, write_html
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "inventory" / "examples" / "imbue-scale.yml"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from provision.cli import main as provision_main
-from provision.report import as_json, gather, render_html
-from provision.report.gather_files import ETHERNET_FILE, ethernet, training
 from provision.site.loader import load_site
 from provision.state import StateStore
+from report import as_json, gather, render_html
+from report.gather_files import ETHERNET_FILE, ethernet, training
 from sim.demo_training import RUN_NAME, StageSettings, load_settings
 from tests.demo_run import DemoRun
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from provision.firmware.table import FirmwareRow, write_rows
-from provision.report import gather, render_html
-from provision.report.gather_firmware import firmware_section
-from provision.report.gather_hosts import all_events
 from provision.site.firmware import FirmwareBaseline
 from provision.state import State, StateStore
+from report import gather, render_html
+from report.gather_firmware import firmware_section
+from report.gather_hosts import all_events
 
 BASELINE = FirmwareBaseline.model_validate({
     "components": [{"kind": "nic", "min_version": "22.36.10.10"}, {"kind": "hca", "id": "InfiniBand.Slot.*",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 
-from provision.report import SECTIONS
+from report import SECTIONS
 from tests.demo_run import DemoRun
 from tests.report.browser import WINDOW, chromium, screenshot
 

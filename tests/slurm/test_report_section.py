@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.report import gather, render_html
+from report import gather, render_html
 from tests.slurm.conftest import SlurmRig, needs_slurm
 
 

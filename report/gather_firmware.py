@@ -12,12 +12,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from provision.firmware.table import FirmwareRow, read_rows, version_spread
-from provision.report.gather_hosts import stamp
-from provision.report.model import BiosSetting, ComponentVersions, Firmware, FirmwareEvent
 from provision.site.firmware import FirmwareBaseline
 from provision.site.model import Site
 from provision.state import Event, StateStore
 from provision.steps.pipeline import BASELINE_STEPS
+from report.gather_hosts import stamp
+from report.model import BiosSetting, ComponentVersions, Firmware, FirmwareEvent
 
 COMMANDS = frozenset(spec.name for spec in BASELINE_STEPS)
 MAX_EVENTS = 500

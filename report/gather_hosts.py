@@ -9,11 +9,11 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from provision.report.model import FailedHost, HealthCell, HealthMatrix, HealthRow, HistoryItem, RackFunnel, StageCount
 from provision.state import Event, HostRecord, State, StateStore
 from provision.state.lifecycle import FLOW, RANK
 from provision.state.records import event
 from provision.steps.pipeline import remediation_for
+from report.model import FailedHost, HealthCell, HealthMatrix, HealthRow, HistoryItem, RackFunnel, StageCount
 
 MAX_EVIDENCE_CHARS = 6000
 PASSING = frozenset({"ok", "not_applicable"})

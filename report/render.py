@@ -11,9 +11,9 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from provision.report import svg
-from provision.report.model import STATUS_ORDER, Report
 from provision.state.secret_values import mask
+from report import svg
+from report.model import STATUS_ORDER, Report
 
 MAX_RACK_CHARTS = 6  # past this many racks, the funnel is one racks-by-states figure
 MAX_ROWS = 500  # burn-in links listed on the page per table (--json has them all)
@@ -54,7 +54,7 @@ def figures(report: Report) -> Figures:
 
 
 def environment() -> Environment:
-    env = Environment(loader=PackageLoader("provision.report", "templates"), autoescape=select_autoescape(["j2"]),
+    env = Environment(loader=PackageLoader("report", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals.update(colour=svg.colour, statuses=STATUS_ORDER, max_rows=MAX_ROWS)
     return env

@@ -13,9 +13,9 @@ from fabric.burnin.judge import Judgement, judge
 from fabric.design import Design, DesignLink, load_design
 from fabric.ports.ledger import DISABLED, OUT_OF_SERVICE, REENABLE_REFUSED, Ledger
 from fabric.topology import NodeType
-from provision.report.gather_hosts import stamp
-from provision.report.model import STATUS_RANK, Burnin, BurninLink, DisabledLink, FabricMap, FindingRow, MapLink, Switch
 from provision.state import StateStore
+from report.gather_hosts import stamp
+from report.model import STATUS_RANK, Burnin, BurninLink, DisabledLink, FabricMap, FindingRow, MapLink, Switch
 
 RANK = STATUS_RANK
 _BURNIN_STATUS = {"pass": "pass", "fail": "fail", "unknown": "unknown", "not_covered": "not_covered"}

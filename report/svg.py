@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from markupsafe import Markup, escape
 
-from provision.report.model import STATUS_RANK, Burnin, BurninLink, FabricMap, HealthMatrix, Point, RackFunnel
+from report.model import STATUS_RANK, Burnin, BurninLink, FabricMap, HealthMatrix, Point, RackFunnel
 
 COLOURS = {
     "pass": "#2e9d5b", "ok": "#2e9d5b", "golden": "#c9a227", "fail": "#d62728", "critical": "#d62728",

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provision.report import gather_files
-from provision.report.gather_fabric import burnin_section, disabled_links, fabric_map
-from provision.report.gather_firmware import firmware_section, site_baselines
-from provision.report.gather_hosts import all_events, failed_hosts, funnel, health_matrix
-from provision.report.gather_slurm import slurm_section
-from provision.report.model import Report
 from provision.site.model import Site
 from provision.state import StateStore
+from report import gather_files
+from report.gather_fabric import burnin_section, disabled_links, fabric_map
+from report.gather_firmware import firmware_section, site_baselines
+from report.gather_hosts import all_events, failed_hosts, funnel, health_matrix
+from report.gather_slurm import slurm_section
+from report.model import Report
 
 REPORT_DIR = "report"
 REPORT_FILE = "report.html"

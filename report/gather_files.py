@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from provision.report.model import Ethernet, Point, Restart, Table, Training
 from provision.site.bounded import InputRefused, read_bytes
 from provision.state import peer_json
+from report.model import Ethernet, Point, Restart, Table, Training
 from training.jsonl import read_jsonl
 
 VALIDATION_FILE = "fabric-validate.json"

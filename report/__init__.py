@@ -1,7 +1,7 @@
 """`provision report`: one static HTML page (and the same data as JSON) of a site's whole bring-up."""
 
-from provision.report.build import as_json, default_output, gather
-from provision.report.model import Report
-from provision.report.render import SECTIONS, render_html, write_html
+from report.build import as_json, default_output, gather
+from report.model import Report
+from report.render import SECTIONS, render_html, write_html
 
 __all__ = ["SECTIONS", "Report", "as_json", "default_output", "gather", "render_html", "write_html"]

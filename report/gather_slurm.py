@@ -8,9 +8,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-from provision.report.gather_files import read_json
-from provision.report.model import Slurm, Table
 from provision.state import StateStore
+from report.gather_files import read_json
+from report.model import Slurm, Table
 
 JOB_FILE = "slurm-job.json"
 MAX_ROWS = 2000
