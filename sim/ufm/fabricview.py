@@ -19,6 +19,7 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from fabric.topology import End, Link, NodeType, Topology
 from sim.ibfabric.diags_prefix import RUN_DIAGS, run_sim_tool
 
 FLAP_WINDOW_S = 300.0
+STOPPING = threading.Event()  # the process is leaving (sim/ufm/server.py): no tool starts any more
 SIM_CA = "ibsim0"  # the one CA umad2sim shows a tool (umad2sim.c: umad2sim_dev_create(0, "ibsim0"))
 
 
@@ -90,21 +92,28 @@ class FabricView:
         self.nodes = dict(self.topology.nodes)  # every node ever seen (an HCA behind a disabled link vanishes)
         self.known_links = {(ln.a, ln.b): ln for ln in self.topology.links}
         self.cabling = dict(self.known_links)  # the cables, kept to re-cable a repaired link
-        self.actuator = SimActuator(self.discover_text, Diags(prefix=(str(RUN_DIAGS),), env=self.env))
-        self.poll()
+        # the actuator's routes come from the capture the last look took (one ibnetdiscover serves both)
+        self.actuator = SimActuator(lambda: self.text, Diags(prefix=(str(RUN_DIAGS),), env=self.env))
+        self._counters(self.lids)
 
     def tool(self, argv: list[str], sim_host: str | None = None, check: bool = False) -> str:
         env = {**self.env, **({"SIM_HOST": sim_host} if sim_host else {})}
-        proc = run_sim_tool(argv, env, self.timeout_s)
+        proc = self._run(argv, env, self.timeout_s)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed (rc {proc.returncode}): {last_complaint(proc)}")
         return proc.stdout
+
+    @staticmethod
+    def _run(argv: list[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+        if STOPPING.is_set():
+            raise RuntimeError(f"{argv[0]} not run: the simulator is stopping")
+        return run_sim_tool(argv, env, timeout_s)
 
     def discover_text(self) -> str:
         return self.tool(["ibnetdiscover"])
 
     def discover(self) -> Topology:
-        text = self.discover_text()
+        self.text = text = self.discover_text()
         top = parse_ibnetdiscover(text, "ibnetdiscover")
         self.lids = {guid: lid for guid, lid in lids_from_ibnetdiscover(text).items()
                      if guid in top.nodes and top.nodes[guid].type is NodeType.SWITCH}
@@ -114,7 +123,7 @@ class FabricView:
         """What UFM's SM does after a change: assign LIDs and program routes (the real opensm, once); which
         engine routed it is read from opensm's log, as UFM's SM configuration reports it."""
         self.opensm_log.unlink(missing_ok=True)
-        run_sim_tool(["opensm", "-o", "-R", self.routing_engine, "-f", str(self.opensm_log)], self.env, 120)
+        self._run(["opensm", "-o", "-R", self.routing_engine, "-f", str(self.opensm_log)], self.env, 120)
         try:
             text = self.opensm_log.read_text(errors="replace")[-MAX_LOG:]
         except OSError:
@@ -141,8 +150,11 @@ class FabricView:
         kind = "Switch" if self.is_switch(end.guid) else "Computer"
         return f"default(1) / {kind}: {self.name(end.guid)} / NA / {end.port}"
 
-    def poll(self) -> None:
-        """One look at the fabric: links gone since the last look, counters risen since the last sweep."""
+    def poll(self, changed: Collection[End] | None = None) -> None:
+        """One look at the fabric: links gone since the last look, counters risen since the last look: of every
+        switch, or after a change the stand-in made itself (`changed`: ports it disabled, enabled, unplugged) of
+        the switches at either end of those ports' cables, as UFM's sweep after a change is incremental (no
+        other port's counters moved; the next full look reads them, their deltas kept since their last read)."""
         with self.lock:
             now = self.discover()
             present = {(ln.a, ln.b) for ln in now.links}
@@ -154,7 +166,12 @@ class FabricView:
                 self.known_links.setdefault((ln.a, ln.b), ln)
             self.topology = now
             self.nodes.update(now.nodes)
-            self._counters()
+            self._counters(self.lids if changed is None else self._switches_of(changed))
+
+    def _switches_of(self, ends: Collection[End]) -> dict[str, int]:
+        peers = {e: far for a, b in self.cabling for e, far in ((a, b), (b, a))}
+        guids = {e.guid for e in ends} | {peers[e].guid for e in ends if e in peers}
+        return {guid: lid for guid, lid in self.lids.items() if guid in guids}
 
     def _link_down(self, link: Link) -> None:
         a, b = link.a, link.b
@@ -172,10 +189,11 @@ class FabricView:
                       f"Peer Port {self.name(peer.guid)}:{peer.port} is considered by SM as unhealthy due to "
                       "FLAPPING.", category="Fabric_Notification")
 
-    def _counters(self) -> None:
-        """Every switch port's counters (`perfquery -l <lid> 255`, LID-routed after the SM's sweep)."""
+    def _counters(self, switches: dict[str, int]) -> None:
+        """The counters of every port of `switches` (guid: LID; `perfquery -l <lid> 255`, LID-routed after the
+        SM's sweep)."""
         swept: dict[End, dict[str, int]] = {}
-        for guid, lid in self.lids.items():
+        for guid, lid in switches.items():
             try:
                 sweep = parse_perfquery(self.tool(["perfquery", "-l", str(lid), "255"]), "perfquery")
             except subprocess.TimeoutExpired:
@@ -213,8 +231,8 @@ class FabricView:
             if enabled:
                 self._recable(end)
             self.sweep()
+            self.poll({end})
             self.actuator.refresh()
-            self.poll()
 
     def _recable(self, end: End) -> None:
         for a, b in self.cabling:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,7 +36,7 @@ from fabric.topology import End
 
 class View(Protocol):
     def console(self, command: str) -> None: ...
-    def poll(self) -> None: ...
+    def poll(self, changed: Collection[End] | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class Flap:
     sim_id: str
     port: int
     times: int
+
+    @property
+    def end(self) -> End:
+        return End(self.sim_id.split("-", 1)[1], self.port)
 
 
 @dataclass
@@ -97,10 +102,10 @@ class Faults:
             for _ in range(flap.times):
                 view.console(f'Unlink "{flap.sim_id}"[{flap.port}]')
                 time.sleep(0.05)
-                view.poll()
+                view.poll({flap.end})
                 view.console(f'ReLink "{flap.sim_id}"[{flap.port}]')
                 time.sleep(0.05)
-                view.poll()
+                view.poll({flap.end})
         self.tick(view, 6.0)
         if self.bers:
             view.poll()  # the rising counters' first threshold events, before anyone asks

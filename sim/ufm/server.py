@@ -37,7 +37,7 @@ from sim.redfish.http import Request, Response, serve
 from sim.redfish.tlscert import make_certificates
 from sim.ufm.auth import SESSION_COOKIE, UfmAuth
 from sim.ufm.callers import kill_caller
-from sim.ufm.fabricview import FabricView
+from sim.ufm.fabricview import STOPPING, FabricView
 from sim.ufm.faults import Faults, load_faults
 from sim.ufm.jobs import SimJobs
 from sim.ufm.smconf import sm_config
@@ -183,11 +183,11 @@ class UfmSim:
         return out
 
 
-async def _poller(sim: UfmSim, every_s: float, stop: asyncio.Event) -> None:
+async def _poller(sim: UfmSim, every_s: float) -> None:
+    """Every `every_s`, the faults' clock and one full look at the fabric, until SIGTERM ends the process."""
     last = time.monotonic()
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every_s)
+    while True:
+        await asyncio.sleep(every_s)
         now = time.monotonic()
         try:
             await asyncio.to_thread(sim.faults.tick, sim.view, now - last)
@@ -223,21 +223,45 @@ async def main_async(args: argparse.Namespace) -> int:
         return serve(r, w, lambda request: sim.handle(request, peer[:2] if peer else None))
 
     server = await asyncio.start_server(connection, args.address, args.port, ssl=tls)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     sys.stdout.write(f"ufm-sim: https://{args.address}:{args.port} ({len(view.known_links)} links, "
                      f"{len(view.events)} events)\n")
     sys.stdout.flush()
-    poller = asyncio.create_task(_poller(sim, args.poll_s, stop))
+    poller = asyncio.create_task(_poller(sim, args.poll_s))
     async with server:
-        await stop.wait()
-    await poller
+        await asyncio.gather(server.serve_forever(), poller)
     return 0
 
 
+def _tool_groups() -> list[int]:
+    """The process groups of the tools this process runs now: each is a child leading a session of its own
+    (fabric.toolrun), so its pid names its group."""
+    me, out = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == me:
+                out.append(int(stat.parent.name))
+    return out
+
+
+def _exit_now(signum: int, _frame: object) -> None:
+    """SIGTERM or SIGINT: out within a moment, whatever is under way (a sweep's opensm, a poll, the start).
+    Nothing here needs a clean-up but the tools running for a worker thread, which would outlive the process
+    (their own sessions) and which the thread would wait on: they are killed, and the process leaves without
+    waiting for its threads (no new tool starts after STOPPING is set)."""
+    STOPPING.set()
+    for _ in range(3):  # a thread that passed STOPPING's check just before it was set starts its tool at once
+        for group in _tool_groups():
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
+        time.sleep(0.05)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_now)
     p = argparse.ArgumentParser(prog="python -m sim.ufm.server")
     p.add_argument("--address", required=True)
     p.add_argument("--port", type=int, default=443)

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +52,7 @@ def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, st
     tmp = tmp_path_factory.mktemp("ufm")
     faults = tmp / "ufm-faults.yml"
     faults.write_text("ber:\n  - {node: leaf-A-r3-U40, port: 2, per_min: 6000}\n")
-    with ufm_sim_of(DESIGN, faults, ADDRESS, PORT, "s3cret-ufm", tmp / "ibfabric.json", tmp, poll_s=0.5) as fabric:
+    with ufm_sim_of(DESIGN, faults, ADDRESS, PORT, "s3cret-ufm", tmp / "ibfabric.json", tmp, poll_s=2) as fabric:
         yield fabric, "s3cret-ufm"
 
 
@@ -75,7 +78,7 @@ def test_shapes_events_from_a_pulled_cable_and_rising_symbol_errors(ufm: tuple[I
     async def read() -> tuple[str, str, str]:
         async with _client(password) as c:
             return await c.events(), await c.links(), await c.ports()
-    deadline = time.monotonic() + 40  # the simulator polls the fabric every 0.5 s (slower on a loaded machine)
+    deadline = time.monotonic() + 40  # the simulator polls the fabric every 2 s (slower on a loaded machine)
     while True:
         events, links, ports = asyncio.run(read())
         seen = {e["event_type"] for e in json.loads(events)}
@@ -130,3 +133,61 @@ def test_a_session_and_an_access_token_read_what_basic_credentials_read(ufm: tup
             return await c.links()
     basic = asyncio.run(read("basic", password))
     assert asyncio.run(read("session", password)) == basic and asyncio.run(read("token", token)) == basic
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            tree.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError):
+            continue
+    return tree
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """Every process below `pid`, with its command line."""
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            try:
+                out.append((child, Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
+            except OSError:
+                continue
+            todo.append(child)
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_sigterm_ends_the_simulator_and_its_sweep_at_once(ufm: tuple[IbFabric, str], tmp_path: Path) -> None:
+    """A second simulator on the module's fabric, sent SIGTERM while its first sweep's opensm runs: it is gone
+    within a moment and leaves no tool behind (a killed test run once left one that ignored SIGTERM for 5 s+)."""
+    fabric, password = ufm
+    assert fabric.state_file is not None
+    proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", "127.0.2.207", "--port", "18449",
+                             "--ibsim-state", str(fabric.state_file), "--cert-dir", str(tmp_path)],
+                            env={**os.environ, "BRINGUP_SIM_UFM_PASSWORD": password}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        below = _descendants(proc.pid)
+        while not any(" -o -R ftree " in cmd for _pid, cmd in below):
+            assert proc.poll() is None and time.monotonic() < deadline, "no sweep seen"
+            time.sleep(0.01)
+            below = _descendants(proc.pid)
+        proc.terminate()
+        started = time.monotonic()
+        assert proc.wait(10) == 0
+        took = time.monotonic() - started
+        assert took < 2, f"{took:.1f} s after SIGTERM"  # ~0.2 s idle: 3 rounds of killing its tools 50 ms apart
+        assert not [(pid, cmd) for pid, cmd in below if _running(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
