@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import contextlib
+import gc
+import io
 import json
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +42,61 @@ def torchrun(args: list[str], nproc: int = 2, env: dict[str, str] | None = None,
     r = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# What torchrun gives a rank and what the trainer's build sets for its process group: undone after
+_RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+             "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_ENABLE_TIMING",
+             "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+
+
+@contextlib.contextmanager
+def one_rank_here(env: dict[str, str] | None = None) -> Iterator[None]:
+    """This process as the only rank of a gloo job (what `torchrun --nproc-per-node=1` gives its worker, one
+    thread as the torchrun helper's OMP_NUM_THREADS=1), everything put back after: a single-rank run whose
+    point is not the process boundary skips the ~12 s of imports a torchrun worker pays."""
+    import torch
+    import torch.distributed as dist
+
+    extra = env or {}
+    saved = {k: os.environ.get(k) for k in (*_RANK_ENV, *extra)}
+    threads, collecting = torch.get_num_threads(), gc.isenabled()
+    for key in _RANK_ENV:
+        os.environ.pop(key, None)
+    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(free_port()), **extra})
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if dist.is_initialized():  # a run that raised, or was refused, after making its process group
+            dist.destroy_process_group()
+        torch.set_num_threads(threads)
+        if collecting:
+            gc.unfreeze()
+            gc.enable()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def train_here(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`python -m training train ARGS` as one rank in this process (one_rank_here): its exit code and what it
+    wrote to stderr."""
+    from training.cli import main
+
+    err = io.StringIO()
+    with one_rank_here(env), contextlib.redirect_stderr(err):
+        code = main(["train", *args])
+    return code, err.getvalue()
 
 
 def step_records(run_dir: Path, rank: int = 0) -> dict[int, dict[str, float]]:

@@ -87,12 +87,20 @@ def test_config_and_shards_are_read_as_transformers_wrote_them(plain: tuple[Path
         folder.close()
 
 
-@pytest.mark.parametrize("engine", ["fsdp", "deepspeed"])
+# ZeRO-3 too: its background checkpoint writer once saved `param_shapes` as plain tuples (DeepSpeed's
+# clone helper), which zero_to_fp32 cannot read; training.engines.zero3_checkpoint.host_copy keeps torch.Size.
+@pytest.fixture(scope="module", params=["fsdp", "deepspeed"])
+def trained(request: pytest.FixtureRequest, plain: tuple[Path, Any], tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, dict[str, torch.Tensor]]:
+    """One 2-rank step of each engine from `plain` (hf_worker.py): its logits before and after the step, and
+    the folder holding its checkpoint; one run for the tests that ask different things of it."""
+    out = tmp_path_factory.mktemp(f"trained_{request.param}")
+    return out, run_worker(request.param, plain[0], out, train=True)
+
+
 def test_hf_checkpoint_loads_into_each_engine_with_transformers_logits(
-        engine: str, plain: tuple[Path, Any], tmp_path: Path) -> None:
-    hf_dir, model = plain
-    got = run_worker(engine, hf_dir, tmp_path)["before"]
-    torch.testing.assert_close(got, hf_logits(model, fixed_ids()), atol=1e-5, rtol=1e-5)
+        trained: tuple[Path, dict[str, torch.Tensor]], plain: tuple[Path, Any]) -> None:
+    torch.testing.assert_close(trained[1]["before"], hf_logits(plain[1], fixed_ids()), atol=1e-5, rtol=1e-5)
 
 
 def test_llama3_rope_scaling_matches_transformers(tmp_path: Path) -> None:
@@ -112,19 +120,14 @@ def test_llama3_rope_scaling_matches_transformers(tmp_path: Path) -> None:
         assert torch.allclose(mine, want, atol=1e-5, rtol=1e-5) is same
 
 
-# ZeRO-3 too: its background checkpoint writer once saved `param_shapes` as plain tuples (DeepSpeed's
-# clone helper), which zero_to_fp32 cannot read; training.engines.zero3_checkpoint.host_copy keeps torch.Size.
-@pytest.mark.parametrize("engine", ["fsdp", "deepspeed"])
 def test_trained_step_exported_by_merge_loads_back_into_transformers(
-        engine: str, plain: tuple[Path, Any], tmp_path: Path) -> None:
+        trained: tuple[Path, dict[str, torch.Tensor]], tmp_path: Path) -> None:
     from training.merge import merge
 
-    hf_dir, model = plain
-    res = run_worker(engine, hf_dir, tmp_path, train=True)
-    torch.testing.assert_close(res["before"], hf_logits(model, fixed_ids()), atol=1e-5, rtol=1e-5)
+    run, res = trained
     assert (res["after"] - res["before"]).abs().max() > 1e-3  # the step changed the weights
     out = tmp_path / "export"
-    merge(tmp_path / "checkpoints" / "step_00000001", out, torch.float32)
+    merge(run / "checkpoints" / "step_00000001", out, torch.float32)
     back = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
     torch.testing.assert_close(hf_logits(back, fixed_ids()), res["after"], atol=1e-5, rtol=1e-5)
 
@@ -132,8 +135,9 @@ def test_trained_step_exported_by_merge_loads_back_into_transformers(
 def test_train_init_from_takes_the_folders_tokenizer_and_starts_at_transformers_loss(
         plain: tuple[Path, Any], corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
     """`train --init-from DIR` (no --config, no --tokenizer): step 1's loss, before any update, is
-    transformers' mean token loss over both ranks' batches; the checkpoint exports to a folder."""
-    from tests.training.conftest import step_records, torchrun
+    transformers' mean token loss over the batch; the checkpoint exports to a folder. One rank in this process
+    (loading into each engine across ranks is test_hf_checkpoint_loads_into_each_engine_with_transformers_logits)."""
+    from tests.training.conftest import step_records, train_here
     from training.data import PackedLoader, discover_files
     from training.merge import merge
     from training.tokenizer import load_tokenizer
@@ -143,17 +147,14 @@ def test_train_init_from_takes_the_folders_tokenizer_and_starts_at_transformers_
     shutil.copytree(src, hf_dir)
     shutil.copyfile(tokenizer_path, hf_dir / "tokenizer.json")
     run = tmp_path / "run"
-    torchrun(["--init-from", str(hf_dir), "--run-dir", str(run), "--data", str(corpus), "--seq-len", "128",
-              "--micro-batch", "2", "--steps", "1", "--warmup-steps", "1", "--checkpoint-every", "1",
-              "--compile", "0"])
+    assert train_here(["--init-from", str(hf_dir), "--run-dir", str(run), "--data", str(corpus), "--seq-len", "128",
+                       "--micro-batch", "2", "--steps", "1", "--warmup-steps", "1", "--checkpoint-every", "1",
+                       "--compile", "0"])[0] == 0
     tok, files = load_tokenizer(hf_dir / "tokenizer.json"), discover_files([corpus])
-    total, count = 0.0, 0
-    for rank in (0, 1):
-        batch, _ = PackedLoader.fresh(files, tok, 128, 2, rank, 2, 1234).next_batch()
-        logits = hf_logits(model, batch.input_ids)
-        total += float(F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), reduction="sum"))
-        count += int((batch.labels != -100).sum())
-    assert step_records(run)[1]["loss"] == pytest.approx(total / count, abs=1e-4)
+    batch, _ = PackedLoader.fresh(files, tok, 128, 2, 0, 1, 1234).next_batch()
+    logits = hf_logits(model, batch.input_ids)
+    want = float(F.cross_entropy(logits.flatten(0, 1), batch.labels.flatten(), ignore_index=-100))
+    assert step_records(run)[1]["loss"] == pytest.approx(want, abs=1e-4)
     ckpt = run / "checkpoints" / "step_00000001"
     assert (ckpt / "tokenizer.json").exists()
     merge(ckpt, tmp_path / "export", torch.float32)

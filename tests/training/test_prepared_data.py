@@ -108,16 +108,17 @@ def test_zeros_data_is_all_zero() -> None:
 
 @pytest.mark.slow
 def test_train_reads_prepared_shards_and_zeros_and_resumes_on_fewer_ranks(prepared: Path, tmp_path: Path) -> None:
-    from tests.training.conftest import step_records, torchrun
+    from tests.training.conftest import step_records, torchrun, train_here
 
     common = ["--config", "tiny", "--seq-len", "128", "--micro-batch", "2", "--warmup-steps", "1",
               "--checkpoint-every", "2", "--loss-chunk-tokens", "96"]
     torchrun([*common, "--steps", "2", "--run-dir", str(tmp_path / "p"), "--data", str(prepared)])
-    torchrun([*common, "--steps", "2", "--run-dir", str(tmp_path / "z"), "--data", "zeros"])
+    # the single-rank runs in this process (one rank needs no torchrun): zeros, then the resume
+    assert train_here([*common, "--steps", "2", "--run-dir", str(tmp_path / "z"), "--data", "zeros"])[0] == 0
     p, z = step_records(tmp_path / "p"), step_records(tmp_path / "z")
     assert sorted(p) == sorted(z) == [1, 2]
     # the 2-rank run resumes on 1 rank: model and prepared-data position resharded
-    r = torchrun([*common, "--steps", "3", "--run-dir", str(tmp_path / "p"), "--data", str(prepared)], nproc=1)
-    assert "saved by 2 ranks, now 1" in r.stderr and sorted(step_records(tmp_path / "p")) == [1, 2, 3]
+    code, err = train_here([*common, "--steps", "3", "--run-dir", str(tmp_path / "p"), "--data", str(prepared)])
+    assert code == 0 and "saved by 2 ranks, now 1" in err and sorted(step_records(tmp_path / "p")) == [1, 2, 3]
     assert 5.0 < p[1]["loss"] < 7.0  # about ln(512) at initialisation on real tokens
     assert p[1]["loss"] != z[1]["loss"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.training.conftest import REPO, step_records, tiny_args
+from tests.training.conftest import REPO, free_port, step_records, tiny_args
 from training.launch_cli import main as launch
 
 STEPS, EVERY = 12, 4
@@ -152,12 +151,6 @@ def test_a_failed_step_runs_the_node_check_then_requeues_and_the_restart_limit_g
     assert [e["event"] for e in events[3:]] == ["start", "gave_up"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait(what: str, check: object, timeout_s: float) -> None:
     assert callable(check)
     deadline = time.monotonic() + timeout_s
@@ -203,7 +196,7 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
         out = subprocess.run(
             [sys.executable, "-m", "training", "launch", "--scheduler", "slurm", "--nodes", "2", "--partition", "gpu",
              "--gpus-per-host", "1", "--config", "tiny", "--run-dir", str(tmp_path / "runs" / "tiny-{job_id}"),
-             "--rdzv-port", str(_free_port()), "--max-restarts", "2", "--env", "OMP_NUM_THREADS=1",
+             "--rdzv-port", str(free_port()), "--max-restarts", "2", "--env", "OMP_NUM_THREADS=1",
              # 0.6 s more per step on the first attempt only: the node is lost before the next checkpoint
              "--env", "TRAINING_INJECT=stall:*:1.0:0.6", "--", *train],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 from pathlib import Path
 
 import pytest
 import torch
 
+from tests.training.conftest import one_rank_here
 from training.checkpoint import latest_complete, step_dir
 from training.checkpoint_writer import CheckpointWriter
 from training.configs import tiny
@@ -60,7 +60,7 @@ class _LateEngine:
     """Saves that reach the disk only when told (an asynchronous DCP save still writing)."""
 
     name = "fake"
-    model = torch.nn.Linear(1, 1)
+    model: torch.nn.Module = torch.nn.Linear(1, 1)
 
     def __init__(self) -> None:
         self.writing: list[Path] = []
@@ -108,23 +108,12 @@ def test_each_writer_marks_its_own_checkpoints_once_they_are_on_disk_and_only_on
     assert not (step_dir(tmp_path / "b" / "checkpoints", 2) / "config.json").exists()
 
 
-def test_the_trainer_runs_its_step_hooks_after_each_recorded_step_and_its_checkpoint(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_trainer_runs_its_step_hooks_after_each_recorded_step_and_its_checkpoint(tmp_path: Path) -> None:
     """Built once in this process (gloo, one rank, the tiny model on synthetic tokens); a hook sees each
     step after its metrics line and its checkpoint were written, and the loop ends with nothing pending."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(port)}.items():
-        monkeypatch.setenv(key, value)
-    for key in ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
-                "TORCH_NCCL_ENABLE_TIMING", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"):
-        monkeypatch.delenv(key, raising=False)  # set by the build for the process group: undone after
     run = tmp_path / "run"
     cfg = job_config(_args("--run-dir", str(run), "--synthetic", "--steps", "3", "--checkpoint-every", "2",
                            "--seq-len", "32", "--micro-batch", "1", "--breakdown-every", "0"), {})
-    trainer = Trainer.build(cfg)
     seen: list[tuple[int, list[int], bool]] = []
 
     def hook(t: Trainer, step: int) -> None:
@@ -132,10 +121,10 @@ def test_the_trainer_runs_its_step_hooks_after_each_recorded_step_and_its_checkp
                  if json.loads(line)["event"] == "step"]
         seen.append((step, steps, (step_dir(run / "checkpoints", step) / "extra_rank0.json").exists()))
 
-    trainer.step_hooks.append(hook)
-    try:
+    with one_rank_here():
+        trainer = Trainer.build(cfg)
+        trainer.step_hooks.append(hook)
         assert trainer.train() == 3
-    finally:
         trainer.close()
     assert seen == [(1, [1], False), (2, [1, 2], True), (3, [1, 2, 3], True)]  # the last step is saved too
     assert not trainer.checkpoints.in_flight
