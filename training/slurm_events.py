@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--job-id", default="")
     p.add_argument("--outcome", choices=ENDS)
     p.add_argument("--exit-code", type=int, default=0)
+    p.add_argument("--reason", default="restart limit reached", help="why the job gave up (with gave_up)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     if a.what == "start":
         start(a.run_dir, a.attempt, [h for h in a.hosts.split(",") if h], a.job_id)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("end needs --outcome")
     else:
         record(a.run_dir, a.outcome, attempt=a.attempt, exit_code=a.exit_code, scheduler="slurm",
-               **({"reason": "restart limit reached"} if a.outcome == "gave_up" else {}))
+               **({"reason": a.reason[:500]} if a.outcome == "gave_up" else {}))
     return 0
 
 

@@ -19,8 +19,9 @@ settings). Where the job's nodes meet, and how it survives a lost node:
   srun waits for the dead node). A step that fails on live nodes (a crashed rank, an NCCL error, an Xid) is
   requeued by the script: after `--node-check` (e.g. `provision health --site S --hosts {nodes} --level fast`,
   whose slurm sync drains what is no longer golden), `scontrol requeue $SLURM_JOB_ID`, at most `--max-restarts`
-  times. Drained and down nodes take no new job, so the requeued job lands on golden nodes: the survivors and a
-  spare of the partition.
+  times, and never after a worker's exit that no restart cures (its memory plan does not fit: torchrun's
+  failure summary in the node's log, training/torchrun_report.py). Drained and down nodes take no new job,
+  so the requeued job lands on golden nodes: the survivors and a spare of the partition.
 - Bookkeeping: `python -m training.slurm_events` writes each attempt's start, each restart (hosts dropped and
   added, the checkpoint and step it resumes from) and the end into RUN/supervisor.jsonl, as the SSH supervisor
   does.
@@ -198,6 +199,14 @@ def render_sbatch(job: SlurmJob) -> str:
         "fi",
         f'if [ "$ATTEMPT" -ge {job.max_restarts} ]; then',
         f'    {events} end --run-dir "$RUN_DIR" --attempt "$ATTEMPT" --outcome gave_up --exit-code "$rc" || true',
+        '    exit "$rc"',
+        "fi",
+        "# A worker's exit that no restart cures (training/torchrun_report.py: a memory plan that does not fit).",
+        'WHY="$("$PYTHON" -m training.torchrun_report "$RUN_DIR/logs/attempt${ATTEMPT}_"*.log)"',
+        'if [ -n "$WHY" ]; then',
+        '    echo "bringup: $WHY" >&2',
+        f'    {events} end --run-dir "$RUN_DIR" --attempt "$ATTEMPT" --outcome gave_up --exit-code "$rc" '
+        '--reason "$WHY" || true',
         '    exit "$rc"',
         "fi",
         "# A failed step on live nodes: the site's node check drains what it finds bad, then the job goes back to",

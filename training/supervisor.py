@@ -26,14 +26,12 @@ from typing import Any
 from training.checkpoint import latest_complete
 from training.diagnosis.report import read_anomalies
 from training.launcher import Host, NcclSite, host_command, job_env, torchrun_argv
-from training.torchrun_report import worker_exit
+from training.torchrun_report import NO_RETRY, no_retry_reason, worker_exit
 
 USABLE_VERDICTS = {"golden"}  # restarts go to hosts the health check left (or put) in the golden set
 # Diagnoses that restarting without their suspect hosts can cure (labels like checkpoint never restart).
 RESTART_KINDS = {"straggler", "dead_link_or_pcie_x4", "gdr_broken", "degraded_link_or_cpu", "slow_collectives",
                  "clock_throttling", "random_stalls"}
-# Exit codes of `python -m training train` a restart cannot cure: bad arguments, a plan that does not fit.
-NO_RETRY = {2: "the arguments or the configuration are wrong", 3: "the memory plan does not fit this world size"}
 DEEPSPEED_RESHAPE = ("DeepSpeed ZeRO-3 checkpoints reload on another world size only through universal checkpoints "
                      "(saved by {old} ranks, the restart would have {new}): {why}")
 
@@ -313,9 +311,7 @@ class Supervisor:
         if attempt >= self.max_restarts:
             return "restart limit reached"
         hopeless = sorted({c for c in codes.values() if c in NO_RETRY})
-        if hopeless and self.stop is None:
-            return f"exit code {hopeless[0]}: {NO_RETRY[hopeless[0]]}; a restart would fail the same way"
-        return None
+        return no_retry_reason(hopeless[0]) if hopeless and self.stop is None else None
 
     def run(self) -> int:
         hosts, spares = list(self.hosts), list(self.spares)

@@ -6,13 +6,19 @@ is the first failed worker's code, closed by a border of "=". The error file (TO
 it only for a worker that died of an exception under `@record`, never for one that returned its code.
 
 The host's log is peer text: only its last bytes are read, only the last summary counts (torchrun prints it
-after its workers are gone), and a summary cut off or malformed says nothing (unknown)."""
+after its workers are gone), and a summary cut off or malformed says nothing (unknown).
+
+`python -m training.torchrun_report LOG...` (the Slurm batch script, after a failed step, on its nodes' logs)
+prints why a restart cannot work when a log's worker exited with a NO_RETRY code, else nothing."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
+# Exit codes of `python -m training train` a restart cannot cure: bad arguments, a plan that does not fit.
+NO_RETRY = {2: "the arguments or the configuration are wrong", 3: "the memory plan does not fit this world size"}
 TORCHRUN_FAILED = 1  # torchrun's own exit when a worker failed (ChildFailedError, uncaught)
 TAIL_BYTES = 64 << 10
 ROOT_CAUSE = "Root Cause (first observed failure):"
@@ -50,3 +56,25 @@ def worker_exit(host_code: int, log: Path, start: int) -> int | None:
     if host_code != TORCHRUN_FAILED:
         return None
     return root_cause_exit(tail_since(log, start))
+
+
+def no_retry_reason(code: int, where: str = "") -> str | None:
+    """Why exit `code` (of a host, or of a worker `where` names) is not worth a restart; None when it may be."""
+    if code not in NO_RETRY:
+        return None
+    return f"exit code {code}{where}: {NO_RETRY[code]}; a restart would fail the same way"
+
+
+def main(argv: list[str] | None = None) -> int:
+    for name in sys.argv[1:] if argv is None else argv:
+        path = Path(name)
+        code = root_cause_exit(tail_since(path, 0))
+        why = None if code is None else no_retry_reason(code, f" of a worker ({path.name})")
+        if why:
+            print(why)
+            break
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
