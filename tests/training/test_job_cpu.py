@@ -1,4 +1,6 @@
-"""The whole job on CPU: 2 processes over gloo, the tiny model, a fixed corpus."""
+"""The whole job on CPU: 2 processes over gloo, the tiny model, a fixed corpus; the runs of one rank in the
+test's own process (conftest.train_here). DeepSpeed ZeRO-3's run on CPU, its partitioned parameters and
+optimizer state and its exact resume, is test_supervisor_sim's (one job for both)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.training.conftest import FIXTURES, REPO, step_records, tiny_args, torchrun
+from tests.training.conftest import FIXTURES, REPO, step_records, tiny_args, torchrun, train_here
 
 pytestmark = pytest.mark.slow
 STEPS = 20
@@ -38,34 +40,21 @@ def test_loss_falls_on_fixed_corpus(straight_run: Path) -> None:
     assert last < first - 1.5
 
 
-def test_ten_then_resume_ten_matches_twenty_straight(straight_run: Path, corpus: Path, tokenizer_path: Path,
-                                                     tmp_path: Path) -> None:
-    run = tmp_path / "resumed"
-    (run / "checkpoints").mkdir(parents=True)
-    shutil.copytree(straight_run / "checkpoints" / "step_00000010", run / "checkpoints" / "step_00000010")
-    r = torchrun(tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10))
-    assert "resumed from" in r.stderr and "at step 10" in r.stderr
-    a, b = step_records(straight_run), step_records(run)
-    assert sorted(b) == list(range(11, STEPS + 1))
-    for s in range(11, STEPS + 1):
-        assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-6), s
-        assert b[s]["grad_norm"] == pytest.approx(a[s]["grad_norm"], abs=1e-6), s
-    # the loader is where the straight run's was: same files, same byte offsets, on every rank
-    for rank in (0, 1):
-        assert _extra(run, STEPS, rank)["loader"] == _extra(straight_run, STEPS, rank)["loader"]
-
-
 def test_a_run_capped_by_max_steps_saves_its_last_step_and_resumes_from_it(
-        straight_run: Path, corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
-    run = tmp_path / "capped"
+        corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
+    """One rank in this process (the cap is no matter of processes): 3 steps, then 2 more, against a run
+    that went through step 5 at once."""
+    run, straight = tmp_path / "capped", tmp_path / "straight"
     args = tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10)
-    torchrun([*args, "--max-steps-this-run", "3"])
+    assert train_here([*args, "--max-steps-this-run", "3"])[0] == 0
     assert (run / "checkpoints" / "latest").read_text().strip() == "step_00000003"
     assert (run / "checkpoints" / "step_00000003" / "COMPLETE").exists()
-    r = torchrun([*args, "--max-steps-this-run", "2"])
-    assert "at step 3" in r.stderr
+    code, err = train_here([*args, "--max-steps-this-run", "2"])
+    assert code == 0 and "at step 3" in err
     assert (run / "checkpoints" / "latest").read_text().strip() == "step_00000005"
-    a, b = step_records(straight_run), step_records(run)
+    assert train_here([*tiny_args(corpus, tokenizer_path, straight, STEPS, ckpt_every=10),
+                       "--max-steps-this-run", "5"])[0] == 0
+    a, b = step_records(straight), step_records(run)
     assert sorted(b) == [1, 2, 3, 4, 5]
     for s in (4, 5):  # continued from step 3, not from scratch: the uninterrupted run's losses
         assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-6), s
@@ -121,10 +110,11 @@ def test_prometheus_textfile_and_jsonl_per_rank(straight_run: Path) -> None:
     assert rec["tokens"] == 2 * 128
 
 
-def test_supervisor_restarts_a_killed_rank_from_the_last_checkpoint(
-        straight_run: Path, corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
-    run = tmp_path / "supervised"
-    hostfile = tmp_path / "hosts"
+@pytest.fixture(scope="module")
+def supervised(corpus: Path, tokenizer_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python -m training launch` on localhost (2 ranks), rank 1 killed at step 13: restarted from step 10."""
+    run = tmp_path_factory.mktemp("supervised")
+    hostfile = run.parent / f"{run.name}.hosts"
     hostfile.write_text("localhost slots=2\n")
     health = f"{sys.executable} {FIXTURES / 'fake_health.py'} {{hosts}}"
     train = tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10)[4:]  # drop --config/--engine
@@ -134,34 +124,28 @@ def test_supervisor_restarts_a_killed_rank_from_the_last_checkpoint(
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "TRAINING_FAULT": "kill:1:13"}
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
-    events = [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+    return run
+
+
+def test_supervisor_restarts_a_killed_rank_from_the_last_checkpoint(supervised: Path) -> None:
+    events = [json.loads(line) for line in (supervised / "supervisor.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events] == ["start", "restart", "start", "finished"]
     restart = events[1]
     assert restart["failed"] and restart["dropped"] == {} and restart["checkpoint"] == "step_00000010"
-    # after the restart the run continues from step 11 and reproduces the uninterrupted losses
-    a, b = step_records(straight_run), step_records(run)
+
+
+def test_ten_then_resume_ten_matches_twenty_straight(straight_run: Path, supervised: Path) -> None:
+    """The supervised run's second attempt: new processes resuming from its step 10 checkpoint."""
+    log = (supervised / "logs" / "attempt1_localhost.log").read_text()
+    assert "resumed from" in log and "at step 10" in log
+    a, b = step_records(straight_run), step_records(supervised)
+    assert sorted(b) == list(range(1, STEPS + 1))
     for s in range(11, STEPS + 1):
         assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-6), s
-
-
-def test_deepspeed_zero3_trains_and_resumes_exactly_on_cpu(corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
-    run = tmp_path / "ds"
-    torchrun(tiny_args(corpus, tokenizer_path, run, 6, ckpt_every=3, engine="deepspeed"))
-    ckpt = run / "checkpoints" / "step_00000003"
-    assert (ckpt / "COMPLETE").exists()
-    assert sorted(p.name for p in ckpt.glob("*zero_pp_rank_*optim_states.pt")) == [
-        "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"]
-    resumed = tmp_path / "ds_resumed"
-    (resumed / "checkpoints").mkdir(parents=True)
-    shutil.copytree(ckpt, resumed / "checkpoints" / ckpt.name)
-    torchrun(tiny_args(corpus, tokenizer_path, resumed, 6, ckpt_every=3, engine="deepspeed"))
-    a, b = step_records(run), step_records(resumed)
-    assert a[6]["loss"] < a[1]["loss"]
-    for rank in (0, 1):  # parameters partitioned by deepspeed.zero.Init as the model was built
-        built = _built(run, rank)
-        assert int(built["local_params"]) <= 0.55 * int(built["params"])  # type: ignore[call-overload]
-    for s in (4, 5, 6):
-        assert b[s]["loss"] == pytest.approx(a[s]["loss"], abs=1e-5), s
+        assert b[s]["grad_norm"] == pytest.approx(a[s]["grad_norm"], abs=1e-6), s
+    # the loader is where the straight run's was: same files, same byte offsets, on every rank
+    for rank in (0, 1):
+        assert _extra(supervised, STEPS, rank)["loader"] == _extra(straight_run, STEPS, rank)["loader"]
 
 
 def test_restart_on_fewer_ranks_reshards_the_model_and_the_data(straight_run: Path, corpus: Path,
@@ -171,9 +155,8 @@ def test_restart_on_fewer_ranks_reshards_the_model_and_the_data(straight_run: Pa
     run = tmp_path / "shrunk"
     (run / "checkpoints").mkdir(parents=True)
     shutil.copytree(straight_run / "checkpoints" / "step_00000010", run / "checkpoints" / "step_00000010")
-    args = tiny_args(corpus, tokenizer_path, run, 12, ckpt_every=10)
-    r = torchrun(args, nproc=1)
-    assert "saved by 2 ranks, now 1" in r.stderr
+    code, err = train_here(tiny_args(corpus, tokenizer_path, run, 12, ckpt_every=10))  # one rank, in this process
+    assert code == 0 and "saved by 2 ranks, now 1" in err
     recs = step_records(run)
     assert sorted(recs) == [11, 12]
     assert recs[11]["loss"] < step_records(straight_run)[1]["loss"] - 1.0  # trained weights, not a fresh model
@@ -206,7 +189,8 @@ def test_one_jsonl_per_job_has_every_ranks_steps_and_the_report_plots_it(
 
 def test_resume_refuses_a_checkpoint_whose_metadata_would_run_code(straight_run: Path, corpus: Path,
                                                                    tokenizer_path: Path, tmp_path: Path) -> None:
-    """Issue 38: a checkpoint copied from elsewhere whose DCP metadata pickle calls os.system."""
+    """Issue 38: a checkpoint copied from elsewhere whose DCP metadata pickle calls os.system (read by one
+    rank in this process: `python -m training train`'s code, no torchrun)."""
     import pickle
 
     from tests.training.test_safe_load import Payload
@@ -215,12 +199,9 @@ def test_resume_refuses_a_checkpoint_whose_metadata_would_run_code(straight_run:
     ckpt = run / "checkpoints" / "step_00000010"
     shutil.copytree(straight_run / "checkpoints" / "step_00000010", ckpt)
     (ckpt / ".metadata").write_bytes(pickle.dumps(Payload(marker)))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           "-m", "training", "train", *tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
-    assert r.returncode != 0
-    refusals = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ") and "refused to load" in ln]
-    assert refusals and str(ckpt / ".metadata") in refusals[0] and "posix.system" in refusals[0], r.stderr[-3000:]
+    code, err = train_here(tiny_args(corpus, tokenizer_path, run, STEPS, ckpt_every=10))
+    assert code != 0
+    refusals = [ln for ln in err.splitlines() if ln.startswith("error: ") and "refused to load" in ln]
+    assert refusals and str(ckpt / ".metadata") in refusals[0] and "posix.system" in refusals[0], err[-3000:]
     assert not marker.exists()
     assert not (run / "checkpoints" / "step_00000020").exists()  # nothing trained from it

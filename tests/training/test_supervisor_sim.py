@@ -2,12 +2,12 @@
 (sim/sshhosts replaying captured H200 outputs; gpu-0002 replays an Xid 79, critical), on the job's hosts
 and the spares, and the restart on the golden ones plus a spare at the same world size; then with the
 real training job (DeepSpeed ZeRO-3, gloo): the restart on a spare resumes the same batches exactly, and a
-restart on fewer hosts resumes through a universal checkpoint with the uninterrupted losses."""
+restart on fewer hosts resumes through a universal checkpoint with the uninterrupted losses; the first job's
+run also shows ZeRO-3 partitioning parameters and optimizer state over the ranks."""
 
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +19,7 @@ import pytest
 from provision.state import StateStore
 from sim.sshhosts.harness import SshLab
 from tests.health.conftest import make_sim_site
-from tests.training.conftest import tiny_args
+from tests.training.conftest import free_port, tiny_args
 from tests.training.test_supervisor import ScriptedSupervisor, _checkpoint
 from training.launcher import Host
 from training.supervisor import HealthCommand, Supervisor, provision_health
@@ -75,9 +75,10 @@ class SimHost(Host):
         return True
 
 
-@pytest.fixture
-def sim_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HealthCommand]:
-    with _golden_sim_hosts(tmp_path, monkeypatch, 3) as (health, _store):
+@pytest.fixture(scope="module")
+def sim_health(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HealthCommand]:
+    with pytest.MonkeyPatch.context() as monkeypatch, \
+            _golden_sim_hosts(tmp_path_factory.mktemp("sim3"), monkeypatch, 3) as (health, _store):
         yield health
 
 
@@ -93,36 +94,59 @@ def _steps_by_attempt(run: Path) -> list[dict[int, float]]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _supervise(health: HealthCommand, corpus: Path, tok: Path, run: Path, spares: list[Host], sizes: tuple[int, ...]
+               ) -> list[dict[str, object]]:
+    """The tiny ZeRO-3 job on gpu-0001 and gpu-0002, rank 1 (gpu-0002) killed at step 6, checkpoints every 4."""
+    args = [*tiny_args(corpus, tok, run, 8, ckpt_every=4, engine="deepspeed"), "--resize-batch", "keep"]
+    sup = Supervisor([SimHost("gpu-0001", 1), SimHost("gpu-0002", 1)], args, run, health, spares=spares,
+                     sizes=sizes, engine="deepspeed", rdzv_port=free_port(), grace_s=5,
+                     env={"TRAINING_FAULT": "kill:1:6", "OMP_NUM_THREADS": "1"})
+    assert sup.run() == 0, (run / "logs").glob("*")
+    return [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def on_spare(sim_health: HealthCommand, corpus: Path, tokenizer_path: Path, tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[Path, list[dict[str, object]]]:
+    """The job restarted on the spare gpu-0003 (the same world size): its run folder and supervisor events."""
+    run = tmp_path_factory.mktemp("same")
+    return run, _supervise(sim_health, corpus, tokenizer_path, run, [SimHost("gpu-0003", 1)], ())
+
+
+def test_zero3_partitions_the_parameters_and_the_optimizer_state_over_the_ranks_and_the_loss_falls(
+        on_spare: tuple[Path, list[dict[str, object]]]) -> None:
+    """Of the first attempt (2 ranks, steps 1-6): each rank's own optimizer state file, parameters
+    partitioned by deepspeed.zero.Init as the model was built."""
+    run, _ = on_spare
+    ckpt = run / "checkpoints" / "step_00000004"
+    assert (ckpt / "COMPLETE").exists()
+    assert sorted(p.name for p in ckpt.glob("*zero_pp_rank_*optim_states.pt")) == [
+        "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+    first = _steps_by_attempt(run)[0]
+    assert first[6] < first[1]
+    for rank in (0, 1):
+        built = next(r for r in map(json.loads, (run / f"metrics_rank{rank}.jsonl").read_text().splitlines())
+                     if r["event"] == "built")
+        assert int(built["local_params"]) <= 0.55 * int(built["params"])
 
 
 def test_a_real_zero3_job_restarts_on_a_spare_with_the_same_batches_and_on_fewer_hosts_through_universal(
-        sim_health: HealthCommand, corpus: Path, tokenizer_path: Path, tmp_path: Path) -> None:
-    def supervise(run: Path, spares: list[Host], sizes: tuple[int, ...]) -> list[dict[str, object]]:
-        args = [*tiny_args(corpus, tokenizer_path, run, 8, ckpt_every=4, engine="deepspeed"), "--resize-batch", "keep"]
-        sup = Supervisor([SimHost("gpu-0001", 1), SimHost("gpu-0002", 1)], args, run, sim_health, spares=spares,
-                         sizes=sizes, engine="deepspeed", rdzv_port=_free_port(), grace_s=5,
-                         env={"TRAINING_FAULT": "kill:1:6", "OMP_NUM_THREADS": "1"})  # rank 1: gpu-0002
-        assert sup.run() == 0, (run / "logs").glob("*")
-        return [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
-
-    same = supervise(tmp_path / "same", [SimHost("gpu-0003", 1)], ())
+        on_spare: tuple[Path, list[dict[str, object]]], sim_health: HealthCommand, corpus: Path, tokenizer_path: Path,
+        tmp_path: Path) -> None:
+    run, same = on_spare
     assert (same[1]["dropped"], same[1]["added"], same[1]["resume_step"]) == ({"gpu-0002": "critical"}, ["gpu-0003"], 4)
     assert same[2]["hosts"] == ["gpu-0001", "gpu-0003"]
-    first, resumed = _steps_by_attempt(tmp_path / "same")
+    first, resumed = _steps_by_attempt(run)
     assert sorted(first) == [1, 2, 3, 4, 5, 6] and sorted(resumed) == [5, 6, 7, 8]
     for s in (5, 6):  # the same next batches on the same weights: the uninterrupted losses, exactly
         assert resumed[s] == first[s], s
 
-    fewer = supervise(tmp_path / "fewer", [], (1,))
+    fewer = _supervise(sim_health, corpus, tokenizer_path, tmp_path / "fewer", [], (1,))
     assert fewer[1]["hosts"] == ["gpu-0001"] and fewer[1]["dropped"] == {"gpu-0002": "critical"}
     first, resumed = _steps_by_attempt(tmp_path / "fewer")
     for s in (5, 6):  # one rank runs both old ranks' streams: the 2-rank losses within summation order
         assert resumed[s] == pytest.approx(first[s], rel=1e-4), s
-    assert resumed[5] == pytest.approx(_steps_by_attempt(tmp_path / "same")[0][5], rel=1e-4)
+    assert resumed[5] == pytest.approx(_steps_by_attempt(run)[0][5], rel=1e-4)
     ckpt = tmp_path / "fewer" / "checkpoints"
     assert (ckpt / "step_00000004" / "universal" / "zero" / "optimizer_state.pt").is_file()
     extra = json.loads((ckpt / "step_00000008" / "extra_rank0.json").read_text())
