@@ -246,14 +246,15 @@ TRAINING_INPUTS: dict[str, list[str]] = {
 }
 
 
-def test_every_training_command_answers_an_unknown_option_with_one_line_and_exit_1() -> None:
+def test_every_training_command_answers_an_unknown_option_with_one_line_and_exit_1_the_worker_2() -> None:
     """~3 s: `train` and `merge` import torch."""
     from training.cli import COMMANDS
     from training.cli import main as training_main
 
     for command in COMMANDS:
         run = run_cli(training_main, [command, "--no-such-option"])
-        assert run.code == ERROR, (command, run)
+        # the worker torchrun starts keeps its own 2: wrong arguments, which no restart cures (training/train.py)
+        assert run.code == (PROBLEMS if command == "train" else ERROR), (command, run)
         assert f"`python -m training {command} --help`" in _one_error_line(run)
         assert run.stdout == "", command
     for argv in (["no-such-command"], ["plan", "--config", "tiny", "--gpus", "many", "--gpu-mem", "80"]):

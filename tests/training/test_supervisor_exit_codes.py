@@ -94,14 +94,25 @@ def test_a_real_torchrun_whose_memory_plan_refuses_is_given_up_at_once_with_the_
     assert "memory plan does not fit" in str(events[1]["reason"])
 
 
-def test_a_real_torchrun_whose_worker_exits_1_goes_on_to_a_restart(tmp_path: Path) -> None:
-    """An unknown model: the worker's refusal exits 1 (training/exits.py), a code NO_RETRY does not hold. The
-    supervisor checks the hosts for the restart (which finds none golden, so no second torchrun is paid for)."""
+def test_a_real_torchrun_whose_worker_is_configured_wrong_is_not_retried(tmp_path: Path) -> None:
+    """An unknown model: the worker exits 2 (training/train.py), the same on every restart."""
     checked: list[str] = []
     assert _supervisor(tmp_path, ["--config", "no_such_model"], checked).run() == 1
     events = _events(tmp_path)
+    assert [e["event"] for e in events] == ["start", "gave_up"] and checked == []  # no health check, no restart
+    assert events[1]["worker_exits"] == {"127.0.0.1": 2}
+    assert "the arguments or the configuration are wrong" in str(events[1]["reason"])
+
+
+def test_a_real_torchrun_whose_worker_dies_goes_on_to_a_restart(tmp_path: Path) -> None:
+    """A rank killed (the kill drill, SIGKILL after step 1): a code NO_RETRY does not hold. The supervisor checks
+    the hosts for the restart (which finds none golden, so no second torchrun is paid for)."""
+    checked: list[str] = []
+    assert _supervisor(tmp_path, ["--config", "tiny", "--synthetic", "--drill", "kill:0:1"],
+                       checked).run() == 1
+    events = _events(tmp_path)
     assert [e["event"] for e in events] == ["start", "gave_up"] and checked == ["127.0.0.1"]
-    assert events[1]["worker_exits"] == {"127.0.0.1": 1}
+    assert events[1]["worker_exits"] == {"127.0.0.1": -9}
     assert events[1]["reason"] == "0 golden host(s), the config allows []"
 
 
