@@ -154,7 +154,8 @@ class FabricView:
         """One look at the fabric: links gone since the last look, counters risen since the last look: of every
         switch, or after a change the stand-in made itself (`changed`: ports it disabled, enabled, unplugged) of
         the switches at either end of those ports' cables, as UFM's sweep after a change is incremental (no
-        other port's counters moved; the next full look reads them, their deltas kept since their last read)."""
+        other port's counters moved; the next full look reads them, their deltas kept since their last read);
+        `changed` empty: the links alone."""
         with self.lock:
             now = self.discover()
             present = {(ln.a, ln.b) for ln in now.links}

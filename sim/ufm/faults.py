@@ -2,7 +2,7 @@
 
     flap:   cables that are unplugged and plugged again `times` times when the lab starts (329, then 702)
       - {node: leaf-A-r3-U38, port: 3, times: 3}
-    ber:    ports whose symbol errors keep rising, per minute (110 threshold events on every poll)
+    ber:    ports whose symbol errors keep rising, per minute (110 threshold events on every counter sample)
       - {node: leaf-A-r3-U36, port: 10, per_min: 600}
     jobs:   the jobs POST /ufmRest/actions starts (sim/ufm/jobs.py): how long each runs, and jobs on cue
       duration_s: [1, 5]          # seconds, each job its own in this range (or one number; default 1)

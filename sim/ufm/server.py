@@ -12,7 +12,7 @@ each under the three prefixes of UFM's three ways in
 `POST /ufmRest/app/tokens` makes one): 401 without the prefix's own kind of credential. Answers are
 `application/json`. The fabric is the lab's ibsim, found through its state file; faults of `--faults` (flapping
 cables, a port whose symbol errors keep rising, jobs that take their time, fail or never end) are played into it at
-start, on every poll and on every action.
+start, on every counter sample (`--counters-s`) and on every action. SIGTERM ends it at once (`_exit_now`).
 """
 
 from __future__ import annotations
@@ -183,18 +183,23 @@ class UfmSim:
         return out
 
 
-async def _poller(sim: UfmSim, every_s: float) -> None:
-    """Every `every_s`, the faults' clock and one full look at the fabric, until SIGTERM ends the process."""
+async def _poller(sim: UfmSim, every_s: float, counters_s: float) -> None:
+    """Every `every_s` a look at the links (what the SM's traps tell UFM at once), and every `counters_s` the
+    faults' clock and every switch's counters too (UFM's primary telemetry, whose samples its threshold events
+    come from: every 30 s by default, UFM Enterprise User Manual v6.23, "Telemetry"), until SIGTERM."""
     last = time.monotonic()
     while True:
         await asyncio.sleep(every_s)
         now = time.monotonic()
+        sample = now - last >= counters_s
         try:
-            await asyncio.to_thread(sim.faults.tick, sim.view, now - last)
-            await asyncio.to_thread(sim.view.poll)
+            if sample:
+                await asyncio.to_thread(sim.faults.tick, sim.view, now - last)
+            await asyncio.to_thread(sim.view.poll, None if sample else ())
         except Exception as e:  # a failed look at the fabric is logged; the next poll tries again
             sys.stderr.write(f"ufm-sim: poll failed: {type(e).__name__}: {e}\n")
-        last = now
+        if sample:
+            last = now
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -226,7 +231,7 @@ async def main_async(args: argparse.Namespace) -> int:
     sys.stdout.write(f"ufm-sim: https://{args.address}:{args.port} ({len(view.known_links)} links, "
                      f"{len(view.events)} events)\n")
     sys.stdout.flush()
-    poller = asyncio.create_task(_poller(sim, args.poll_s))
+    poller = asyncio.create_task(_poller(sim, args.poll_s, args.counters_s))
     async with server:
         await asyncio.gather(server.serve_forever(), poller)
     return 0
@@ -270,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cert-dir", type=Path, required=True)
     p.add_argument("--faults", type=Path)
     p.add_argument("--design", type=Path, help="the fabric design (faults name its nodes)")
-    p.add_argument("--poll-s", type=float, default=2.0)
+    p.add_argument("--poll-s", type=float, default=2.0, help="seconds between looks at the links")
+    p.add_argument("--counters-s", type=float, default=30.0, help="seconds between counter samples (UFM's 30)")
     p.add_argument("--routing-engine", default="ftree", help="opensm -R: the engines the SM is asked for")
     return asyncio.run(main_async(p.parse_args(argv)))
 

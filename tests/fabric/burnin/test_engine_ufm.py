@@ -65,6 +65,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]
     tmp = tmp_path_factory.mktemp("smconf")
     site = copy_sim_site(tmp / "sim")
     site.write_text(site.read_text().replace("https://127.0.2.2:8443/", f"https://{ADDRESS}:{PORT}/"))
+    (tmp / "sim" / "ufm-faults.yml").write_text("")  # the demo's flaps and rising errors: nothing read here
     state = tmp / "ibfabric.json"
     with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, state, tmp, poll_s=60, routing_engine="torus-2QoS"):
         yield site, state
