@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import multiprocessing
 import os
 import signal
@@ -126,27 +127,28 @@ class InProcessSim:
         self.loop.close()
 
 
-def _cli(argv: Sequence[str], env: dict[str, str]) -> None:
+def _cli(argv: Sequence[str], env: dict[str, str], cli: str = "provision.cli") -> None:
     os.environ.clear()
     os.environ.update(env)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
-    from provision.cli import main
-
+    main: Callable[[list[str]], int] = importlib.import_module(cli).main
     sys.exit(main(list(argv)))
 
 
 class CliProcesses:
     """CLI runs as processes forked from one server that has imported the CLI (`multiprocessing`'s forkserver)."""
 
-    def __init__(self, preload: Sequence[str] = ()) -> None:
+    def __init__(self, preload: Sequence[str] = (), cli: str = "provision.cli") -> None:
+        """`cli`: the module whose `main(argv)` each run calls (`fabric.cli` for `python -m fabric.cli`)."""
+        self.cli = cli
         self.context = multiprocessing.get_context("forkserver")
-        self.context.set_forkserver_preload(["provision.cli", "provision.bmc", "provision.maas.step", __name__,
-                                             *preload])
+        base = ["provision.cli", "provision.bmc", "provision.maas.step"] if cli == "provision.cli" else [cli]
+        self.context.set_forkserver_preload([*base, __name__, *preload])
 
     def start(self, argv: Sequence[str], env: dict[str, str]) -> multiprocessing.process.BaseProcess:
-        process = self.context.Process(target=_cli, args=(list(argv), env), daemon=True)
+        process = self.context.Process(target=_cli, args=(list(argv), env, self.cli), daemon=True)
         process.start()
         return process
 

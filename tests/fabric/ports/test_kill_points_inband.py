@@ -7,7 +7,8 @@ CLI): `before-disable` kills before the real tool runs, `after-disable` / `after
 port. In-band a host link changes at its switch end only (the HCA behind a disabled link is out of reach), so
 the points are: after the `planned` row, after the switch end's disable, after the switch end's enable.
 
-About 30 s on an idle machine: three killed CLI processes and one reconciling run, each with live discovery.
+About 30 s on an idle machine: three killed CLI processes (forked from a forkserver that imported the CLI once,
+tests/redfish/killing_sim.CliProcesses) and one reconciling run, each with live discovery.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from sim.ibfabric import IbFabric
 from sim.ibfabric.diags_prefix import sim_diags
 from sim.ibfabric.routing import route
 from tests.fabric.ports.test_kill_points_ufm import NOW, A, B
+from tests.redfish.killing_sim import CliProcesses
 from tests.sites import copy_sim_site
 
 pytestmark = pytest.mark.tools("ibsim", "ibportstate")
@@ -58,6 +58,7 @@ class Lab:
     tools: Path
     markers: Path
     events: dict[str, Path]
+    cli: CliProcesses
 
 
 @pytest.fixture(scope="module")
@@ -83,18 +84,25 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         for hl in (A, B):
             store.mark(hl.host, State.golden, reason="earned golden before the port apply (test setup)")
     state = tmp / "ibfabric.json"
-    with IbFabric(load_design(tmp / "sim" / "fabric" / "design.yml"), state_file=state) as fabric:
-        route(fabric)  # the site's subnet manager has swept: ports Active, as on a running fabric
-        yield Lab(site, db, fabric, state, tools, markers, events)
+    cli = CliProcesses(cli="fabric.cli")
+    try:
+        with IbFabric(load_design(tmp / "sim" / "fabric" / "design.yml"), state_file=state) as fabric:
+            route(fabric)  # the site's subnet manager has swept: ports Active, as on a running fabric
+            yield Lab(site, db, fabric, state, tools, markers, events, cli)
+    finally:
+        cli.close()
 
 
 def _killed(lab: Lab, marker: str, *args: str) -> None:
     (lab.markers / marker).touch()
     env = {**os.environ, "BRINGUP_IB_DIAGS": str(lab.state), "KILL_MARKERS": str(lab.markers),
            "PATH": f"{lab.tools}:{os.environ['PATH']}"}
-    proc = subprocess.run([sys.executable, "-m", "fabric.cli", "ports", *args, "--site", str(lab.site), "--db",
-                           str(lab.db)], env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr)
+    proc = lab.cli.start(["ports", *args, "--site", str(lab.site), "--db", str(lab.db)], env)
+    proc.join(timeout=120)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=10)
+    assert proc.exitcode == -signal.SIGKILL, (proc.exitcode, args)
     assert not (lab.markers / marker).exists()
 
 

@@ -16,15 +16,14 @@ row, so the link is no longer discovered and a plain rerun never planned it agai
 
 The module takes about 60 s on an idle machine and up to three minutes on a loaded one (ten CLI runs, six
 of them killed processes, each with live discovery, and UFM jobs after each of which the simulated UFM sweeps
-the fabric with opensm): the kill points are the behaviour, and each needs its own process.
+the fabric with opensm): the kill points are the behaviour, and each needs its own process (forked from a
+forkserver that imported the CLI once, tests/redfish/killing_sim.CliProcesses).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from provision.site import load_site
 from provision.site.store import open_store
 from provision.state import State
 from tests.fabric.ports.ufmsim import phys, ufm_sim
+from tests.redfish.killing_sim import CliProcesses
 from tests.sites import copy_sim_site
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
@@ -83,6 +83,7 @@ class Lab:
     db: Path
     state: Path
     events: dict[str, Path]
+    cli: CliProcesses
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +103,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         store.sync_site((h.hostname, h.rack) for h in load_site(site).hosts())
         for hl in (A, B, C):
             store.mark(hl.host, State.golden, reason="earned golden before the port apply (test setup)")
-    with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, tmp / "ibfabric.json", tmp, poll_s=600):
-        yield Lab(site, db, tmp / "ibfabric.json", events)
+    cli = CliProcesses(cli="fabric.cli")
+    try:
+        with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, tmp / "ibfabric.json", tmp, poll_s=600):
+            yield Lab(site, db, tmp / "ibfabric.json", events, cli)
+    finally:
+        cli.close()
 
 
 def _env(lab: Lab) -> dict[str, str]:
@@ -111,11 +116,14 @@ def _env(lab: Lab) -> dict[str, str]:
 
 
 def _killed(lab: Lab, *args: str) -> None:
-    """Run the CLI in its own process, which the UFM stand-in kills (SIGKILL) at the fault's point."""
-    proc = subprocess.run([sys.executable, "-m", "fabric.cli", "ports", *args, "--site", str(lab.site),
-                           "--db", str(lab.db)], env=_env(lab), capture_output=True, text=True, timeout=120,
-                          check=False)
-    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr)
+    """Run the CLI in its own process (`python -m fabric.cli`'s main, forked from a server that imported it
+    once), which the UFM stand-in kills (SIGKILL) at the fault's point."""
+    proc = lab.cli.start(["ports", *args, "--site", str(lab.site), "--db", str(lab.db)], _env(lab))
+    proc.join(timeout=120)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=10)
+    assert proc.exitcode == -signal.SIGKILL, (proc.exitcode, args)
 
 
 def _apply(lab: Lab, events: str) -> tuple[str, ...]:
