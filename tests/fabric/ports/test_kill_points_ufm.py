@@ -14,7 +14,7 @@ that failed with "can't open UMAD port" before sim/ufm/fabricview.py named its C
 case is C: UFM disabled both ends and the run died before the `disabled`
 row, so the link is no longer discovered and a plain rerun never planned it again; its host stayed golden.
 
-The module takes about 60 s on an idle machine and up to three minutes on a loaded one (ten CLI runs, six
+The module takes about 25 s on a 2-core machine at load 3 (was 45 s there; ten CLI runs, six
 of them killed processes, each with live discovery, and UFM jobs after each of which the simulated UFM sweeps
 the fabric with opensm): the kill points are the behaviour, and each needs its own process (forked from a
 forkserver that imported the CLI once, tests/redfish/killing_sim.CliProcesses).
