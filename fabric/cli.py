@@ -1,6 +1,6 @@
 """`fabric`: cabling designs, fabric captures, identification and validation.
 
-Every command takes `--json`. Exit codes are every command's (provision/cli/exits.py): 0 done and nothing
+Every command takes `--json`. Exit codes are every command's (provision/command/exits.py): 0 done and nothing
 wrong, 1 could not do it (bad input, no design, discovery failed: one readable line on stderr), 2 it ran and
 found problems (`fabric validate`'s findings, `identify`'s unplaced switches).
 """
@@ -33,7 +33,7 @@ from fabric.options import (
 )
 from fabric.ports.cli import ports_app
 from fabric.topology_cmd import topology_command
-from provision.cli.exits import command_app, problems_unless, run_app
+from provision.command.exits import command_app, problems_unless, run_app
 
 app = command_app("fabric", __doc__ or "")
 design_app = typer.Typer(no_args_is_help=True, help="Cabling design files: generate, import, check.")

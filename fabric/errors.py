@@ -1,6 +1,6 @@
 """Errors of the fabric tooling: one tree under the project's BringupError.
 
-`FabricError` is what the CLI turns into one readable line and exit code 1 (provision/cli/exits.py's table).
+`FabricError` is what the CLI turns into one readable line and exit code 1 (provision/command/exits.py's table).
 """
 
 from __future__ import annotations

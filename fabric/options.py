@@ -1,5 +1,5 @@
 """Options that several `fabric` commands take, declared once (the sub-apps `fabric ports` and `fabric burnin`
-use these too). `--site`, `--db` and `--json` are the whole CLI's (`provision/cli/options.py`): one meaning in
+use these too). `--site`, `--db` and `--json` are the whole CLI's (`provision/command/options.py`): one meaning in
 `provision` and `fabric` alike; `site_path` resolves an omitted `--site` as provision does."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from provision.cli.context import default_site_path
-from provision.cli.options import DbOpt, JsonOpt, SiteOpt, SiteOrNone
+from provision.command.context import default_site_path
+from provision.command.options import DbOpt, JsonOpt, SiteOpt, SiteOrNone
 
 __all__ = ["CaptureFormat", "Captures", "CapturesOrNone", "DbOpt", "DesignFile", "DesignFileOrNone", "DesignName",
            "DesignOut", "IbDiags", "JsonOpt", "Live", "LiveTimeout", "NodeNameMapOut", "SiteOpt", "SiteOrNone",

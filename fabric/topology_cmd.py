@@ -5,7 +5,7 @@ line, hosts sharing a leaf side by side (a hostfile for `python -m training laun
 is read as `fabric validate` reads it (`--discovered FILE` or `--live`); `--site` gives the host names (its
 GPU hosts), the design (switch names) and the state store, whose port ledger and burn-in verdicts take links
 out. Warnings (a leaf left an island, hosts not written) go to stderr; errors are one line, exit 1
-(provision/cli/exits.py).
+(provision/command/exits.py).
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ _unshadow()
 
 import typer  # noqa: E402  (after _unshadow: every `sim` import below must be this package)
 
-from provision.cli.exits import ERROR, command_app, run_app  # noqa: E402
-from provision.cli.options import JsonOpt, SiteOpt  # noqa: E402
-from provision.cli.output import console, emit_json  # noqa: E402
+from provision.command.exits import ERROR, command_app, run_app  # noqa: E402
+from provision.command.options import JsonOpt, SiteOpt  # noqa: E402
+from provision.command.output import console, emit_json  # noqa: E402
 from sim import secrets  # noqa: E402
 from sim.lab import (  # noqa: E402
     LabContext,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from fabric.cli import main as fabric_main
 from provision.cli import main as provision_main
-from provision.cli.context import default_site_path
-from provision.cli.exits import PROBLEMS
-from provision.cli.output import console, get_console
+from provision.command.context import default_site_path
+from provision.command.exits import PROBLEMS
+from provision.command.output import console, get_console
 from sim.demo_firmware import run_firmware_stage
 from sim.demo_progress import Progress
 from sim.demo_slurm import run_slurm_stage

@@ -15,7 +15,7 @@ fleet's versions per component beside the baseline, and each drift and fix.
 from __future__ import annotations
 
 from provision.cli import main as provision_main
-from provision.cli.output import console, esc
+from provision.command.output import console, esc
 from provision.firmware.reasons import DRIFT_REASONS
 from provision.state import StateStore
 

@@ -25,7 +25,7 @@ from typing import Any
 from rich.text import Text
 
 from provision.cli import main as provision_main
-from provision.cli.output import console, esc
+from provision.command.output import console, esc
 from provision.site import load_site
 from report.gather_slurm import JOB_FILE
 from sim.slurm.faults import lose_node

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from provision.cli.output import console, esc
+from provision.command.output import console, esc
 from provision.site.bounded import read_bytes, read_text
 from report.gather_files import read_json
 from sim.demo_training_ssh import SshPath, kill, rank_processes

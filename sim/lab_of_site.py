@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provision.cli.context import default_site_path
+from provision.command.context import default_site_path
 from provision.site import load_site
 from sim import secrets
 from sim.lab import Lab, LabContext, LabError, Service, discover_services, optional_service_names, optional_services

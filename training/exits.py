@@ -1,4 +1,4 @@
-"""`python -m training`'s exit codes and its one error path: the project's exit-code table (provision/cli/exits.py,
+"""`python -m training`'s exit codes and its one error path: the project's exit-code table (provision/command/exits.py,
 ARCHITECTURE.md), kept here by hand because the training package runs on the hosts with the standard library and
 torch and imports nothing of provision's (no typer, no rich):
 

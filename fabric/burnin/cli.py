@@ -6,7 +6,7 @@ output of `dump_lfts` or the concatenated `ibroute` of every switch, taken after
 `plan --site S [--routing live]` plans the site's GPU hosts on the fabric as it is now. `run --plan P
 --site S` runs it over SSH (resumable); `judge --site S` judges the last run, records the hosts' moves
 (`--record`) and hands failing links to the port plan; `nightly` burns idle golden hosts' links.
-Exit codes are every command's (provision/cli/exits.py): an error (a bad file, another site's database) is
+Exit codes are every command's (provision/command/exits.py): an error (a bad file, another site's database) is
 one readable line on stderr and exit 1; `judge` with failing links and `nightly` with flagged links exit 2.
 """
 
@@ -37,7 +37,7 @@ from fabric.identify import ca_name_from_description
 from fabric.options import DbOpt, JsonOpt, SiteOpt, SiteOrNone, site_path
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.topology import NodeType
-from provision.cli.exits import problems_unless
+from provision.command.exits import problems_unless
 from provision.slurm.after_step import sync_after_step
 
 burnin_app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)

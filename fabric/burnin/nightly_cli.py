@@ -1,6 +1,6 @@
 """`fabric burnin nightly --site S --budget 2h [--cycle 7] [--in-use HOSTFILE]`: burn idle golden hosts' links.
 
-Exit codes are every command's (provision/cli/exits.py): 1 when it could not burn (a bad option or file, too
+Exit codes are every command's (provision/command/exits.py): 1 when it could not burn (a bad option or file, too
 few idle hosts: one line on stderr), 2 when it burned and flagged links."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from fabric.burnin.stage_run import RunOptions
 from fabric.captures import read_capture
 from fabric.errors import FabricError
 from fabric.options import DbOpt, JsonOpt, SiteOpt, site_path
-from provision.cli.exits import problems_unless
+from provision.command.exits import problems_unless
 from provision.state import State
 
 STAGE_OVERHEAD_S = 60.0  # launching, counters and cleanup around each stage's duration

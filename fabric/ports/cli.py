@@ -4,7 +4,7 @@
 perfquery/ibqueryerrors sweeps, iblinkinfo) and prints what it would disable or watch. `apply --site S`
 plans from the site's fabric now and disables the links (dry run unless --apply), `reenable LINK
 --repaired` brings a repaired link back, `list` and `ticket` read the port ledger. Exit codes are every
-command's (provision/cli/exits.py): an error is one readable line on stderr and exit code 1.
+command's (provision/command/exits.py): an error is one readable line on stderr and exit code 1.
 """
 
 from __future__ import annotations

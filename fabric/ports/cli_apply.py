@@ -7,7 +7,7 @@ caps applies nothing without `--force`. Through UFM each port change is a job fo
 output and the ledger. Both first reconcile the links a run cut short left in flight (`planned` or
 `reenabling` as their latest row: their ports are read and what happened is recorded, reconcile.py); a dry run
 lists them. After an apply or a re-enable the hosts follow their ports (the `ports` lifecycle step,
-fabric/ports/step.py). Exit codes are every command's (provision/cli/exits.py): an error is one readable line on
+fabric/ports/step.py). Exit codes are every command's (provision/command/exits.py): an error is one readable line on
 stderr and exit 1, as are a refused plan and an apply that stopped; a re-enable that found the link still bad
 exits 2.
 """
@@ -32,7 +32,7 @@ from fabric.ports.render import plan_text, plan_to_dict
 from fabric.ports.site_run import ApplyInputs, PortsSite, open_ports_site, plan_and_apply, reenable_link
 from fabric.ports.step import hosts_follow
 from fabric.ports.ticket import entry_ticket
-from provision.cli.exits import ERROR, problems_unless
+from provision.command.exits import ERROR, problems_unless
 from provision.errors import BringupError
 from provision.slurm.after_step import sync_after_step
 from provision.state.secret_values import mask

@@ -1,7 +1,7 @@
 """`python -m provision.ansible_inventory [--list | --host H | --export ini|yaml] [--site S] [--db D]`.
 
 `--list`/`--host` follow Ansible's script-inventory protocol; `--export` writes a static file. Exit codes and
-errors are every command line's (provision/cli/exits.py): 0 done, 1 could not (a usage error, an unreadable
+errors are every command line's (provision/command/exits.py): 0 done, 1 could not (a usage error, an unreadable
 site, another site's database, an unwritable `--output`: one readable line on stderr).
 """
 
@@ -17,9 +17,9 @@ import typer
 
 from provision.ansible_inventory.build import load_inventory
 from provision.ansible_inventory.export import to_ini, to_yaml
-from provision.cli.context import default_site_path
-from provision.cli.exits import command_app, run_app
-from provision.cli.options import DbOpt, SiteOpt
+from provision.command.context import default_site_path
+from provision.command.exits import command_app, run_app
+from provision.command.options import DbOpt, SiteOpt
 from provision.errors import BringupError
 
 PROG = "python -m provision.ansible_inventory"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from provision.site.bounded import load_yaml, read_text
 
-# The repository's embedded simulated site (provision.cli.context.EMBEDDED_SITE; the plugins may not import the CLI).
+# The repository's embedded simulated site (as provision.command.context.EMBEDDED_SITE; the plugins import
+# nothing of the command line).
 EMBEDDED_SITE = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "site.yml"
 _SUFFIXES = (".bringup_state.yml", ".bringup_state.yaml")
 _MAX_CONFIG_BYTES = 64 * 1024

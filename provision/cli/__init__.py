@@ -11,7 +11,7 @@ import sys
 from importlib import import_module
 
 from provision.cli.app import app
-from provision.cli.exits import run_app
+from provision.command.exits import run_app
 
 COMMAND_MODULES = {
     "status": "lifecycle_cmds",

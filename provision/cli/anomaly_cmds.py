@@ -12,9 +12,10 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.output import console, emit_json
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.options import Common
+from provision.command.output import console, emit_json
 from provision.errors import UnknownHost
 from provision.site.bounded import read_text
 from provision.state.notes import note

@@ -9,12 +9,12 @@ from typing import Annotated, Any
 import typer
 
 from provision.bmc import PowerAction, PowerPolicy, RunOptions, operations
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context, require_directories
+from provision.cli.app import app, common_options
 from provision.cli.option_groups import with_group
-from provision.cli.options import HostsOpt
-from provision.cli.output import console, emit_json, esc
 from provision.cli.step_view import counts, fail_if_any, render_failures, result_json, with_progress
+from provision.command.context import Context, require_directories
+from provision.command.options import Common, HostsOpt
+from provision.command.output import console, emit_json, esc
 from provision.redfish import ClientOptions
 from provision.site.select import select_hosts
 from provision.steps.pipeline import HARVEST, POWER, PXE

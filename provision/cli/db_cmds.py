@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import default_site_path, state_path
-from provision.cli.exits import ProblemsFound
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
+from provision.command.context import default_site_path, state_path
+from provision.command.exits import ProblemsFound
+from provision.command.options import Common
+from provision.command.output import console, emit_json, esc
 from provision.errors import StateError
 from provision.site.index import SiteIndex, load_index
 from provision.site.store import open_store

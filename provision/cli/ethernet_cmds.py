@@ -1,6 +1,6 @@
 """`provision ethernet check`: where every BMC and PXE NIC is plugged, asked of the management switches.
 
-Exit codes as every command's (provision/cli/exits.py): 0 every NIC where the design says, 1 could not check
+Exit codes as every command's (provision/command/exits.py): 0 every NIC where the design says, 1 could not check
 (no design, bad design, no credential for any switch...), 2 findings (including `unknown`).
 """
 
@@ -15,11 +15,11 @@ import typer
 
 # Typer runs a lone registered command as the whole program: load the lifecycle commands beside it.
 import provision.cli.lifecycle_cmds  # noqa: F401
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.exits import problems_unless
-from provision.cli.options import SiteOrNone
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.exits import problems_unless
+from provision.command.options import Common, SiteOrNone
+from provision.command.output import console, emit_json, esc
 
 if TYPE_CHECKING:
     from provision.ethernet.design import EthernetDesign

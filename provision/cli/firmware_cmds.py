@@ -8,14 +8,14 @@ from typing import Any
 import typer
 
 from provision.bmc import RunOptions
-from provision.cli.app import Common, app, common_options
+from provision.cli.app import app, common_options
 from provision.cli.bmc_cmds import BmcOptions
-from provision.cli.context import Context
-from provision.cli.exits import ERROR
 from provision.cli.option_groups import with_group
-from provision.cli.options import HostsOpt
-from provision.cli.output import console, emit_json, esc
 from provision.cli.step_view import counts, fail_if_any, render_failures, result_json, with_progress
+from provision.command.context import Context
+from provision.command.exits import ERROR
+from provision.command.options import Common, HostsOpt
+from provision.command.output import console, emit_json, esc
 from provision.firmware.plan import Operation, RolloutPlan
 from provision.site.select import select_hosts
 from provision.steps.pipeline import BIOS_APPLY, FIRMWARE_APPLY, FIRMWARE_INVENTORY

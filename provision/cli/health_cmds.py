@@ -10,11 +10,11 @@ import typer
 from provision.bisect.job_runs import BisectReport, JobRun, make_planner
 from provision.bisect.job_runs import bisect as run_bisect
 from provision.bisect.planner import BisectPlanError
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.exits import problems_unless
-from provision.cli.options import HostsOpt
-from provision.cli.output import console, emit_json, err_console, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.exits import problems_unless
+from provision.command.options import Common, HostsOpt
+from provision.command.output import console, emit_json, err_console, esc
 from provision.health.errors import HealthError
 from provision.health.run import run_health
 from provision.health.summary import summarize

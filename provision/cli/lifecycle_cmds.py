@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.options import JsonOpt
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.options import Common, JsonOpt
+from provision.command.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.firmware.table import read_rows, version_spread
 from provision.hostfiles import HostfileFormat, golden_hosts, held_back, render_hostfile

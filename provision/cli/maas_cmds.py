@@ -9,12 +9,12 @@ from typing import Annotated
 
 import typer
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.exits import problems_unless
-from provision.cli.options import HostsOpt
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
 from provision.cli.step_view import render_reconciled, with_progress
+from provision.command.context import Context
+from provision.command.exits import problems_unless
+from provision.command.options import Common, HostsOpt
+from provision.command.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.site.model import Maas
 from provision.site.select import select_hosts

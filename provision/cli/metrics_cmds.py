@@ -9,9 +9,10 @@ from typing import Annotated
 
 import typer
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.options import Common
+from provision.command.output import console, emit_json, esc
 from provision.metrics.stages import write_lifecycle
 from provision.metrics.targets import Ports, scrape_targets, target_hosts, write_targets
 

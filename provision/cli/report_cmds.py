@@ -11,9 +11,10 @@ import typer
 # Registered beside the lifecycle commands it summarizes (status, history): Typer runs a lone registered command
 # as the whole program, so `provision report` must never be the only command loaded.
 import provision.cli.lifecycle_cmds  # noqa: F401
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context, require_directories
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context, require_directories
+from provision.command.options import Common
+from provision.command.output import console, emit_json, esc
 
 
 @app.command()

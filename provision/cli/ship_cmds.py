@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.exits import problems_unless
-from provision.cli.options import HostsOpt
-from provision.cli.output import console, emit_json, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.exits import problems_unless
+from provision.command.options import Common, HostsOpt
+from provision.command.output import console, emit_json, esc
 from provision.errors import BringupError
 from provision.hostfiles import held_back
 from provision.ship.fanout import DEST, RAW_PUSH, HostShip, ShipConfig, Shipper

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from provision.cli.app import Common, app, common_options
-from provision.cli.context import Context
-from provision.cli.exits import ERROR, PROBLEMS
-from provision.cli.output import console, emit_json, err_console, esc
+from provision.cli.app import app, common_options
+from provision.command.context import Context
+from provision.command.exits import ERROR, PROBLEMS
+from provision.command.options import Common
+from provision.command.output import console, emit_json, err_console, esc
 from provision.errors import BringupError
 from provision.slurm.plan import Action
 from provision.slurm.sync import SyncResult

@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from provision.cli.exits import ProblemsFound
-from provision.cli.output import console, esc, get_console
+from provision.command.exits import ProblemsFound
+from provision.command.output import console, esc, get_console
 from provision.steps.runner import HostResult, Progress
 
 T = TypeVar("T")

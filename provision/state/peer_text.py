@@ -5,7 +5,7 @@ One sanitiser for every way such text reaches an operator:
 - `shown`: control characters (C0, DEL, C1; so ESC, which starts ANSI CSI and OSC sequences, and the C1
   CSI/OSC introducers) and the Unicode bidirectional and line-separator controls are shown escaped
   (`\\x1b`, `\\n`, `\\u202e`), never interpreted by a terminal; optionally everything outside ASCII too;
-  at most `limit` characters. rich markup is the renderer's concern: `provision.cli.output.esc` escapes
+  at most `limit` characters. rich markup is the renderer's concern: `provision.command.output.esc` escapes
   it on top of this, fabric's renderer prints peer text as `rich.text.Text`.
 - `csv_cell`: a cell a spreadsheet would read as a formula (`=`, `@`, `+`, `-`, tab, CR first) gets a
   leading single quote (OWASP's rule for CSV injection), for every CSV this project writes.

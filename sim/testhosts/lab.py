@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from provision.cli.context import EMBEDDED_SITE
+from provision.command.context import EMBEDDED_SITE
 from provision.site.paths import SitePaths
 from provision.state import State, StateStore
 from sim import lifetime

@@ -1,5 +1,5 @@
 """Every command of every program (`provision`, `fabric` and its sub-apps, `sim`, the Ansible inventory script,
-`python -m training`) follows the one exit-code table (provision/cli/exits.py, ARCHITECTURE.md): 0 done, 1 could
+`python -m training`) follows the one exit-code table (provision/command/exits.py, ARCHITECTURE.md): 0 done, 1 could
 not do it, 2 ran and found problems, 130 interrupted; an error is one line, `error: ...`, with the secrets the
 process holds masked, never a traceback.
 
@@ -17,7 +17,7 @@ import click
 import pytest
 import typer
 
-from provision.cli.exits import ERROR, INTERRUPTED, OK, PROBLEMS, ProblemsFound, run_app
+from provision.command.exits import ERROR, INTERRUPTED, OK, PROBLEMS, ProblemsFound, run_app
 from provision.errors import BringupError
 from provision.state.secret_values import MASK, hold
 from tests.cli_run import CliRun, run_cli

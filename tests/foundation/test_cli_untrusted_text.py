@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import typer
 
-from provision.cli import main, output
-from provision.cli.exits import run_app
+from provision.cli import main
+from provision.command import output
+from provision.command.exits import run_app
 from provision.errors import BringupError
 from tests.sites import copy_sim_site
 

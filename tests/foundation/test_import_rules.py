@@ -41,7 +41,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("provision", "fabric", "report", "training", "tools"), ("sim",),
          "product code never knows the simulator: the lab provides what it needs through a site file, "
          "environment variables and endpoints, as a real site does"),
-    Rule(("provision.state", "provision.site"), ("provision.cli", "typer", "rich"),
+    Rule(("provision.state", "provision.site"), ("provision.cli", "provision.command", "typer", "rich"),
          "the state store and the site model are libraries: the command line uses them, never the reverse"),
     Rule(("fabric",), ("provision.redfish", "provision.maas", "provision.bmc"),
          "the fabric tooling reads captures, designs and the site; it never drives BMCs or MAAS"),

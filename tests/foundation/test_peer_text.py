@@ -22,7 +22,7 @@ def test_control_characters_and_escape_sequences_are_shown_escaped() -> None:
 
 
 def test_esc_and_error_line_escape_markup_and_control_characters(capsys: pytest.CaptureFixture[str]) -> None:
-    from provision.cli.output import console, error_line, esc
+    from provision.command.output import console, error_line, esc
 
     console.print(f"host: {esc(HOSTILE)}")
     error_line(f"BMC says {HOSTILE}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.cli.context import Context, state_path
+from provision.command.context import Context, state_path
 from provision.site.index import load_index
 from provision.site.loader import load_site
 from provision.site.paths import ENV_STATE_DB, SitePaths, cache_dir, resolve_site_path, state_dir

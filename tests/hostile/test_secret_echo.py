@@ -15,7 +15,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 import yaml
 
-from provision.cli import main, output
+from provision.cli import main
+from provision.command import output
 from tests.hostile.echo_peers import echo_peer
 from tests.sites import copy_sim_site
 

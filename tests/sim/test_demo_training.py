@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from provision.cli.output import console
+from provision.command.output import console
 from provision.state import State, StateStore
 from sim.demo_training import RUN_NAME, explain, load_settings
 from sim.demo_training_ssh import SshPath

@@ -18,7 +18,7 @@ from provision.site.store import open_store
 from provision.state import StateStore
 
 if TYPE_CHECKING:
-    from provision.cli.app import Common
+    from provision.command.options import Common
     from provision.site.model import Site
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 
 `--site` is the site file or directory and `--db` its state database, with one meaning everywhere: the
 database is `--db`, else `$BRINGUP_STATE_DB`, else `state/<site>.db` beside the site file
-(`provision/site/paths.py`), opened through `provision.cli.context.open_store` (this site's database only,
+(`provision/site/paths.py`), opened through `provision.command.context.open_store` (this site's database only,
 no directory made up from a typo). A command that acts on a site without `--site` takes `$BRINGUP_SITE`,
 else the embedded simulated site; a command that can work from files alone (`fabric validate`,
 `fabric topology`, `fabric burnin plan`) takes `SiteOrNone`: no site unless one is named.
@@ -10,6 +10,7 @@ else the embedded simulated site; a command that can work from files alone (`fab
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -28,3 +29,15 @@ HostsOpt = Annotated[
     typer.Option("--hosts", help="Hosts: globs, ranges (gpu-r1-[01-04]), rack:NAME or @HOSTFILE, comma-separated "
                  "(default: every host the command applies to)."),
 ]
+
+
+@dataclass(frozen=True)
+class Common:
+    """--site, --db, --adopt-db and --json: every command that reads a site takes them (as `common: Common`,
+    provision/cli/app.py's `common_options`)."""
+
+    site: SiteOpt = None
+    db: DbOpt = None
+    adopt_db: Annotated[bool, typer.Option(
+        "--adopt-db", help="Take over a state database that records another site (it becomes this site's).")] = False
+    json_out: JsonOpt = False

@@ -77,7 +77,7 @@ def esc(value: object) -> str:
 
 def error_line(message: str) -> None:
     """`error: <message>` as one line on stderr, the message verbatim (never parsed as markup): every command's
-    error path (`provision.cli.exits.run_app`).
+    error path (`provision.command.exits.run_app`).
 
     A message of several lines (a site file's problems, one per line) is joined with "; ". Held secrets are
     masked (an exception's text can quote what a peer echoed) and control characters shown escaped, so a

@@ -12,7 +12,7 @@ say the same; `python -m training` keeps it by hand, training/exits.py):
           validation findings, failing links, flagged links)         after the command printed its report
     130   interrupted (^C)
 
-An error is one readable line on stderr, `error: <message>` (`provision.cli.output.error_line`: the secrets
+An error is one readable line on stderr, `error: <message>` (`provision.command.output.error_line`: the secrets
 the process holds masked, control characters shown escaped, a message of several lines joined with "; "),
 never a traceback: an unexpected exception is reported as an internal error
 (BRINGUP_DEBUG=1 lets its traceback through). A usage error (an unknown option, a missing or malformed value)
@@ -29,7 +29,7 @@ import os
 import click
 import typer
 
-from provision.cli.output import error_line
+from provision.command.output import error_line
 from provision.errors import BringupError
 
 OK, ERROR, PROBLEMS, INTERRUPTED = 0, 1, 2, 130
