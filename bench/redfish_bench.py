@@ -30,16 +30,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sim.addresses import bmc_address  # noqa: E402
+from sim.addresses import bmc_address, free_port  # noqa: E402
 
 PASSWORD_VAR = "BRINGUP_BENCH_BMC_PASSWORD"
 CONTROL = "127.0.2.10"
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
 
 
 def write_site(directory: Path, hosts: int, port: int) -> Path:

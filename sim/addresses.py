@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 from provision.errors import BringupError
 
@@ -58,3 +59,10 @@ def switch_address(index: int) -> str:
     if not 0 <= index < 254:
         raise AddressPlanError(f"switch #{index}: the plan has room for 254")
     return str(SWITCHES.network_address + index + 1)
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at `address` now ("" for every address of the namespace)."""
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])

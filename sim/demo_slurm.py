@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from provision.cli import main as provision_main
 from provision.command.output import console, esc
 from provision.site import load_site
 from report.gather_slurm import JOB_FILE
+from sim.addresses import free_port as _free_port
 from sim.slurm.faults import lose_node
 from sim.slurm.lab import SlurmLab
 from sim.slurm.service import spec_for
@@ -54,12 +54,6 @@ def _job(job_id: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return next((j for j in jobs if str(j.get("job_id")) == job_id), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait(check: Callable[[], bool], timeout_s: float) -> bool:

@@ -22,7 +22,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ import yaml
 from provision.command.output import console, esc
 from provision.site.bounded import read_bytes, read_text
 from report.gather_files import read_json
+from sim.addresses import free_port as _free_port
 from sim.demo_training_ssh import SshPath, kill, rank_processes
 from training.jsonl import read_jsonl
 
@@ -197,12 +197,6 @@ def _hostfiles(run: Path, golden: list[str], s: StageSettings) -> tuple[list[str
     (run / "job.txt").write_text("".join(f"{h} slots=1\n" for h in job))
     (run / "spares.txt").write_text("".join(f"{h} slots=1\n" for h in spares))
     return job, spares
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _launch(argv: list[str], env: dict[str, str], run: Path, watcher: LoseHost | None) -> int:

@@ -34,6 +34,7 @@ from provision.command.context import EMBEDDED_SITE
 from provision.site.paths import SitePaths
 from provision.state import State, StateStore
 from sim import lifetime
+from sim.addresses import free_port as _free_port
 from sim.addresses import lab_host_address
 from sim.testhosts import base as base_fs
 from sim.testhosts import hosts as th
@@ -103,12 +104,6 @@ class Lab:
 
     def host(self, name: str) -> th.TestHost:
         return next(h for h in self.hosts if h.name == name)
-
-
-def _free_port(address: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
 
 
 def serve_repository(root: Path, run_dir: Path) -> tuple[int, int]:

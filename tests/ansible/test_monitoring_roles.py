@@ -13,7 +13,6 @@ One host (127.0.1.141), three playbook runs.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 import uuid
@@ -25,6 +24,7 @@ import httpx
 import pytest
 import yaml
 
+from sim.addresses import free_port as _free_port
 from tests.ansible.conftest import REPO, PlaybookRun, enabled, run_playbook, ssh, start_own_test_hosts
 
 pytestmark = pytest.mark.slow
@@ -65,12 +65,6 @@ class Monitoring:
             "alertmanager_listen_address": f"{self.address}:{self.alertmanager_port}",
             "alertmanager_storage_dir": f"{self.scratch}/alertmanager",
         }, sort_keys=True))
-
-
-def _free_port(address: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.addresses import free_port
 from tests.ansible.conftest import REPO, PlaybookRun, enabled, run_playbook, ssh, start_own_test_hosts, state_of
 
 # As users type it: the top-level site.yml (importing playbooks/site.yml).
@@ -65,13 +66,6 @@ class SlurmLab:
 
 
 TOPOLOGY = "SwitchName=leaf-A-r3-U40 Nodes=gpu-r1-[01-02]\nSwitchName=spine-A-r3-U18 Switches=leaf-A-r3-U40\n"
-
-def _free_port() -> int:
-    """A port nobody listens on (Slurm's daemons listen on every address of the namespace)."""
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
 
 def _addrconfig_resolves(address: str) -> bool:
     try:
@@ -125,7 +119,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
     with _addrconfig(lab_host_address(ADDRESS_OFFSET + 1)):
         started: Any = start_own_test_hosts(run_dir, len(HOSTS), ADDRESS_OFFSET)
         try:
-            ports = (_free_port(), _free_port(), _free_port())
+            ports = (free_port(""), free_port(""), free_port(""))
             lab = SlurmLab(started, run_dir / "munge.key", *ports)
             _add_slurm_to_the_site(started, lab.ctld_port, lab.slurmd_port)
             # The munge role's default: munge.key beside the site file, as an operator makes it (dd, 0400).

@@ -14,17 +14,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from sim.addresses import bmc_address
+from sim.addresses import bmc_address, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD_VAR = "BRINGUP_TEST_BMC_PASSWORD"
 CONTROL_ADDRESS = "127.0.2.10"
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
 
 
 def new_password() -> str:

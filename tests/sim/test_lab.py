@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import textwrap
 import time
@@ -12,13 +11,8 @@ from pathlib import Path
 import pytest
 
 from sim.addresses import AddressPlanError, bmc_address, check_loopback, lab_host_address
+from sim.addresses import free_port as _free_port
 from sim.lab import Lab, LabError, Service, tcp_probe
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _server(tmp_path: Path, name: str, host: str = "127.0.3.1", *, grandchild: bool = False) -> Service:

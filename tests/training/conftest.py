@@ -5,13 +5,14 @@ import gc
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from sim.addresses import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "training"
@@ -42,12 +43,6 @@ def torchrun(args: list[str], nproc: int = 2, env: dict[str, str] | None = None,
     r = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # What torchrun gives a rank and what the trainer's build sets for its process group: undone after
