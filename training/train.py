@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from training.drills import drill_hooks
 from training.exits import UsageError, error_line
@@ -39,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     except FitPlanError:
         return PLAN_STOPPED
     except CheckpointRefused as e:  # a checkpoint that would run code when read: one line, nothing run
-        print(f"error: {e}", file=sys.stderr)
+        error_line(str(e), argv or [])
         return CONFIG_WRONG
     return 0
 

@@ -139,8 +139,8 @@ def test_usage_errors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--design", str(SIM_DESIGN)]) == 1
 
 
-def test_live_without_hca_or_sim_exits_1(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-                                         tmp_path: Path) -> None:
+def test_live_without_an_hca_or_an_ib_diags_announcement_exits_1(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("BRINGUP_IB_DIAGS", raising=False)
     monkeypatch.setattr("fabric.live.SYS_IB", tmp_path / "none")
     assert main(["validate", "--design", str(SIM_DESIGN), "--live"]) == 1

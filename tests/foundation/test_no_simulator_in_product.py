@@ -20,11 +20,15 @@ def product_files() -> list[Path]:
 
 
 def mentions(path: Path) -> list[str]:
+    return mentions_in(path, REPO)
+
+
+def mentions_in(path: Path, root: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:  # a binary file (none today) says nothing a reader could follow
         return []
-    return [f"{path.relative_to(REPO)}:{no}: {line.strip()}" for no, line in enumerate(text.splitlines(), 1)
+    return [f"{path.relative_to(root)}:{no}: {line.strip()}" for no, line in enumerate(text.splitlines(), 1)
             if SIMULATOR_WORDS.search(line)]
 
 
@@ -39,5 +43,6 @@ def test_the_scan_catches_a_simulator_mention(tmp_path: Path) -> None:
     sample = REPO / "fabric" / "live.py"
     planted = tmp_path / "live.py"
     planted.write_text(sample.read_text(encoding="utf-8") + '\nSTATE = "BRINGUP_IBSIM_STATE"\n', encoding="utf-8")
-    assert SIMULATOR_WORDS.search(planted.read_text(encoding="utf-8"))
-    assert not SIMULATOR_WORDS.search(sample.read_text(encoding="utf-8"))
+    [hit] = mentions_in(planted, tmp_path)
+    assert hit.endswith('STATE = "BRINGUP_IBSIM_STATE"') and hit.startswith("live.py:")
+    assert mentions(sample) == []

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -40,9 +39,10 @@ def ready(**more):
     time.sleep(600)
 """
 
-needs_slurm = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("slurmctld", "slurmd", "munged", "sinfo")) or os.geteuid() != 0,
-    reason="needs Debian's slurmctld, slurmd and munge (deps/apt/slurm.txt) and root (the lab's daemons run as root)")
+# The daemons are declared dependencies (deps/apt/slurm.txt): one missing fails the test (tests/conftest.py);
+# only not being root (the lab's daemons run as root) skips it.
+needs_slurm = pytest.mark.tools("slurmctld", "slurmd", "munged", "sinfo")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab's Slurm daemons run as root")
 
 
 def _descendants(root: int) -> dict[int, int]:
@@ -154,6 +154,7 @@ SITE = json.dumps({
 
 
 @needs_slurm
+@needs_root
 def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: Path) -> None:
     """`sim up` itself leaves its services running (until `sim down`); run by a process that binds what it
     starts (a test, a demo), they die with that process: the BMC simulator, munged, slurmctld, slurmd, and a
@@ -184,6 +185,7 @@ def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: 
 
 
 @needs_slurm
+@needs_root
 def test_a_slurm_start_ends_the_daemons_a_killed_run_left_in_its_directory(tmp_path: Path) -> None:
     """With its watchdog killed too, a run's daemons stay: the next start in the same directory ends them (their
     pid files) instead of failing on slurmctld's busy port."""
