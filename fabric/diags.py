@@ -111,8 +111,7 @@ class Diags:
         except subprocess.TimeoutExpired:
             raise FabricError(f"{what} did not answer within {timeout_s:g} s") from None
         if proc.returncode != 0:
-            err = proc.stderr.strip().splitlines()
-            raise FabricError(f"{what} failed (rc {proc.returncode}): {err[-1] if err else 'no output'}")
+            raise FabricError(f"{what} failed (rc {proc.returncode}): {last_complaint(proc)}")
         return proc.stdout
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from fabric.burnin.history import History
 from fabric.ports.ledger import OUT_OF_SERVICE, Ledger
+from fabric.ports.step import guid_hosts
 from provision.site.bounded import read_text
 from provision.state import StateStore
-from provision.state.facts import HostFacts
 from provision.state.identifiers import canonical_guid
 
 LINK_KINDS = {"dead_link_or_pcie_x4", "degraded_link_or_cpu", "slow_collectives"}  # diagnoses of a link
@@ -26,22 +26,11 @@ EVIDENCE = "evidence.json"
 MAX_EVIDENCE_BYTES = 4 << 20
 
 
-def _guid_key(token: str) -> str:
-    """A GUID in its one spelling; a token that is none (a capture with its GUIDs redacted) as it stands."""
-    return canonical_guid(token) or token.strip()
-
-
-def _guid_hosts(store: StateStore, hosts: Iterable[str]) -> dict[str, str]:
-    wanted = set(hosts)
-    facts: dict[str, HostFacts] = {n: f for n, f in store.facts_many().items() if n in wanted}
-    return {_guid_key(g): name for name, f in facts.items() for g in f.hca_guids or ()}
-
-
 def hca_port_evidence(store: StateStore, hosts: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Host -> {"port_counters": counter -> increase summed over its HCA ports, "ports": each port's rise,
     "burnin_run": the run they come from, "links_out_of_service": ledger rows of its HCAs}; hosts without
     HCA GUIDs in their facts, or with nothing on record, are left out."""
-    guid_host = _guid_hosts(store, hosts)
+    guid_host = guid_hosts(store, hosts)
     out: dict[str, dict[str, Any]] = {}
 
     def of(host: str) -> dict[str, Any]:
@@ -51,7 +40,7 @@ def hca_port_evidence(store: StateStore, hosts: Iterable[str]) -> dict[str, dict
     history = History(store)
     run = history.latest_run()
     for p in history.ports(run) if run is not None else []:
-        host = guid_host.get(_guid_key(p.guid))
+        host = guid_host.get(canonical_guid(p.guid) or p.guid)
         if host is None or not p.delta:
             continue
         ev = of(host)

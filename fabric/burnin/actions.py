@@ -36,7 +36,7 @@ class Opened:
 
 
 def _store(site: Site, db: Path | None) -> StateStore:
-    """The site's state store as every command opens it (`provision.command.context.open_store`: refuses another
+    """The site's state store as every command opens it (`provision.site.store.open_store`: refuses another
     site's database and a directory that does not exist); its refusal as a fabric error, one line."""
     try:
         return open_store(site, db)

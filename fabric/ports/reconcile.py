@@ -18,7 +18,7 @@ live run's), and for each link in flight reads its ends through the run's actuat
   so every end is disabled again and the link is recorded `disabled`; `fabric ports reenable` proves it anew.
 - an end that cannot be read: the row stays in flight (not known is not failed), and is said so.
 
-Hosts follow the recorded rows through the `ports` step (hosts.py), as after any apply.
+Hosts follow the recorded rows through the `ports` step (step.py), as after any apply.
 """
 
 from __future__ import annotations

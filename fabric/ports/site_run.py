@@ -9,7 +9,7 @@ Ports change through UFM when the site has `fabric.ufm` (each change a UFM job f
 `--job-timeout`, else the site's `fabric.ufm.job_timeout_s`, up to `UFM_PARALLEL` links at once), else
 in-band (`ibportstate`, one link at a time).
 
-The store is opened as every command opens it (`provision.command.context.open_store`: this site's database
+The store is opened as every command opens it (`provision.site.store.open_store`: this site's database
 only, no directory made for a mistyped `--db`). An acting run (`apply --apply`, `reenable`) holds the site's
 ports lock, first reconciles the links a cut-short run left in flight (reconcile.py) and has the hosts
 behind them follow, then moves the hosts behind each link out of golden before its `planned` row is written

@@ -2,7 +2,7 @@
 
 `--site` is the site file or directory and `--db` its state database, with one meaning everywhere: the
 database is `--db`, else `$BRINGUP_STATE_DB`, else `state/<site>.db` beside the site file
-(`provision/site/paths.py`), opened through `provision.command.context.open_store` (this site's database only,
+(`provision/site/paths.py`), opened through `provision.site.store.open_store` (this site's database only,
 no directory made up from a typo). A command that acts on a site without `--site` takes `$BRINGUP_SITE`,
 else the embedded simulated site; a command that can work from files alone (`fabric validate`,
 `fabric topology`, `fabric burnin plan`) takes `SiteOrNone`: no site unless one is named.
