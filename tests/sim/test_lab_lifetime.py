@@ -168,7 +168,8 @@ def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: 
     if up.returncode != 0:
         sys.exit(up.stdout + up.stderr)
     env = {**os.environ, "SLURM_CONF": str(next(d.rglob("slurm.conf")))}
-    subprocess.run(["sbatch", "--wrap", "sleep 600"], env=env, check=True, capture_output=True, timeout=30)
+    subprocess.run(["sbatch", "--output", str(d / "job.out"), "--wrap", "sleep 600"], env=env, check=True,
+                   capture_output=True, timeout=30)  # its output beside the lab, not in the caller's directory
     while b"R" not in subprocess.run(["squeue", "-h", "-o", "%t"], env=env, capture_output=True).stdout:
         time.sleep(0.1)
     ready()
