@@ -12,10 +12,11 @@ say the same; `python -m training` keeps it by hand, training/exits.py):
           validation findings, failing links, flagged links)         after the command printed its report
     130   interrupted (^C)
 
-An error is one readable line on stderr, `error: <message>` (`provision.command.output.error_line`: the secrets
-the process holds masked, control characters shown escaped, a message of several lines joined with "; "),
-never a traceback: an unexpected exception is reported as an internal error
-(BRINGUP_DEBUG=1 lets its traceback through). A usage error (an unknown option, a missing or malformed value)
+A job that ran and found problems ends with its summary as one line on stderr, `problems: <summary>` (exit 2: not
+an error; the report above it says what). An error is one readable line on stderr, `error: <message>`
+(`provision.command.output.error_line`: the secrets the process holds masked, control characters shown escaped, a
+message of several lines joined with "; "), never a traceback: an unexpected exception is reported as an internal
+error (BRINGUP_DEBUG=1 lets its traceback through). A usage error (an unknown option, a missing or malformed value)
 is the same one line, naming the command's `--help`; a group run bare prints its help and exits 1.
 
 `fabric` imports this module (and with it `provision.cli`'s package, which loads command modules only
@@ -70,7 +71,7 @@ def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str) -> int:
         # not standalone: click returns an explicit `typer.Exit(code)` instead of calling sys.exit
         code = app(args=argv, prog_name=prog_name, standalone_mode=False)
     except ProblemsFound as exc:
-        error_line(_text(exc))
+        error_line(_text(exc), label="problems")
         return PROBLEMS
     except BringupError as exc:
         error_line(_text(exc))

@@ -75,9 +75,10 @@ def esc(value: object) -> str:
     return escape(shown(mask(str(value))))
 
 
-def error_line(message: str) -> None:
+def error_line(message: str, label: str = "error") -> None:
     """`error: <message>` as one line on stderr, the message verbatim (never parsed as markup): every command's
-    error path (`provision.command.exits.run_app`).
+    error path (`provision.command.exits.run_app`). `label="problems"` for a job that ran and found some (exit 2):
+    its summary line is not an error.
 
     A message of several lines (a site file's problems, one per line) is joined with "; ". Held secrets are
     masked (an exception's text can quote what a peer echoed) and control characters shown escaped, so a
@@ -90,10 +91,10 @@ def error_line(message: str) -> None:
     try:
         from rich.text import Text
 
-        err_console.print(Text.assemble(("error:", "bold red"), " ", message))
+        err_console.print(Text.assemble((f"{label}:", "bold red" if label == "error" else "bold yellow"), " ", message))
     except Exception:
         try:
-            sys.stderr.write(f"error: {message}\n")
+            sys.stderr.write(f"{label}: {message}\n")
             sys.stderr.flush()
         except Exception:
             pass

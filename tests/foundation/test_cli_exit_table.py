@@ -218,6 +218,12 @@ def test_a_message_of_several_lines_or_none_is_still_one_line(capsys: pytest.Cap
     assert capsys.readouterr().err == "error: <_Unprintable whose message could not be read>\n"
 
 
+def test_problems_found_ends_with_a_problems_line_not_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    hold(SECRET)
+    assert run_app(_failing(ProblemsFound(f"2 of 8 hosts failed (bmc {SECRET})")), [], "prog") == PROBLEMS
+    assert capsys.readouterr().err == f"problems: 2 of 8 hosts failed (bmc {MASK})\n"
+
+
 def test_a_secret_in_an_error_is_masked(capsys: pytest.CaptureFixture[str]) -> None:
     hold(SECRET)
     assert run_app(_failing(BringupError(f"BMC answered 401: you sent {SECRET}")), [], "prog") == ERROR
