@@ -7,11 +7,9 @@ comes back as exactly the matching finding; the clean fabric as none.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,15 +17,16 @@ import pytest
 
 from fabric.cli import main
 from fabric.design import Design, Port
-from fabric.diags import Attachment
+from fabric.diags import Attachment, Diags
 from fabric.errors import DiscoveryError
-from fabric.live import run_ibnetdiscover
+from fabric.live import discover, run_ibnetdiscover
 from fabric.pipeline import Result, run, topology_from_texts
 from fabric.topology import NodeType
 from sim.asbuilt import AsBuilt
 from sim.ibfabric import IbFabric, IbsimError
 from sim.ibfabric.diags_prefix import sim_diags
 from tests.fabric.conftest import REPO, SIM_DESIGN
+from tests.processes import alive, gone_within
 
 pytestmark = pytest.mark.tools("ibsim", "ibnetdiscover")
 
@@ -46,15 +45,6 @@ def validate_text(d: Design, *texts: str) -> Result:
 
 def findings(result: Result) -> list[str]:
     return [f.kind for f in result.report.findings]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split()[2] != "Z"
 
 
 def test_clean_fabric_and_console_unlink_relink(sim_design: Design) -> None:
@@ -83,14 +73,16 @@ def test_clean_fabric_and_console_unlink_relink(sim_design: Design) -> None:
         fabric.relink(leaf, 26)
         assert findings(validate_text(sim_design, fabric.discover())) == []
         pid = fabric.pid
-    assert pid is not None and not _alive(pid)
+    assert pid is not None and not alive(pid)
 
 
-def _one(design: Design, faults: Callable[[AsBuilt], None], *, all_points: bool = False,
+def _one(design: Design, faults: Callable[[AsBuilt], None], *, announced: Path | None = None,
          linkinfo: bool = False) -> Result:
-    with IbFabric(design, faults) as fabric:
-        if all_points:
-            return validate_text(design, *(t for _, t in fabric.discover_all()))
+    """`announced`: discovered as `fabric validate --live` does, from every attachment point the lab announces
+    there that reaches a node not seen yet (fabric/live.py)."""
+    with IbFabric(design, faults, state_file=announced) as fabric:
+        if announced is not None:
+            return validate_text(design, *(t for _, t in discover(30, Diags.from_file(announced)).captures))
         return validate_text(design, fabric.iblinkinfo() if linkinfo else fabric.discover())
 
 
@@ -141,7 +133,7 @@ def test_unknown_hca(sim_design: Design) -> None:
     assert f.kind == "unknown_device" and f.a is not None and f.a.description == "lab-laptop mlx5_0"
 
 
-def test_partitioned_spine_tier_seen_from_every_part(sim_design: Design) -> None:
+def test_partitioned_spine_tier_seen_from_every_part(sim_design: Design, tmp_path: Path) -> None:
     ls, ss = leaves(sim_design), spines(sim_design)
 
     def split(ab: AsBuilt) -> None:
@@ -151,7 +143,7 @@ def test_partitioned_spine_tier_seen_from_every_part(sim_design: Design) -> None
                 if peer is not None and (peer[0].node in ss[2:]) != (i >= 4):
                     ab.unplug(Port(leaf, port))
 
-    [f] = _one(sim_design, split, all_points=True).report.findings
+    [f] = _one(sim_design, split, announced=tmp_path / "ibfabric.json").report.findings
     assert f.kind == "partition"
     assert [p["size"] for p in f.details["parts"]] == [71, 70]  # type: ignore[index]
 
@@ -200,13 +192,10 @@ def test_ibsim_dies_with_its_parent(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stdout is not None
     pid = int(proc.stdout.readline())
-    assert _alive(pid)
+    assert alive(pid)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(pid)
+    assert gone_within(pid, 5)
 
 
 @pytest.mark.slow
@@ -243,7 +232,7 @@ def test_lab_service_runs_the_sites_fabric_for_validate_live(tmp_path: Path, mon
         assert json.loads(capsys.readouterr().out)["summary"]["clean"] is True
         monkeypatch.setenv("BRINGUP_IB_DIAGS", state)
         assert main(["validate", "--site", str(site.path), "--live"]) == 0
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 def test_a_tool_killed_at_its_timeout_leaves_no_fake_sysfs_where_it_was_run_from(

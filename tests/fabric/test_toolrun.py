@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fabric.toolrun import STDERR_TAIL, ToolOutputTooLarge, run_tool
+from tests.processes import gone_within
 
 
 def _script(tmp_path: Path, name: str, body: str) -> str:
@@ -21,19 +22,6 @@ def _script(tmp_path: Path, name: str, body: str) -> str:
     return str(path)
 
 
-def _gone(pid: int, within_s: float = 3.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if state == "Z":  # killed, waiting for init to reap it
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_a_tool_past_its_deadline_is_killed_with_every_process_it_started(tmp_path: Path) -> None:
     pids = tmp_path / "child.pid"
     wrapper = _script(tmp_path, "wrapper", f"sleep 30 & echo $! > {pids}\nwait\n")
@@ -41,7 +29,7 @@ def test_a_tool_past_its_deadline_is_killed_with_every_process_it_started(tmp_pa
     with pytest.raises(subprocess.TimeoutExpired):
         run_tool([wrapper], {}, 0.5)
     assert time.monotonic() - started < 5
-    assert _gone(int(pids.read_text()))
+    assert gone_within(int(pids.read_text()), 3)
 
 
 def test_a_tool_printing_past_the_cap_is_killed_and_nothing_it_printed_is_used(tmp_path: Path) -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 from sim.addresses import AddressPlanError, bmc_address, check_loopback, lab_host_address
 from sim.addresses import free_port as _free_port
 from sim.lab import Lab, LabError, Service, tcp_probe
+from tests.processes import alive, gone_within
 
 
 def _server(tmp_path: Path, name: str, host: str = "127.0.3.1", *, grandchild: bool = False) -> Service:
@@ -30,18 +29,6 @@ def _server(tmp_path: Path, name: str, host: str = "127.0.3.1", *, grandchild: b
     return Service(name=name, argv=[sys.executable, "-c", code], probe=tcp_probe(host, port), start_timeout_s=15)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_up_waits_for_health_and_down_stops_the_whole_process_group(tmp_path: Path) -> None:
     lab = Lab([_server(tmp_path, "alpha", grandchild=True), _server(tmp_path, "beta", "127.0.3.2")], tmp_path / "run")
     lab.up()
@@ -52,13 +39,12 @@ def test_up_waits_for_health_and_down_stops_the_whole_process_group(tmp_path: Pa
         assert set(pids) == {"alpha", "beta"}
         assert (tmp_path / "run" / "alpha.pid").read_text().strip() == str(pids["alpha"])
         grandchild = int((tmp_path / "alpha.grandchild").read_text())
-        assert _alive(grandchild)
+        assert alive(grandchild)
     finally:
         stopped = lab.down()
     assert sorted(stopped) == ["alpha", "beta"]
-    time.sleep(0.2)
-    assert not any(_alive(p) for p in pids.values())
-    assert not _alive(grandchild), "a simulator's child outlived `down`"
+    assert all(gone_within(p, 5) for p in pids.values())
+    assert gone_within(grandchild, 5), "a simulator's child outlived `down`"
     assert not list((tmp_path / "run").glob("*.pid"))
 
 
@@ -76,8 +62,7 @@ def test_a_second_lab_object_can_stop_what_another_started(tmp_path: Path) -> No
     Lab([svc], tmp_path / "run").up()
     pid = Lab([svc], tmp_path / "run").running()["alpha"]
     assert Lab([svc], tmp_path / "run").down() == ["alpha"]
-    time.sleep(0.2)
-    assert not _alive(pid)
+    assert gone_within(pid, 5)
 
 
 def test_a_service_that_dies_at_start_is_reported_with_its_log(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 
 from sim import lifetime
+from sim.lifetime import descendants
+from tests.processes import alive, still_running
 
 REPO = Path(__file__).resolve().parents[2]
 GONE_WITHIN_S = 20.0  # the watchdog's SIGTERM grace (sim/lifetime.py GRACE_S, 10 s) and a loaded machine
@@ -45,27 +47,6 @@ needs_slurm = pytest.mark.tools("slurmctld", "slurmd", "munged", "sinfo")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab's Slurm daemons run as root")
 
 
-def _descendants(root: int) -> dict[int, int]:
-    """{pid: start time} of every live descendant of `root`."""
-    procs = lifetime._processes()
-    found: dict[int, int] = {}
-    todo = [pid for pid, (ppid, _) in procs.items() if ppid == root]
-    while todo:
-        pid = todo.pop()
-        found[pid] = procs[pid][1]
-        todo.extend(p for p, (ppid, _) in procs.items() if ppid == pid)
-    return found
-
-
-def _alive(procs: dict[int, int]) -> dict[int, str]:
-    left = {}
-    for pid, started in procs.items():
-        if lifetime.start_time(pid) == started:
-            with contextlib.suppress(OSError):
-                left[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
-    return left
-
-
 def _answers(address: str, port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection((address, port), timeout=0.5):
         return True
@@ -84,18 +65,34 @@ def _starter(tmp_path: Path, body: str, timeout_s: float = 120.0) -> Iterator[tu
     try:
         readable, _, _ = select.select([proc.stdout], [], [], timeout_s)
         line = proc.stdout.readline() if readable else ""
-        started = _descendants(proc.pid)
+        started = descendants(proc.pid)
         if not line:
             proc.kill()
             pytest.fail(f"the starter did not bring its lab up (rc {proc.wait()})")
         yield proc, json.loads(line)
     finally:
-        started.update(_descendants(proc.pid))
+        started.update(descendants(proc.pid))
         proc.kill()
         proc.wait()
-        for pid in _alive(started):
+        for pid in still_running(started):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _until_below(root: int, programs: tuple[str, ...], within_s: float = 120.0) -> dict[int, int]:
+    """{pid: start time} of `root`'s descendants once every one of `programs` runs among them. A submitted job is
+    started by slurmctld, then slurmd, then the slurmstepd it forks (squeue's R comes before the last two), so
+    its processes are waited for, not looked for at once (looked at every 50 ms; the bound is a loaded machine's)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        watched = descendants(root)
+        running = " ".join(still_running(watched).values())
+        missing = [p for p in programs if p not in running]
+        if not missing:
+            return watched
+        if time.monotonic() > deadline:
+            pytest.fail(f"not running below the starter within {within_s:.0f} s: {missing}; running: {running}")
+        time.sleep(0.05)
 
 
 def _kill_and_wait(proc: subprocess.Popen[str], watched: dict[int, int]) -> float:
@@ -103,9 +100,9 @@ def _kill_and_wait(proc: subprocess.Popen[str], watched: dict[int, int]) -> floa
     killed = time.monotonic()
     proc.kill()
     proc.wait()
-    while _alive(watched) and time.monotonic() - killed < GONE_WITHIN_S:
+    while still_running(watched) and time.monotonic() - killed < GONE_WITHIN_S:
         time.sleep(0.05)
-    left = _alive(watched)
+    left = still_running(watched)
     assert not left, f"outlived their SIGKILLed starter: {left}"
     return time.monotonic() - killed
 
@@ -134,7 +131,7 @@ def test_a_daemon_a_lab_service_forks_off_dies_with_the_killed_starter(tmp_path:
     """
     with _starter(tmp_path, body) as (proc, said):
         daemon = int((tmp_path / "daemon.pid").read_text())
-        watched = _descendants(proc.pid)
+        watched = descendants(proc.pid)
         assert daemon in watched and said["watchdog"] in watched
         assert os.getsid(daemon) != os.getsid(int((tmp_path / "run" / "forker.pid").read_text()))
         _kill_and_wait(proc, watched)
@@ -168,17 +165,13 @@ def test_sim_up_run_by_a_killed_starter_leaves_no_bmc_or_slurm_daemon(tmp_path: 
     if up.returncode != 0:
         sys.exit(up.stdout + up.stderr)
     env = {**os.environ, "SLURM_CONF": str(next(d.rglob("slurm.conf")))}
+    # its output beside the lab, not in the caller's directory; the bound is sbatch's retries on a busy slurmctld
     subprocess.run(["sbatch", "--output", str(d / "job.out"), "--wrap", "sleep 600"], env=env, check=True,
-                   capture_output=True, timeout=30)  # its output beside the lab, not in the caller's directory
-    while b"R" not in subprocess.run(["squeue", "-h", "-o", "%t"], env=env, capture_output=True).stdout:
-        time.sleep(0.1)
+                   capture_output=True, timeout=120)
     ready()
     """
     with _starter(tmp_path, body, timeout_s=300) as (proc, said):
-        watched = _descendants(proc.pid)
-        programs = " ".join(_alive(watched).values())
-        for program in ("sim.redfish", "munged", "slurmctld", "slurmd", "slurmstepd", "sleep 600"):
-            assert program in programs
+        watched = _until_below(proc.pid, ("sim.redfish", "munged", "slurmctld", "slurmd", "slurmstepd", "sleep 600"))
         assert _answers("127.0.31.250", 8443) and _answers("127.0.2.40", 6817)
         _kill_and_wait(proc, watched)
         assert said["watchdog"] in watched
@@ -199,17 +192,17 @@ def test_a_slurm_start_ends_the_daemons_a_killed_run_left_in_its_directory(tmp_p
     ready()
     """
     with _starter(tmp_path, body) as (proc, said):
-        watched = {pid: t for pid, t in _descendants(proc.pid).items() if pid != said["watchdog"]}
+        watched = {pid: t for pid, t in descendants(proc.pid).items() if pid != said["watchdog"]}
         os.kill(said["watchdog"], signal.SIGKILL)
         proc.kill()
         proc.wait()
         time.sleep(0.2)
-        left = " ".join(_alive(watched).values())
+        left = " ".join(still_running(watched).values())
         assert "munged" in left and "slurmctld" in left, "the scenario: a killed run left its daemons"
         lab = SlurmLab(tmp_path / "slurm", spec)
         try:
             lab.start(nodes=[])
-            assert not _alive(watched)
+            assert not still_running(watched)
         finally:
             lab.stop()
 
@@ -226,9 +219,9 @@ def test_the_watchdog_ends_with_its_starter_when_nothing_is_left(tmp_path: Path)
         watchdog = {said["watchdog"]: lifetime.start_time(said["watchdog"]) or 0}
         assert proc.wait(timeout=30) == 0
         deadline = time.monotonic() + 5
-        while _alive(watchdog) and time.monotonic() < deadline:
+        while still_running(watchdog) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(watchdog)
+        assert not still_running(watchdog)
 
 
 def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
@@ -253,8 +246,8 @@ def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
     """
     try:
         with _starter(tmp_path, body) as (proc, _said):
-            watched = _descendants(proc.pid)
-            assert "sshd" in " ".join(_alive(watched).values()) and _answers(address, 22)
+            watched = descendants(proc.pid)
+            assert "sshd" in " ".join(still_running(watched).values()) and _answers(address, 22)
             _kill_and_wait(proc, watched)
         assert not _answers(address, 22)
     finally:
@@ -281,14 +274,35 @@ def test_a_test_host_up_ends_what_a_killed_run_left_in_its_directory(tmp_path: P
     monkeypatch.setattr(lab_mod, "lab_host_address", lambda n: addresses.lab_host_address(n + offset))
     try:
         with _starter(tmp_path, body) as (proc, said):
-            watched = {pid: t for pid, t in _descendants(proc.pid).items() if pid != said["watchdog"]}
+            watched = {pid: t for pid, t in descendants(proc.pid).items() if pid != said["watchdog"]}
             os.kill(said["watchdog"], signal.SIGKILL)
             proc.kill()
             proc.wait()
-            left = " ".join(_alive(watched).values())
+            left = " ".join(still_running(watched).values())
             assert "sshd" in left and "http.server" in left, "the scenario: a killed run left its processes"
             again = lab_mod.up(tmp_path / "run", 1, log=False)
-            assert not _alive(watched)
+            assert not still_running(watched)
             assert _answers(again.hosts[0].address, 22)
     finally:
         assert lab_mod.down(tmp_path / "run") == []
+
+
+def test_a_process_whose_name_holds_spaces_and_parentheses_is_read_by_the_fields_after_its_name(
+        tmp_path: Path) -> None:
+    """/proc/<pid>/stat's second field is the command name in parentheses, as the program was named: "x) Z 1 (y"
+    read with a plain split() would be a zombie whose parent is pid 1. sim/lifetime.py parses after the last ')'."""
+    odd = tmp_path / "x) Z 1 (y"
+    odd.symlink_to("/bin/sleep")  # the kernel names the process after the path it ran: the link's name
+    child = subprocess.Popen([str(odd), "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while "x) Z 1 (y" not in Path(f"/proc/{child.pid}/stat").read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)  # between fork and exec the child still bears this process's name
+        assert Path(f"/proc/{child.pid}/stat").read_text().startswith(f"{child.pid} (x) Z 1 (y) ")
+        assert alive(child.pid)
+        assert child.pid in descendants(os.getpid())  # its parent read as this process, not as the "1" in its name
+        assert still_running({child.pid: lifetime.start_time(child.pid) or 0}) == {child.pid: f"{odd} 30"}
+    finally:
+        child.kill()
+        child.wait()
+    assert not alive(child.pid)

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.processes import alive, gone_within
+
 REPO = Path(__file__).resolve().parents[2]
 
 # A stand-in for the SSH host server: starts the zygote, prints its pid, then waits to be killed.
@@ -20,15 +22,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie waiting for init to reap it counts as gone
-        return stat.read().split(")")[-1].split()[0] != "Z"
-
-
 def test_the_zygote_exits_when_its_server_is_killed(tmp_path: Path) -> None:
     sock = tmp_path / "zygote.sock"
     parent = subprocess.Popen([sys.executable, "-c", PARENT, str(sock)], cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -38,13 +31,10 @@ def test_the_zygote_exits_when_its_server_is_killed(tmp_path: Path) -> None:
         deadline = time.monotonic() + 20
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert sock.exists() and _alive(zygote)
+        assert sock.exists() and alive(zygote)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 10
-        while _alive(zygote) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(zygote)
+        assert gone_within(zygote, 10)  # a zombie waiting for init to reap it counts as gone
     finally:
-        if _alive(zygote):
+        if alive(zygote):
             os.kill(zygote, signal.SIGKILL)

@@ -18,6 +18,7 @@ import pytest
 from fabric.design import Design
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from sim.ibfabric import IbFabric
+from sim.lifetime import descendants
 from sim.ufm.fabricview import SimEvent
 from tests.fabric.ports.fakeufm import UfmState, fake_ufm
 from tests.sites import copy_sim_site
@@ -35,27 +36,11 @@ def fabric(sim_design: Design, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield f, state
 
 
-def _descendants(root: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    out, grew = {root}, True
-    while grew:
-        new = {p for p, pp in parents.items() if pp in out} - out
-        out |= new
-        grew = bool(new)
-    return out
-
-
 def _run(argv: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], list[bytes]]:
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: list[bytes] = []
     while proc.poll() is None:
-        for pid in _descendants(proc.pid):
+        for pid in (proc.pid, *descendants(proc.pid)):
             try:
                 seen.append(Path(f"/proc/{pid}/cmdline").read_bytes())
             except OSError:
