@@ -13,7 +13,7 @@ are not this host's HCAs) announces it in a JSON file: `$BRINGUP_IB_DIAGS`, else
 
 It names programs bringup runs, so it is trusted as the site file is (kept beside it, written by whoever
 may change the site). Every tool runs through `fabric.toolrun` (deadline, process-group kill, output cap,
-scratch directory).
+scratch directory), capped at what each tool may print (`fabric.toolrun.max_output_of`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fabric.errors import DiscoveryError, FabricError
-from fabric.toolrun import MAX_OUTPUT, run_tool, run_tool_async
+from fabric.toolrun import max_output_of, run_tool, run_tool_async
 from provision.errors import BringupError
 from provision.site.bounded import read_text
 from provision.state.peer_json import loads
@@ -88,22 +88,21 @@ class Diags:
     def environ(self, attach: Attachment | None = None) -> dict[str, str]:
         return {**self.env, **(attach.env if attach is not None else {})}
 
-    def run_sync(self, argv: Sequence[str], timeout_s: float, attach: Attachment | None = None,
-                 max_output: int = MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
+    def run_sync(self, argv: Sequence[str], timeout_s: float,
+                 attach: Attachment | None = None) -> subprocess.CompletedProcess[str]:
         """The tool run from `attach` (default: wherever the tools attach by themselves); `fabric.toolrun`'s
         errors as they are."""
-        return run_tool(self.argv(argv, attach), self.environ(attach), timeout_s, max_output)
+        return run_tool(self.argv(argv, attach), self.environ(attach), timeout_s, max_output_of(argv[0]))
 
-    async def run(self, argv: Sequence[str], timeout_s: float, attach: Attachment | None = None,
-                  max_output: int = MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
-        return await run_tool_async(self.argv(argv, attach), self.environ(attach), timeout_s, max_output)
+    async def run(self, argv: Sequence[str], timeout_s: float,
+                  attach: Attachment | None = None) -> subprocess.CompletedProcess[str]:
+        return await run_tool_async(self.argv(argv, attach), self.environ(attach), timeout_s, max_output_of(argv[0]))
 
-    async def text(self, argv: Sequence[str], timeout_s: float, attach: Attachment | None = None,
-                   max_output: int = MAX_OUTPUT) -> str:
+    async def text(self, argv: Sequence[str], timeout_s: float, attach: Attachment | None = None) -> str:
         """The tool's stdout; FabricError when it is missing, fails, prints too much or outlives `timeout_s`."""
         what = " ".join(argv)
         try:
-            proc = await self.run(argv, timeout_s, attach, max_output)
+            proc = await self.run(argv, timeout_s, attach)
         except FileNotFoundError:
             raise FabricError(f"{self.argv(argv)[0]} not found: install infiniband-diags") from None
         except OSError as e:

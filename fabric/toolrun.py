@@ -11,7 +11,8 @@ Each run has a deadline, a cap on what it may print, its own process group and i
   leave them in whatever directory the caller ran from (a repository checkout, an operator's home). Real
   tools on real HCAs write nothing there; the cost is one mkdir.
 - stdout beyond `max_output` bytes is never read into memory (the run is an error); of stderr only the last
-  `STDERR_TAIL` bytes are kept, enough for the tool's last complaint.
+  `STDERR_TAIL` bytes are kept, enough for the tool's last complaint. Each tool has the cap its output warrants
+  (`max_output_of`).
 """
 
 from __future__ import annotations
@@ -28,13 +29,28 @@ from collections.abc import Mapping, Sequence
 
 from fabric.errors import FabricError
 
-MAX_OUTPUT = 256 * 1024 * 1024  # ibnetdiscover of a 10k-node fabric is ~10 MB; dump_lfts of one ~100 MB
+# What each tool may print before it is killed: sized from the largest fabric the project plans burn-in on
+# (Selene, 666 switches and ~4.3k HCAs: docs/performance.md), with room for a fabric twice its size.
+IBNETDISCOVER_MAX_OUTPUT = 32 << 20  # a block per node, a line per port: Selene's is 2.8 MB, linear in ports
+IBLINKINFO_MAX_OUTPUT = 32 << 20  # a line per port: Selene's ~32k ports print ~4 MB, linear in ports
+DUMP_LFTS_MAX_OUTPUT = 1 << 30  # a line per LID per switch: Selene's is 227 MB; twice the fabric prints ~4x that
+PERFQUERY_MAX_OUTPUT = 1 << 20  # one switch's ports (`-l <lid> 255`): ~1 KB of counters a port, at most 254 ports
+IBPORTSTATE_MAX_OUTPUT = 64 << 10  # one port's state, width and speeds: ~1 KB
+OTHER_TOOL_MAX_OUTPUT = 16 << 20  # a tool without a cap of its own (ibroute: a line per LID of one switch)
+TOOL_MAX_OUTPUT = {"ibnetdiscover": IBNETDISCOVER_MAX_OUTPUT, "iblinkinfo": IBLINKINFO_MAX_OUTPUT,
+                   "dump_lfts": DUMP_LFTS_MAX_OUTPUT, "perfquery": PERFQUERY_MAX_OUTPUT,
+                   "ibportstate": IBPORTSTATE_MAX_OUTPUT}
 STDERR_TAIL = 64 * 1024
 _CHUNK = 1 << 16
 
 
 class ToolOutputTooLarge(FabricError):
     """The tool printed more than the caller's cap: it was killed and nothing it printed is used."""
+
+
+def max_output_of(tool: str) -> int:
+    """The cap on what `tool` (its name or path, without a site's prefix) may print."""
+    return TOOL_MAX_OUTPUT.get(os.path.basename(tool), OTHER_TOOL_MAX_OUTPUT)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -70,7 +86,7 @@ def _collect(proc: subprocess.Popen[bytes], argv: Sequence[str], deadline: float
 
 
 def run_tool(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
-             max_output: int = MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
+             max_output: int = OTHER_TOOL_MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
     """`argv` with `env` added to ours, its output as text. Raises what `subprocess.run` does when the tool
     cannot be started (FileNotFoundError, PermissionError) or outlives `timeout_s` (subprocess.TimeoutExpired),
     and ToolOutputTooLarge past `max_output` bytes of stdout; in both latter cases its process group is killed."""
@@ -91,6 +107,6 @@ def run_tool(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
 
 
 async def run_tool_async(argv: Sequence[str], env: Mapping[str, str], timeout_s: float,
-                         max_output: int = MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
+                         max_output: int = OTHER_TOOL_MAX_OUTPUT) -> subprocess.CompletedProcess[str]:
     """`run_tool` off the event loop (a worker thread waits for the tool)."""
     return await asyncio.to_thread(run_tool, argv, env, timeout_s, max_output)

@@ -19,8 +19,6 @@ from fabric.diags import Diags
 from fabric.pipeline import topology_from_texts
 from fabric.topology import Topology
 
-DUMP_LFTS_MAX_OUTPUT = 256 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class IbTools:
@@ -33,10 +31,11 @@ class IbTools:
         return cls(Diags.for_site(site_file))
 
     async def run(self, argv: Sequence[str], timeout_s: float) -> str:
-        """The tool's stdout; FabricError when it is missing, fails or outlives `timeout_s` (it is killed)."""
-        return await self.diags.text(argv, timeout_s, max_output=DUMP_LFTS_MAX_OUTPUT)
+        """The tool's stdout; FabricError when it is missing, fails, prints more than its cap
+        (`fabric.toolrun.max_output_of`) or outlives `timeout_s` (it is killed)."""
+        return await self.diags.text(argv, timeout_s)
 
-    def discover(self, site_file: Path | None, timeout_s: float) -> Topology:
+    def discover(self, timeout_s: float) -> Topology:
         found = live.discover(timeout_s, self.diags)
         return topology_from_texts(list(found.captures))
 

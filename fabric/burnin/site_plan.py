@@ -78,7 +78,7 @@ def read_fabric(site: Site, discovered: Path | None, routing: str, timeout_s: fl
     if discovered is not None:
         top = parse_ibnetdiscover(read_capture(discovered, "--discovered"), str(discovered))
     else:
-        top = tools.discover(site.path, timeout_s)
+        top = tools.discover(timeout_s)
     if routing == "live":
         return SiteFabric(top, tools.dump_lfts(timeout_s), LIVE)
     return SiteFabric(top, read_capture_bytes(Path(routing), "--routing"), routing)

@@ -28,7 +28,6 @@ from fabric.speeds import normalise_speed, normalise_width
 from fabric.toolrun import ToolOutputTooLarge
 from fabric.topology import End, NodeType, Topology
 
-MAX_TOOL_OUTPUT = 1 << 20
 _FIELD = re.compile(r"^(\w+):\.+(.*)$")
 _SWITCH_PORT_LINE = re.compile(r'^\[(\d+)\].*?"([SH])-([0-9a-fA-F]+)"\[(\d+)\].*\blid (\d+)\b')
 _INITIATED = re.compile(r"^# Initiated from node ([0-9a-fA-F]+)", re.M)
@@ -188,7 +187,7 @@ class IbPortState:
 
     async def _tool(self, argv: list[str], what: str, partial: str | None = None) -> str:
         try:
-            proc = await self.diags.run(argv, self.timeout_s, self.attach, MAX_TOOL_OUTPUT)
+            proc = await self.diags.run(argv, self.timeout_s, self.attach)
         except subprocess.TimeoutExpired:
             raise ActuatorError(f"{what} did not finish within {self.timeout_s:g} s") from None
         except ToolOutputTooLarge as e:
