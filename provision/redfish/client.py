@@ -380,14 +380,3 @@ class RedfishClient:
             out.extend(got if got is not None else next(fetched) for got in inline)
             page = await self.get(nxt) if nxt is not None else None
         return out
-
-    async def child_members(self, resource: Resource, key: str) -> list[Resource]:
-        """Members of the collection a resource links to under `key` (inline when it was expanded)."""
-        value = resource.data.get(key)
-        if isinstance(value, Mapping) and isinstance(value.get("Members"), list):
-            return await self.members(Resource(odata_id(value) or resource.path, value))
-        target = odata_id(value)
-        if target is None:
-            raise RedfishProtocolError(f"{resource.path} has no {key} link", endpoint=self.endpoint,
-                                       path=resource.path)
-        return await self.members(target)

@@ -184,19 +184,6 @@ class IbFabric:
     def iblinkinfo(self, attach: str | None = None, line_mode: bool = False) -> str:
         return self.tool(["iblinkinfo", "-l"] if line_mode else ["iblinkinfo"], attach)
 
-    def discover_all(self) -> list[tuple[str, str]]:
-        """Captures from as many attachment points as it takes to see every node that is cabled."""
-        captures: list[tuple[str, str]] = []
-        seen: set[str] = set()
-        for name in self.attach_names():
-            if self.asbuilt.guid_of(name) in seen:
-                continue
-            text = self.discover(name)
-            captures.append((f"ibsim@{name}", text))
-            seen.update(line.split("=0x", 1)[1].split("(")[0].zfill(16)
-                        for line in text.splitlines() if line.startswith(("switchguid=0x", "caguid=0x")))
-        return captures
-
     def attach_names(self) -> list[str]:
         return [n.name for n in self.asbuilt.nodes.values() if n.type is NodeType.CA]
 

@@ -95,9 +95,6 @@ class SlurmLab:
 
     # files ---------------------------------------------------------------------------------------
 
-    def port_of(self, node: str) -> int:
-        return NODE_PORT_BASE + self.spec.nodes.index(node)
-
     def render(self) -> str:
         d, s = self.dir, self.spec
         gres = f" Gres=gpu:{s.gpus}" if s.gpus else ""
