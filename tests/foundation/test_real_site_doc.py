@@ -4,21 +4,22 @@
   exists (its `--help` runs, in-process through the CLI's own `main`) and only options that command's help lists;
 - its example site file loads through `provision.site.load_site`, beside the companion files it names (the cabling
   design made by the doc's own `fabric design import` line from the doc's sheet, placeholders for the rest);
-- every failure reason it names (`failed(reason)` and its generated table) is in the step table, and the table is
-  what `provision steps --json` prints today.
+- its generated failure-reason table is what `provision steps --json` prints today, and every failure reason its
+  prose names (`failed(reason)`) is in the step table;
+- every site-file field it names (`ssh.known_hosts`, `racks[].hosts[].bmc.address`, `firmware:`) is a field of the
+  site model (provision/site/model.py).
 
 `python -m tests.foundation.test_real_site_doc --write` regenerates the failure-reason table in the doc.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shlex
 import sys
-from collections.abc import Iterator
+import types
+import typing
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from functools import cache
@@ -29,6 +30,9 @@ import click
 import pytest
 import typer
 import yaml
+from pydantic import BaseModel
+
+from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "real-site.md"
@@ -68,13 +72,8 @@ def command_lines(text: str) -> list[list[str]]:
 
 
 def _run(main: Any, argv: list[str]) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse's --help
-            code = exc.code if isinstance(exc.code, int) else 0
-    return int(code or 0), ANSI.sub("", out.getvalue())
+    done = run_cli(main, argv)
+    return done.code, ANSI.sub("", done.stdout)
 
 
 @cache
@@ -236,17 +235,91 @@ def test_the_failure_reason_table_is_the_step_tables_today(doc: str) -> None:
         "regenerate it: .venv/bin/python -m tests.foundation.test_real_site_doc --write")
 
 
-def _named_reasons(text: str) -> Iterator[str]:
-    yield from re.findall(r"failed\(([a-z0-9_]+)\)", text)
-    yield from re.findall(r"^\| `([a-z0-9_*]+)` \|", _generated(text), re.M)
+def _prose(text: str) -> str:
+    """The doc as written by hand: without its generated table (which the test above compares) and code blocks."""
+    start, end = text.index(BEGIN), text.index(END)
+    return FENCE.sub("", text[:start] + text[end:])
 
 
-def test_every_failure_reason_the_runbook_names_is_in_the_step_table(doc: str) -> None:
+def test_every_failure_reason_the_runbooks_prose_names_is_in_the_step_table(doc: str) -> None:
     known = [reason for row in step_table() for reason in row["reasons"]]
-    named = set(_named_reasons(doc))
-    assert {"bmc_auth", "ib_port_disabled", "firmware_drift", "burnin_link_failed"} <= named
+    named = set(re.findall(r"failed\(([a-z0-9_]+)\)", _prose(doc)))
+    assert {"ib_port_disabled", "firmware_drift", "bios_drift", "burnin_link_failed"} <= named
     unknown = sorted(r for r in named if not any(r == k or fnmatch(r, k) for k in known))
     assert not unknown, f"reasons the step table does not have: {unknown}"
+
+
+def _inside(annotation: Any) -> list[Any]:
+    """The types a field's annotation holds: an Optional's or a Union's, a list's items; a dict stays a dict."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, list, tuple, set, frozenset):
+        return [t for arg in typing.get_args(annotation) for t in _inside(arg)]
+    return [annotation]
+
+
+def _models() -> list[type[BaseModel]]:
+    """The site model's classes, SiteSpec first, and every model a field of one holds."""
+    from provision.site.model import SiteSpec
+
+    found: list[type[BaseModel]] = []
+    todo: list[Any] = [SiteSpec]
+    while todo:
+        t = todo.pop(0)
+        if typing.get_origin(t) is dict:
+            todo.extend(_inside(typing.get_args(t)[1]))
+        elif isinstance(t, type) and issubclass(t, BaseModel) and t not in found:
+            found.append(t)
+            todo.extend(a for info in t.model_fields.values() for a in _inside(info.annotation))
+    return found
+
+
+def is_site_field(path: str) -> bool:
+    """Whether `path` (`ssh.key_file`, `racks[].hosts[].bmc.address`; a dict's key is any one part) is a field of
+    the site model (provision/site/model.py SiteSpec, by name or by the alias a site file spells)."""
+    current: list[Any] = [_models()[0]]
+    for part in path.replace("[]", "").split("."):
+        reached: list[Any] = []
+        for t in current:
+            if typing.get_origin(t) is dict:
+                reached.extend(_inside(typing.get_args(t)[1]))
+            elif isinstance(t, type) and issubclass(t, BaseModel):
+                reached.extend(a for name, info in t.model_fields.items() if part in (name, info.alias)
+                               for a in _inside(info.annotation))
+        if not reached:
+            return False
+        current = reached
+    return True
+
+
+def site_fields_named(text: str) -> tuple[list[str], list[str]]:
+    """(dotted field paths whose first part is a top-level site key, `key:`s) the text names in backticks."""
+    tops = set(_models()[0].model_fields)
+    words = re.findall(r"`([a-z_]+(?:\[\])?(?:\.[a-z_]+(?:\[\])?)+|[a-z_]+:)`", text)
+    paths = [w for w in words if not w.endswith(":") and w.replace("[]", "").split(".")[0] in tops]
+    return paths, [w.removesuffix(":") for w in words if w.endswith(":")]
+
+
+def unknown_site_fields(text: str) -> list[str]:
+    paths, keys = site_fields_named(text)
+    fields = {name for model in _models() for name, info in model.model_fields.items()
+              for name in (name, info.alias) if name}
+    return sorted({p for p in paths if not is_site_field(p)} | {f"{k}:" for k in keys if k not in fields})
+
+
+def test_every_site_file_field_the_runbook_names_is_in_the_site_model(doc: str) -> None:
+    """The runbook tells an operator which site-file key holds each thing (`ssh.known_hosts`, `maas.url`,
+    `racks[].hosts[].bmc.address`, a host class's `firmware:`): each is a field of provision/site/model.py's
+    SiteSpec, by its path from the top, or for `key:` of some model below it."""
+    paths, keys = site_fields_named(_prose(doc))
+    assert len(paths) >= 10 and len(keys) >= 3, (paths, keys)
+    assert not unknown_site_fields(_prose(doc)), "the site model has no such field"
+
+
+def test_a_site_field_the_model_does_not_have_is_found() -> None:
+    text = ("`ssh.known_hosts`, `racks[].hosts[].bmc.address`, `slurm:`, `firmware:`, `credentials.bmc.username`; "
+            "wrong: `ssh.knownhosts`, `racks[].bmc.address`, `policy.golden_requires_burnin`, `nosuch:`; not a "
+            "field path: `secrets.yml`, `provision.site`")
+    assert unknown_site_fields(text) == ["nosuch:", "policy.golden_requires_burnin", "racks[].bmc.address",
+                                         "ssh.knownhosts"]
 
 
 def test_every_page_the_readme_points_to_exists() -> None:
