@@ -17,8 +17,11 @@ class CliRun:
 
 
 def run_cli(main: Callable[[list[str]], int], argv: list[str]) -> CliRun:
-    """`main(argv)` (`fabric.cli.main`, `provision.cli.main`) with stdout and stderr captured."""
+    """`main(argv)` (`fabric.cli.main`, `provision.cli.main`, `training.cli.main`) with stdout and stderr captured."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # an argparse program (`training.cli.main`): --help, a usage error
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     return CliRun(code, out.getvalue(), err.getvalue())

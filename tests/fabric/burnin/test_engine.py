@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
-from fabric.burnin.cli import burnin_app
 from fabric.burnin.engine import parse_opensm_log
+from fabric.cli import main as fabric_main
+from tests.cli_run import run_cli
 from tests.fabric.burnin.helpers import BURNIN, text
 
 
@@ -39,14 +38,14 @@ def test_the_last_routing_pass_counts() -> None:
 
 def test_cli_plan_names_the_engine_and_warns_of_the_fallback() -> None:
     log = BURNIN / "selene.opensm-ftree-fallback.log"
-    result = CliRunner().invoke(burnin_app, [
-        "plan", "--discovered", str(BURNIN / "sim-site.ibnetdiscover.txt"), "--routing",
+    result = run_cli(fabric_main, [
+        "burnin", "plan", "--discovered", str(BURNIN / "sim-site.ibnetdiscover.txt"), "--routing",
         str(BURNIN / "sim-site.ftree.dump_lfts.txt"), "--hosts", "gpu-*", "--opensm-log", str(log), "--json"])
-    assert result.exit_code == 0, result.stderr
+    assert result.code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["routing_engine"]["used"] == "minhop" and doc["routing_engine"]["fell_back"] is True
     assert "fell back to minhop" in doc["warnings"][0]
-    result = CliRunner().invoke(burnin_app, [
-        "plan", "--discovered", str(BURNIN / "sim-site.ibnetdiscover.txt"), "--routing",
+    result = run_cli(fabric_main, [
+        "burnin", "plan", "--discovered", str(BURNIN / "sim-site.ibnetdiscover.txt"), "--routing",
         str(BURNIN / "sim-site.ftree.dump_lfts.txt"), "--opensm-log", str(log)])
     assert "routing engine: minhop (fell back from ftree)" in result.stdout

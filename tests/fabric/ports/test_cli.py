@@ -1,14 +1,12 @@
-"""`fabric ports plan` with no site, through typer's CliRunner, on real and ibsim captures."""
+"""`fabric ports plan` with no site, through the program's own entry point (tests/cli_run.py), on real and ibsim
+captures."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from fabric.cli import main as fabric_main
-from fabric.ports.cli import ports_app
 from tests.cli_run import run_cli
 from tests.fabric.ports.helpers import FIXTURES, IBSIM, LEAF, SPINE
 
@@ -17,8 +15,8 @@ NOW = ["--now", "2026-12-01T19:00:00Z"]
 
 
 def _plan(*args: str) -> dict[str, object]:
-    result = CliRunner().invoke(ports_app, ["plan", *args, "--json"])
-    assert result.exit_code == 0, result.output
+    result = run_cli(fabric_main, ["ports", "plan", *args, "--json"])
+    assert result.code == 0, result.stderr
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
@@ -51,9 +49,9 @@ def test_imbue_style_events_on_a_real_ndr_fabric_resolve_by_switch_name_and_port
 
 
 def test_text_output_says_what_it_would_do_and_what_it_set_apart() -> None:
-    result = CliRunner().invoke(ports_app, ["plan", "--discovered", str(IBSIM / "ibnetdiscover.txt"),
-                                            "--events", str(IBSIM / "event.log"), "--since", "24h", *NOW])
-    assert result.exit_code == 0
+    result = run_cli(fabric_main, ["ports", "plan", "--discovered", str(IBSIM / "ibnetdiscover.txt"),
+                                   "--events", str(IBSIM / "event.log"), "--since", "24h", *NOW])
+    assert result.code == 0, result.stderr
     assert "4 link(s) to disable, 1 to watch" in result.stdout  # no counters: the host link-down is watched
     assert "burst (UFM restart or mass reboot, not counted): 60 events" in result.stdout
     assert "set apart:" in result.stdout and "1234 (1x)" in result.stdout
