@@ -2,30 +2,21 @@
 
 The test hosts cannot restart services (their inventory turns service management off), so the
 playbook runs never reach these conditions; here each handler's `when` is evaluated by Ansible's own
-templating (in a child process, handler_conditions_eval.py) against the names the roles' file-writing
+templating (in a child process, handler_conditions_eval.handlers_running) against the names the roles' file-writing
 tasks report in `changed_files`.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.ansible.handler_conditions_eval import handlers_running
+
 ROLES = Path(__file__).resolve().parents[2] / "roles"
-EVAL = Path(__file__).with_name("handler_conditions_eval.py")
-
-
-def _running(*cases: tuple[str, dict[str, Any]]) -> list[set[str]]:
-    payload = json.dumps([{"role": role, "variables": variables} for role, variables in cases])
-    done = subprocess.run([sys.executable, str(EVAL)], input=payload, capture_output=True, text=True, check=True,
-                          timeout=120)
-    return [set(names) for names in json.loads(done.stdout)]
 
 
 def _yaml(path: Path) -> Any:
@@ -54,7 +45,7 @@ def test_common_runs_only_the_handlers_of_the_files_that_changed_and_none_where_
             for c, _ in COMMON_CASES]
     off = ("common", {"common_manage_services": False, "common_apply_runtime": False,
                       "common_files_changed": ["chrony", "governor", "sysctl", "limits", "systemd_limits"]})
-    *results, nothing = _running(*live, off)
+    *results, nothing = handlers_running(*live, off)
     assert results == [expected for _, expected in COMMON_CASES]
     assert nothing == set()
 
@@ -67,7 +58,7 @@ def test_health_agent_reloads_systemd_when_a_unit_changed_not_when_only_the_expe
     expectations = "/etc/bringup/health.json"  # the expectations file reports its dest (a template in the task)
     pth = "/usr/lib/python3/dist-packages/bringup-tools.pth"  # the agent on the system Python's path
     cases = [["unit"], [expectations, "unit"], [expectations, pth], []]
-    results = _running(*(("health_agent", {"health_agent_manage_services": True,
+    results = handlers_running(*(("health_agent", {"health_agent_manage_services": True,
                                            "health_agent_files_written": {"changed_files": c}}) for c in cases))
     reload = "Reload systemd for the health units"
     assert [reload in r for r in results] == [True, True, False, False]
@@ -75,7 +66,7 @@ def test_health_agent_reloads_systemd_when_a_unit_changed_not_when_only_the_expe
 
 @pytest.mark.parametrize(("changed", "restarts"), [(["/etc/default/prometheus-node-exporter"], True), ([], False)])
 def test_node_exporter_restarts_when_its_arguments_changed_only(changed: list[str], restarts: bool) -> None:
-    [result] = _running(("node_exporter", {"node_exporter_manage_services": True,
+    [result] = handlers_running(("node_exporter", {"node_exporter_manage_services": True,
                                            "node_exporter_files_written": {"changed_files": changed}}))
     assert ("Restart node exporter" in result) is restarts
 
@@ -85,7 +76,7 @@ def test_node_exporter_restarts_when_its_arguments_changed_only(changed: list[st
     ([], False, False)])
 def test_prometheus_server_reloads_systemd_for_its_units_and_restarts_for_its_arguments_only(
         changed: list[str], reloads_systemd: bool, restarts: bool) -> None:
-    [result] = _running(("prometheus_server", {"prometheus_server_manage_services": True,
+    [result] = handlers_running(("prometheus_server", {"prometheus_server_manage_services": True,
                                                "prometheus_server_files_written": {"changed_files": changed}}))
     assert ("Reload systemd for the scrape-targets units" in result) is reloads_systemd
     assert ("Restart Prometheus" in result) is restarts

@@ -4,7 +4,6 @@ inventory (roles/slurm_conf/filter_plugins). The roles on real daemons: tests/an
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.ansible.conftest import REPO
+from tests.ansible.handler_conditions_eval import handlers_running
 
 FILTERS = REPO / "roles" / "slurm_conf" / "filter_plugins" / "slurm_conf.py"
 
@@ -34,14 +34,6 @@ def test_the_key_check_names_a_missing_short_or_long_key(tmp_path: Path) -> None
     assert "does not exist on the controller" in missing and unset.startswith("munge_key_file is not set")
 
 
-def _handlers_running(*cases: tuple[str, dict[str, Any]]) -> list[set[str]]:
-    """The handlers whose `when` holds (Ansible's templating, in a child process: tests/ansible/handler_conditions_eval.py)."""
-    payload = json.dumps([{"role": role, "variables": variables} for role, variables in cases])
-    done = subprocess.run([sys.executable, str(REPO / "tests/ansible/handler_conditions_eval.py")], input=payload,
-                          capture_output=True, text=True, check=True, timeout=120)
-    return [set(names) for names in json.loads(done.stdout)]
-
-
 def test_a_change_of_nodes_restarts_the_daemons_and_any_other_change_reconfigures_them() -> None:
     """The test hosts run no init, so the playbook runs never reach these conditions (services off there)."""
     def ctld(changed: list[str], manage: bool = True) -> tuple[str, dict[str, Any]]:
@@ -52,12 +44,12 @@ def test_a_change_of_nodes_restarts_the_daemons_and_any_other_change_reconfigure
         return ("slurm_node", {"slurm_node_manage_services": True, "slurm_conf_written": {"changed_files": changed},
                                "slurm_node_files_written": {"changed_files": own}})
 
-    assert _handlers_running(ctld(["conf", "nodes"]), ctld(["conf"]), ctld(["topology"]), ctld(["nodes"], False),
+    assert handlers_running(ctld(["conf", "nodes"]), ctld(["conf"]), ctld(["topology"]), ctld(["nodes"], False),
                              slurmd(["nodes"], []), slurmd(["conf"], []), slurmd([], ["gres"]),
                              slurmd(["conf"], ["cgroup", "health_check"])) == [
         {"Restart slurmctld"}, {"Reconfigure Slurm"}, {"Reconfigure Slurm"}, set(),
         {"Restart slurmd"}, {"Reload slurmd"}, {"Restart slurmd"}, {"Restart slurmd"}]
-    [munge_on, munge_off] = _handlers_running(("munge", {"munge_manage_services": True}),
+    [munge_on, munge_off] = handlers_running(("munge", {"munge_manage_services": True}),
                                               ("munge", {"munge_manage_services": False}))
     assert (munge_on, munge_off) == ({"Restart munged"}, set())
 
