@@ -174,15 +174,16 @@ def test_cli_list_follows_the_script_inventory_protocol(site_with_states: tuple[
     assert doc["_meta"]["hostvars"]["ctl-b-01"]["bringup_role"] == "controller"
 
 
-def test_cli_reads_the_state_db_variable_unless_given_db(site_with_states: tuple[Path, Path],
-                                                         tmp_path: Path) -> None:
-    import os
+def test_cli_reads_the_state_db_variable_unless_given_db(site_with_states: tuple[Path, Path], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.ansible_inventory.__main__ import main
+    from tests.cli_run import run_cli
 
     site, db = site_with_states
-    env = {**os.environ, "BRINGUP_STATE_DB": str(db)}
-    listed = [json.loads(subprocess.run([sys.executable, "-m", "provision.ansible_inventory", "--list", "--site",
-                                         str(site), *extra], capture_output=True, text=True, check=True, cwd=REPO,
-                                        env=env).stdout) for extra in ([], ["--db", str(tmp_path / "other.db")])]
+    monkeypatch.setenv("BRINGUP_STATE_DB", str(db))
+    runs = [run_cli(main, ["--list", "--site", str(site), *extra]) for extra in ([], ["--db", str(tmp_path / "other.db")])]
+    assert [r.code for r in runs] == [0, 0], [r.stderr for r in runs]
+    listed = [json.loads(r.stdout) for r in runs]
     assert listed[0]["state_golden"]["hosts"] == ["gpu-a-02"]
     assert listed[0]["all"]["vars"]["bringup_state_db"] == str(db.resolve())
     assert listed[1]["state_golden"]["hosts"] == [] and (tmp_path / "other.db").is_file()
