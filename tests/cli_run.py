@@ -1,16 +1,18 @@
 """Run a project command line in this process as its entry point does (`run_app`: the one exit-code table and
-error path), with what it printed: for tests of a sub-app's errors, which only the program reports."""
+error path), with what it printed: the tests' one in-process runner (a real process only where the test needs one:
+a kill, a resource limit, another mount namespace, the argv or memory of the process itself)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class CliRun:
+class CliRun(NamedTuple):
+    """What a run gave: `code, out, err = run_cli(...)` or by name."""
+
     code: int
     stdout: str
     stderr: str

@@ -12,6 +12,7 @@ import pytest
 from provision.cli import main
 from provision.hostfiles import GoldenHost, HostfileError, HostfileFormat, compress_hostlist, render_hostfile
 from provision.state import State, StateStore
+from tests.cli_run import run_cli
 from tests.sites import copy_sim_site
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,18 +23,12 @@ def site(tmp_path: Path) -> Path:
     return copy_sim_site(tmp_path / "sim")
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_status_json_counts_states_racks_and_failures(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_json_counts_states_racks_and_failures(site: Path) -> None:
     store = StateStore(site.parent / "state" / "sim.db")
     store.sync_site([("gpu-r1-01", "r1"), ("gpu-r1-02", "r1")])
     store.transition("gpu-r1-01", State.bmc_reachable, command="test")
     store.fail("gpu-r1-02", "bmc_auth", command="harvest-macs", evidence={"status": 401})
-    code, out, _ = _run(capsys, "status", "--site", str(site), "--json")
+    code, out, _ = run_cli(main, ["status", "--site", str(site), "--json"])
     assert code == 0
     payload = json.loads(out)
     assert payload["hosts"] == 17
@@ -43,31 +38,31 @@ def test_status_json_counts_states_racks_and_failures(site: Path, capsys: pytest
     assert payload["failed"][0]["failed_while"] == "declared"
 
 
-def test_status_table_names_failed_hosts(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _run(capsys, "mark", "gpu-r2-03", "failed", "--reason", "xid_79", "--site", str(site))
-    code, out, _ = _run(capsys, "status", "--site", str(site))
+def test_status_table_names_failed_hosts(site: Path) -> None:
+    run_cli(main, ["mark", "gpu-r2-03", "failed", "--reason", "xid_79", "--site", str(site)])
+    code, out, _ = run_cli(main, ["status", "--site", str(site)])
     assert code == 0 and "failed hosts" in out and "gpu-r2-03" in out and "xid_79" in out
 
 
-def test_mark_then_history_shows_the_override(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "mark", "gpu-r1-05", "deployed", "--reason", "installed by hand", "--site", str(site))
+def test_mark_then_history_shows_the_override(site: Path) -> None:
+    code, out, _ = run_cli(main, ["mark", "gpu-r1-05", "deployed", "--reason", "installed by hand", "--site", str(site)])
     assert code == 0 and "declared → deployed" in out
-    code, out, _ = _run(capsys, "history", "gpu-r1-05", "--site", str(site), "--json")
+    code, out, _ = run_cli(main, ["history", "gpu-r1-05", "--site", str(site), "--json"])
     events = json.loads(out)
     assert [e["to"] for e in events] == ["declared", "deployed"]
     assert events[-1]["override"] is True and events[-1]["reason"] == "installed by hand"
 
 
-def test_record_is_validated_and_idempotent(site: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_record_is_validated_and_idempotent(site: Path, tmp_path: Path) -> None:
     evidence = tmp_path / "e.json"
     evidence.write_text('{"task": "nvidia_driver : install"}')
-    code, _, err = _run(capsys, "record", "gpu-r1-01", "configured", "--command", "site.yml", "--site", str(site))
+    code, _, err = run_cli(main, ["record", "gpu-r1-01", "configured", "--command", "site.yml", "--site", str(site)])
     assert code == 1 and "declared → configured skips" in err and len(err.strip().splitlines()) == 1
-    _run(capsys, "mark", "gpu-r1-01", "deployed", "--reason", "maas", "--site", str(site))
-    code, out, _ = _run(capsys, "record", "gpu-r1-01", "configured", "--command", "site.yml",
-                        "--evidence-file", str(evidence), "--site", str(site), "--json")
+    run_cli(main, ["mark", "gpu-r1-01", "deployed", "--reason", "maas", "--site", str(site)])
+    code, out, _ = run_cli(main, ["record", "gpu-r1-01", "configured", "--command", "site.yml",
+                        "--evidence-file", str(evidence), "--site", str(site), "--json"])
     assert code == 0 and json.loads(out)["changed"] is True
-    code, out, _ = _run(capsys, "record", "gpu-r1-01", "configured", "--command", "site.yml", "--site", str(site), "--json")
+    code, out, _ = run_cli(main, ["record", "gpu-r1-01", "configured", "--command", "site.yml", "--site", str(site), "--json"])
     assert json.loads(out)["changed"] is False
 
 
@@ -80,32 +75,32 @@ def test_record_is_validated_and_idempotent(site: Path, capsys: pytest.CaptureFi
         (["record", "gpu-r1-01", "failed", "--command", "x"], "machine-readable reason"),
     ],
 )
-def test_errors_are_one_line_and_exit_1(site: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
-    code, _, err = _run(capsys, *argv, "--site", str(site))
+def test_errors_are_one_line_and_exit_1(site: Path, argv: list[str], message: str) -> None:
+    code, _, err = run_cli(main, [*argv, "--site", str(site)])
     assert code == 1
     assert message in err and "Traceback" not in err
     assert err.startswith("error:")
 
 
-def test_bad_site_reports_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_site_reports_every_problem(tmp_path: Path) -> None:
     bad = copy_sim_site(tmp_path / "bad")
     text = bad.read_text()
     bad.write_text(text.replace("address: 127.0.16.3,", "address: 127.0.16.300,").replace("u: 2,", "u: 0,"))
-    code, _, err = _run(capsys, "status", "--site", str(bad))
+    code, _, err = run_cli(main, ["status", "--site", str(bad)])
     assert code == 1 and "3 problems" in err
     assert "racks[0].hosts[2].bmc.address: not an IP address or hostname" in err
     assert "racks[0].hosts[0].u: Input should be greater than or equal to 1" in err
     assert "racks[1].hosts[0].u: Input should be greater than or equal to 1" in err
 
 
-def test_golden_hostfiles(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_golden_hostfiles(site: Path) -> None:
     for host in ("gpu-r1-01", "gpu-r1-02", "gpu-r2-07"):
-        _run(capsys, "mark", host, "golden", "--reason", "test", "--site", str(site))
-    code, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "deepspeed")
+        run_cli(main, ["mark", host, "golden", "--reason", "test", "--site", str(site)])
+    code, out, _ = run_cli(main, ["golden", "--site", str(site), "--format", "deepspeed"])
     assert code == 0 and out == "gpu-r1-01 slots=2\ngpu-r1-02 slots=2\ngpu-r2-07 slots=2\n"
-    _, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "slurm")
+    _, out, _ = run_cli(main, ["golden", "--site", str(site), "--format", "slurm"])
     assert out == "gpu-r1-[01-02],gpu-r2-07\n"
-    _, out, _ = _run(capsys, "golden", "--site", str(site), "--json")
+    _, out, _ = run_cli(main, ["golden", "--site", str(site), "--json"])
     assert json.loads(out)["gpus"] == 6
 
 
@@ -146,13 +141,13 @@ def test_status_does_not_import_the_network_clients(site: Path) -> None:
 
 
 def test_hosts_without_gpus_never_enter_a_hostfile_even_when_golden(
-    site: Path, capsys: pytest.CaptureFixture[str]
+    site: Path
 ) -> None:
     for host in ("gpu-r1-01", "ctl-01"):
-        _run(capsys, "mark", host, "golden", "--reason", "test", "--site", str(site))
-    code, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "deepspeed")
+        run_cli(main, ["mark", host, "golden", "--reason", "test", "--site", str(site)])
+    code, out, _ = run_cli(main, ["golden", "--site", str(site), "--format", "deepspeed"])
     assert code == 0 and out == "gpu-r1-01 slots=2\n"
-    code, out, _ = _run(capsys, "golden", "--site", str(site), "--format", "torchrun", "--rdzv-port", "29600")
+    code, out, _ = run_cli(main, ["golden", "--site", str(site), "--format", "torchrun", "--rdzv-port", "29600"])
     assert code == 0 and "RDZV_ENDPOINT=gpu-r1-01:29600" in out and "NNODES=1" in out
 
 

@@ -17,6 +17,7 @@ from provision.cli import main
 from provision.command import output
 from provision.command.exits import run_app
 from provision.errors import BringupError
+from tests.cli_run import run_cli
 from tests.sites import copy_sim_site
 
 REDFISH = "[/redfish/v1/Systems]"
@@ -40,12 +41,6 @@ def wide_consoles(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     output.get_console.cache_clear()
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _failing_app(exc: BaseException) -> typer.Typer:
     app = typer.Typer()
 
@@ -65,9 +60,9 @@ def _assert_one_error_line(err: str, *verbatim: str) -> None:
 
 
 def test_an_error_naming_a_redfish_path_and_an_ipv6_endpoint_is_one_verbatim_line_and_exit_1(
-    site: Path, capsys: pytest.CaptureFixture[str]
+    site: Path
 ) -> None:
-    code, _, err = _run(capsys, "history", f"{REDFISH} {IPV6}", "--site", str(site))
+    code, _, err = run_cli(main, ["history", f"{REDFISH} {IPV6}", "--site", str(site)])
     assert code == 1
     _assert_one_error_line(err, f"host '{REDFISH} {IPV6}' is not in the state store")
 
@@ -138,14 +133,14 @@ def test_a_health_table_prints_the_agent_evidence_verbatim(capsys: pytest.Captur
 
 
 def test_history_prints_an_operators_reason_and_command_verbatim(
-    site: Path, capsys: pytest.CaptureFixture[str]
+    site: Path
 ) -> None:
     reason = f"reinstalled via {IPV6} :warning:"
-    code, out, _ = _run(capsys, "mark", "gpu-r1-05", "deployed", "--reason", reason, "--site", str(site))
+    code, out, _ = run_cli(main, ["mark", "gpu-r1-05", "deployed", "--reason", reason, "--site", str(site)])
     assert code == 0 and f"(override: {reason})" in out
     command = f"curl {REDFISH}"
-    code, out, _ = _run(capsys, "record", "gpu-r1-05", "configured", "--command", command, "--site", str(site))
+    code, out, _ = run_cli(main, ["record", "gpu-r1-05", "configured", "--command", command, "--site", str(site)])
     assert code == 0 and "deployed → configured" in out
-    code, out, _ = _run(capsys, "history", "gpu-r1-05", "--site", str(site))
+    code, out, _ = run_cli(main, ["history", "gpu-r1-05", "--site", str(site)])
     assert code == 0
     assert f"{reason} (override)" in out and command in out
