@@ -7,16 +7,6 @@ Collective time: on NCCL, the process group's completion hook reports each colle
 (`TORCH_NCCL_ENABLE_TIMING=1`, set before the group is made); on gloo, the time the calling thread spends
 in `Work.wait()` (every blocking collective and every wait on an asynchronous one goes through it).
 
-Slowdowns injected for drills and tests (`--inject`, or `TRAINING_INJECT` read at the edge,
-training/job_config.py; first attempt only, ';'-separated; RANK `*` is every rank; never set by the launcher):
-`compute:RANK:FACTOR` (that rank's busy time FACTOR x), `comm:RANK:FRACTION` (gloo: its waits
-FRACTION longer), `stall:RANK:PROB:SECONDS` (a stall of SECONDS on a random PROB of its steps, from a
-generator seeded by the rank: the same steps every run), `ckpt:RANK:SECONDS` (every checkpoint blocks
-SECONDS longer: slow storage), `garbage:RANK:N` (N reference cycles per step that only the cyclic
-collector frees, and a per-step cost that grows with the uncollected ones: each step walks a registry of
-weak references to them, as a hook list or an allocator's block list would grow; with the GC controller
-collecting every `--gc-every` steps the registry stays small, with `--gc-every 0` it grows without end).
-
 The host name (`--host-name`, or `TRAINING_HOST` read at the edge) may hold `{local_rank}` (e.g.
 `gpu-0{local_rank}`): one machine standing in for one host per rank (tests, drills); the launcher sets a
 plain name per host.
@@ -25,14 +15,12 @@ plain name per host.
 from __future__ import annotations
 
 import json
-import random
 import socket
 import statistics
 import threading
 import time
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +31,38 @@ STRAGGLER_RATIO = 1.3  # a rank busier than 1.3x the median of the others is the
 STALL_RATIO = 3.0  # a step on which one rank was busy 3x its usual time: a stall, that rank named
 
 
-class CommClock:
-    """Seconds this process spent in collectives since it was installed (monotonic, thread-safe)."""
+def wrap_waits(after: Callable[[float], None]) -> Callable[[], None]:
+    """Wrap `Work.wait` as it is now: `after(seconds waited)` runs after each wait, in the waiting thread.
+    Returns the undo: `after` runs no more, and the wait found is put back unless something wrapped it since."""
+    found = dist.Work.wait
+    live = True
 
-    _original_wait: Callable[..., Any] | None = None
-    _active: CommClock | None = None
+    def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return found(work, *args, **kwargs)
+        finally:
+            if live:
+                after(time.perf_counter() - t)
+
+    def undo() -> None:
+        nonlocal live
+        live = False
+        if dist.Work.wait is wait:
+            dist.Work.wait = found  # type: ignore[method-assign]
+
+    dist.Work.wait = wait  # type: ignore[method-assign,assignment]
+    return undo
+
+
+class CommClock:
+    """Seconds this process spent in collectives while installed (monotonic, thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seconds = 0.0
         self.paused = False
-        self.stretch = 0.0  # injected: each wait this much longer (fraction of its own duration)
+        self._undo: Callable[[], None] | None = None
 
     @property
     def seconds(self) -> float:
@@ -73,82 +82,13 @@ class CommClock:
                 group._register_on_completion_hook(lambda info: self.add(info.active_duration.total_seconds()))
             except (RuntimeError, AttributeError) as e:  # the job runs on; collective time reads 0
                 print(f"breakdown: no NCCL completion hook ({e}); collective wait not measured", flush=True)
-            return
-        CommClock._active = self
-        if CommClock._original_wait is None:
-            original = CommClock._original_wait = dist.Work.wait
-
-            def wait(work: Any, *args: Any, **kwargs: Any) -> Any:
-                t = time.perf_counter()
-                try:
-                    return original(work, *args, **kwargs)
-                finally:
-                    clock = CommClock._active
-                    if clock is not None:
-                        spent = time.perf_counter() - t
-                        if clock.stretch and not clock.paused:
-                            time.sleep(spent * clock.stretch)
-                            spent *= 1 + clock.stretch
-                        clock.add(spent)
-
-            dist.Work.wait = wait  # type: ignore[method-assign,assignment]
+        elif self._undo is None:
+            self._undo = wrap_waits(self.add)
 
     def uninstall(self) -> None:
-        if CommClock._active is self:
-            CommClock._active = None
-
-
-class _Garbage:
-    __slots__ = ("__weakref__", "me")
-
-    def __init__(self) -> None:
-        self.me = self  # a cycle: only the cyclic collector frees it
-
-
-@dataclass
-class Injection:
-    compute_factor: float = 1.0
-    comm_stretch: float = 0.0
-    stall_prob: float = 0.0
-    stall_s: float = 0.0
-    ckpt_s: float = 0.0
-    garbage: int = 0
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
-    uncollected: weakref.WeakSet[_Garbage] = field(default_factory=weakref.WeakSet)
-
-    @classmethod
-    def parse(cls, spec: str, rank: int) -> Injection:
-        """What `spec` injects on `rank` (the caller passes "" after the first attempt)."""
-        inj = cls(rng=random.Random(1000 + rank))
-        for item in filter(None, spec.split(";")):
-            kind, r, *values = item.split(":")
-            if r != "*" and int(r) != rank:
-                continue
-            if kind == "compute":
-                inj.compute_factor = float(values[0])
-            elif kind == "comm":
-                inj.comm_stretch = float(values[0])
-            elif kind == "stall":
-                inj.stall_prob, inj.stall_s = float(values[0]), float(values[1])
-            elif kind == "ckpt":
-                inj.ckpt_s = float(values[0])
-            elif kind == "garbage":
-                inj.garbage = int(values[0])
-            else:
-                raise ValueError(f"inject: unknown kind {kind!r} in {item!r}")
-        return inj
-
-    def delay(self, last_busy_s: float) -> float:
-        """Seconds to stall this step: the slowed compute (from the last step's busy time) and any stall."""
-        extra = (self.compute_factor - 1.0) * last_busy_s
-        if self.stall_prob and self.rng.random() < self.stall_prob:
-            extra += self.stall_s
-        if self.garbage:
-            for _ in self.uncollected:  # the cost that grows while the garbage is not collected
-                pass
-            for _ in range(self.garbage):
-                self.uncollected.add(_Garbage())
-        return max(extra, 0.0)
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
 
 
 @dataclass(frozen=True)
@@ -208,36 +148,28 @@ class Window:
 class StepBreakdown:
     """Per-rank step-time breakdown; `begin`/`end` around each step, a gather every `every` steps."""
 
-    def __init__(self, every: int, run_dir: Path, device: torch.device, host: str | None = None,
-                 inject: Injection | None = None) -> None:
+    def __init__(self, every: int, run_dir: Path, device: torch.device, host: str | None = None) -> None:
         self.every = every
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world = dist.get_world_size() if dist.is_initialized() else 1
         self.device = device
         self.host = host or socket.gethostname()
-        self.inject = inject or Injection()
         self.clock = CommClock()
-        self.clock.stretch = self.inject.comm_stretch
         if every > 0:
             self.clock.install()
         self._rows: list[tuple[int, float, float, float]] = []
         self._comm0 = 0.0
-        self._last_busy = self._extra = 0.0
         self._hosts: list[str] | None = None
         self.windows: list[Window] = []
         self._out = run_dir / "breakdown.jsonl" if self.rank == 0 else None
 
     def begin(self, step: int) -> None:
         self._comm0 = self.clock.seconds
-        self._extra = self.inject.delay(self._last_busy)
-        if self._extra:
-            time.sleep(self._extra)
 
     def end(self, step: int, step_s: float, data_s: float) -> Window | None:
-        comm = self.clock.seconds - self._comm0
-        self._last_busy = max(step_s - data_s - comm - self._extra, 0.0)  # the busy time without the injection
         if self.every <= 0:
             return None
+        comm = self.clock.seconds - self._comm0
         self._rows.append((step, step_s, data_s, comm))
         if len(self._rows) < self.every:
             return None

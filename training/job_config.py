@@ -53,7 +53,6 @@ class ObserveConfig:
     host_class: str = "default"
     expected_store: Path | None = None  # None: RUN/../expected_steps.json
     expected_mfu: float | None = None
-    inject: str = ""  # slowdowns for drills and tests (training/breakdown.py `Injection`)
 
 
 @dataclass(frozen=True)
@@ -71,6 +70,7 @@ class JobConfig:
     sdpa: str = "auto"
     attempt: int = 0  # 0 on the first start, then one more per restart (the launchers count)
     drill: str = ""  # a fire drill, training/drills.py; the loop never reads it
+    inject: str = ""  # slowdowns for drills and tests, training/inject.py; nor this
     local_rank: int = 0
 
 
@@ -111,7 +111,7 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expected-store", type=Path, help="what healthy runs learnt (default RUN/../expected_steps.json)"
                    + env + ENV_FALLBACK["expected_store"])
     p.add_argument("--expected-mfu", type=float, help="the site's expected MFU" + env + ENV_FALLBACK["expected_mfu"])
-    p.add_argument("--inject", help="slowdowns on the first attempt, training/breakdown.py" + env
+    p.add_argument("--inject", help="slowdowns on the first attempt, training/inject.py" + env
                    + ENV_FALLBACK["inject"])
     p.add_argument("--drill", help="fire drill on the first attempt, kill:RANK:STEP (training/drills.py)" + env
                    + ENV_FALLBACK["drill"])
@@ -183,6 +183,7 @@ def job_config(args: argparse.Namespace, environ: Mapping[str, str]) -> JobConfi
             breakdown_every=int(raw["breakdown_every"] or 50), host_name=host,
             host_class=raw["host_class"] or "default",
             expected_store=Path(raw["expected_store"]) if raw["expected_store"] else None,
-            expected_mfu=float(raw["expected_mfu"]) if raw["expected_mfu"] else None, inject=raw["inject"] or ""),
+            expected_mfu=float(raw["expected_mfu"]) if raw["expected_mfu"] else None),
         resume=args.resume == "auto", max_steps_this_run=args.max_steps_this_run, sdpa=args.sdpa,
-        attempt=int(raw["attempt"] or 0), drill=raw["drill"] or "", local_rank=local_rank)
+        attempt=int(raw["attempt"] or 0), drill=raw["drill"] or "", inject=raw["inject"] or "",
+        local_rank=local_rank)

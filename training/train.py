@@ -1,6 +1,7 @@
 """The training worker, one process per GPU (or per CPU rank under gloo) started by torchrun: the edge
 where the command line and the launcher's environment become the job's typed config (training/job_config.py),
-the `Trainer` (training/trainer.py) is built once from it, and any fire drill is registered as a step hook."""
+the `Trainer` (training/trainer.py) is built once from it, any fire drill is registered as a step hook and any
+injected slowdown installed around it (training/inject.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 from training.drills import drill_hooks
 from training.exits import UsageError, error_line
 from training.fit import FitPlanError
+from training.inject import Slowdowns
 from training.job_config import add_train_args, job_config
 from training.safe_load import CheckpointRefused
 from training.trainer import Trainer
@@ -27,14 +29,17 @@ def main(argv: list[str] | None = None) -> int:
         args = p.parse_args(argv)
         cfg = job_config(args, os.environ)
         hooks = drill_hooks(cfg.drill, cfg.attempt)  # a malformed drill fails before the process group is made
+        slowdowns = Slowdowns(cfg.inject if cfg.attempt == 0 else "")  # and so does a malformed injection
     except (UsageError, ValueError, LookupError) as e:
         error_line(_message(e), argv or [])
         return CONFIG_WRONG
     try:
-        trainer = Trainer.build(cfg)
-        trainer.step_hooks.extend(hooks)
-        trainer.train()
-        trainer.close()
+        with slowdowns:
+            trainer = Trainer.build(cfg)
+            slowdowns.attach(trainer)
+            trainer.step_hooks.extend(hooks)
+            trainer.train()
+            trainer.close()
     except FitPlanError:
         return PLAN_STOPPED
     except CheckpointRefused as e:  # a checkpoint that would run code when read: one line, nothing run

@@ -5,7 +5,8 @@ resume from, the engine (FSDP2 or DeepSpeed ZeRO-3) with its model and optimizer
 
 The loop knows nothing of drills or tests: whatever must happen after a step (a fire drill's kill,
 training/drills.py) is a step hook registered on `step_hooks`, called after the step is recorded and
-its checkpoint started.
+its checkpoint started; slowdowns injected for drills and tests (training/inject.py) are installed around
+the built trainer, in its engine and its collectives' waits.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from training.breakdown import Injection
 from training.checkpoint import latest_complete, read_extras, restore_rng
 from training.checkpoint_writer import CheckpointWriter
 from training.configs import ModelConfig, TrainConfig
@@ -122,10 +122,8 @@ class Trainer:
         self.detector = SlowStepDetector(tcfg.slow_step_factor, tcfg.slow_step_window, cfg.run_dir / "stacks",
                                          self.rank, dumps_first=tcfg.slow_step_dumps_first,
                                          dump_interval_s=tcfg.slow_step_dump_interval_s)
-        inject = Injection.parse(cfg.observe.inject if cfg.attempt == 0 else "", self.rank)
         self.watch = JobWatch.for_run(cfg.run_dir, device, cfg.observe, cfg.model.name, cfg.engine, self.world,
-                                      tcfg.checkpoint_every, self.tokens_per_step, self.flops_per_token, self.peak,
-                                      inject)  # training/breakdown.py
+                                      tcfg.checkpoint_every, self.tokens_per_step, self.flops_per_token, self.peak)
 
     @classmethod
     def build(cls, cfg: JobConfig) -> Trainer:

@@ -1,5 +1,5 @@
 """The MFU diagnosis on real 4-rank gloo runs of the tiny model (one layer, 16 tokens a step), faults injected
-through the job's own hooks (TRAINING_INJECT, training/breakdown.py; deterministic: stall steps come from a
+through the job's own seam (TRAINING_INJECT, training/inject.py; deterministic: stall steps come from a
 generator seeded by the rank), each rank standing in for its own host (TRAINING_HOST=gpu-0{local_rank}).
 The stall is 2 s: a 0.6 s stall left no anomaly at all in CI's run of dd54a43 (2 cores, beside the suite's
 other worker). Here, with three such runs at once and two busy loops, steps took ~0.1 s and a 0.6 s stall step

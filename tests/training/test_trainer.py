@@ -35,7 +35,7 @@ def test_a_flag_wins_over_the_launchers_environment_which_fills_the_flags_not_gi
     cfg = job_config(_args("--breakdown-every", "0", "--steps", "7"), env)
     assert cfg.observe.breakdown_every == 0  # the flag, even where it is falsy
     assert (cfg.observe.peak_tflops, cfg.observe.host_name, cfg.attempt) == (1.5, "gpu-01", 2)
-    assert (cfg.drill, cfg.observe.inject, cfg.local_rank) == ("kill:1:13", "stall:*:1.0:0.6", 1)
+    assert (cfg.drill, cfg.inject, cfg.local_rank) == ("kill:1:13", "stall:*:1.0:0.6", 1)
     assert cfg.train.grad_pool == "reduce-scatter" and cfg.train.steps == 7 and cfg.train.seq_len == 128
     assert cfg.observe.expected_mfu is None  # an empty variable is unset
     bare = job_config(_args(), {})

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from training.breakdown import Injection, StepBreakdown, Window, describe
+from training.breakdown import StepBreakdown, Window, describe
 from training.diagnosis.classify import Anomaly, Evidence, Expected, RankView, Sample, classify
 from training.diagnosis.expected import LearnedStore, key, step_from_mfu
 from training.diagnosis.report import AnomalySink
@@ -60,12 +60,12 @@ class JobWatch:
     @classmethod
     def for_run(cls, run_dir: Path, device: torch.device, observe: ObserveConfig, model: str, engine: str,
                 world: int, checkpoint_every: int, tokens_per_step: int, flops_per_token: float,
-                peak_tflops: float | None, inject: Injection) -> JobWatch:
+                peak_tflops: float | None) -> JobWatch:
         store = LearnedStore(observe.expected_store or run_dir.parent / "expected_steps.json")
         mfu = observe.expected_mfu
         expected = step_from_mfu(mfu, tokens_per_step, flops_per_token, peak_tflops) \
             if mfu and peak_tflops else None
-        breakdown = StepBreakdown(observe.breakdown_every, run_dir, device, observe.host_name or None, inject)
+        breakdown = StepBreakdown(observe.breakdown_every, run_dir, device, observe.host_name or None)
         return cls(run_dir, breakdown, observe.job_name, observe.prom_dir,
                    key(model, engine, observe.host_class, world), checkpoint_every, expected, store)
 
@@ -73,8 +73,6 @@ class JobWatch:
         """`saving`: the previous step overlapped an asynchronous checkpoint write (its sample is labelled
         a checkpoint step, as the one that started the save)."""
         prev_ckpt = self._last is not None and self.checkpoint_every > 0 and self._last[0] % self.checkpoint_every == 0
-        if prev_ckpt and self.breakdown.inject.ckpt_s:
-            time.sleep(self.breakdown.inject.ckpt_s)  # injected ckpt: the checkpoint blocked longer
         now = time.perf_counter()
         if self._last is not None and self.rank == 0:
             prev, t = self._last
