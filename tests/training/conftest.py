@@ -83,6 +83,24 @@ def one_rank_here(env: dict[str, str] | None = None) -> Iterator[None]:
                 os.environ[key] = value
 
 
+@contextlib.contextmanager
+def one_rank_group(env: dict[str, str] | None = None) -> Iterator[None]:
+    """one_rank_here with its gloo process group made, for code that needs a group but no trainer (ended
+    after, by one_rank_here)."""
+    import torch.distributed as dist
+
+    with one_rank_here(env):
+        dist.init_process_group("gloo")
+        yield
+
+
+@pytest.fixture
+def gloo_group() -> Iterator[None]:
+    """This process as the only rank of a gloo job for the test (one_rank_group)."""
+    with one_rank_group():
+        yield
+
+
 def train_here(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """`python -m training train ARGS` as one rank in this process (one_rank_here): its exit code and what it
     wrote to stderr."""

@@ -1,24 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from training.configs import TrainConfig, tiny
 from training.data import Batch, PackedLoader
 from training.tokenizer import load_tokenizer
-
-
-@pytest.fixture
-def single_rank_group(tmp_path: Path) -> Iterator[None]:
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _rows(corpus: Path, tok: Path, n: int) -> list[Batch]:
@@ -34,7 +23,7 @@ def _cat(rows: list[Batch]) -> Batch:
                                                                        "doc_ids")))
 
 
-def test_two_micro_batches_make_the_same_step_as_one_batch_of_two(single_rank_group: None, corpus: Path,
+def test_two_micro_batches_make_the_same_step_as_one_batch_of_two(gloo_group: None, corpus: Path,
                                                                   tokenizer_path: Path) -> None:
     """Padding differs per row, so this also checks the loss is a mean over labelled tokens of the
     whole step, not a mean of per-micro-batch means."""

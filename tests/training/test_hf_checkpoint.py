@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
-from tests.training.conftest import REPO, one_rank_here
+from tests.training.conftest import REPO, one_rank_group
 from tests.training.hf_worker import results
 from training.hf import SafetensorsFolder, load_sharded, model_config_from_hf
 from training.model import Llama
@@ -109,8 +108,7 @@ def test_llama3_rope_scaling_matches_transformers(tmp_path: Path) -> None:
     """Through the FSDP engine on one rank, in this process (the positions are no matter of processes)."""
     hf_dir = tmp_path / "hf"
     model = save_tiny_llama(hf_dir, SCALING, seed=1)
-    with one_rank_here():
-        dist.init_process_group("gloo")
+    with one_rank_group():
         got = results("fsdp", hf_dir, tmp_path / "run", train=False)["before"]
     want = hf_logits(model, fixed_ids())
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict_saver import save
+
+from tests.training.conftest import one_rank_group
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 from training.engines.zero3_checkpoint import BackgroundCheckpointEngine, load_universal
@@ -172,12 +173,8 @@ def test_a_hostile_universal_conversion_in_the_checkpoint_is_refused_before_resu
     (ckpt / "universal" / "zero").mkdir(parents=True)
     torch.save({"w": torch.ones(2)}, ckpt / "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt")
     torch.save(Payload(marker), ckpt / "universal" / "zero" / "optimizer_state.pt")
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
-    try:
-        with pytest.raises(CheckpointRefused) as exc:
-            load_universal(object(), ckpt)
-    finally:
-        dist.destroy_process_group()
+    with one_rank_group(), pytest.raises(CheckpointRefused) as exc:
+        load_universal(object(), ckpt)
     _refused_naming(exc, ckpt / "universal" / "zero" / "optimizer_state.pt")
     assert not marker.exists()
 
