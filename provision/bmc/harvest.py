@@ -41,6 +41,7 @@ from provision.redfish import (
     RedfishNotFound,
     RedfishProtocolError,
     Resource,
+    first_link,
     odata_id,
 )
 from provision.redfish.resource import is_expanded
@@ -74,16 +75,6 @@ async def find_system(client: RedfishClient) -> Resource:
     if first is None:
         raise RedfishProtocolError("the Systems collection is empty", endpoint=client.endpoint, path=systems.path)
     return await client.get(first)
-
-
-def first_link(resource: Resource, *keys: str) -> str | None:
-    """`Links.Chassis[0]` style: the first @odata.id under a nested list of links."""
-    value: Any = resource.data
-    for key in keys:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    if isinstance(value, list) and value:
-        return odata_id(value[0])
-    return odata_id(value)
 
 
 async def _optional(work: Awaitable[T], notes: list[str], what: str) -> T | None:
@@ -191,7 +182,7 @@ async def _adapter_functions(client: RedfishClient, adapter: Resource, notes: li
 
 
 async def _network_functions(client: RedfishClient, system: Resource, notes: list[str]) -> list[Function] | None:
-    chassis_path = first_link(system, "Links", "Chassis")
+    chassis_path = first_link(system.data, "Links", "Chassis")
     if chassis_path is None:
         return None
     found = await _adapters(client, chassis_path, notes)
@@ -255,7 +246,7 @@ class _Read:
 async def _read(client: RedfishClient, system: Resource, host_class: HostClass, notes: list[str]) -> _Read:
     eth_path = system.link("EthernetInterfaces")
     bios_path = system.link("Bios")
-    manager_path = first_link(system, "Links", "ManagedBy")
+    manager_path = first_link(system.data, "Links", "ManagedBy")
     proc_path = system.link("Processors")
 
     async def nothing() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from provision.redfish import RedfishClient, RedfishNotFound, RedfishUnsupported, Resource
+from provision.redfish import RedfishClient, RedfishNotFound, RedfishUnsupported, Resource, first_link
 from provision.state.peer_text import shown
 
 MAX_JOBS = 256
@@ -75,24 +75,17 @@ def bios_job(jobs: Sequence[PendingJob] | None) -> PendingJob | None:
     return next((j for j in jobs or () if j.job_type == BIOS_CONFIG and j.state == "Scheduled"), None)
 
 
-def _first_link(value: Any) -> str | None:
-    first = value[0] if isinstance(value, list) and value else None
-    target = first.get("@odata.id") if isinstance(first, Mapping) else None
-    return target if isinstance(target, str) and target.startswith("/redfish/") else None
-
-
 async def read_jobs(bmc: RedfishClient, root: Resource, notes: list[str], system: Resource | None = None
                     ) -> tuple[PendingJob, ...] | None:
     """The pending jobs of the BMC's Dell job queue, found from its Manager (the system's ManagedBy where the
     system was read, else the first of the Managers); None where it has none."""
-    links = system.data.get("Links") if system is not None else None
-    target = _first_link(links.get("ManagedBy")) if isinstance(links, Mapping) else None
+    target = first_link(system.data, "Links", "ManagedBy") if system is not None else None
     try:
         if target is None:
             managers = root.link("Managers")
             if managers is None:
                 return None
-            target = _first_link((await bmc.get(managers)).data.get("Members"))
+            target = first_link((await bmc.get(managers)).data, "Members")
             if target is None:
                 return None
         manager = await bmc.get(target)

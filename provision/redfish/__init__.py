@@ -15,7 +15,7 @@ from provision.redfish.errors import (
     RedfishUnsupported,
 )
 from provision.redfish.options import ClientOptions
-from provision.redfish.resource import Resource, odata_id
+from provision.redfish.resource import Resource, first_link, odata_id
 
 __all__ = [
     "NOT_SERVED",
@@ -32,5 +32,6 @@ __all__ = [
     "RedfishUnreachable",
     "RedfishUnsupported",
     "Resource",
+    "first_link",
     "odata_id",
 ]

@@ -41,6 +41,16 @@ def odata_id(value: Any) -> str | None:
     return None
 
 
+def first_link(value: Any, *keys: str) -> str | None:
+    """The first `@odata.id` of a link or a list of links, found under `keys` (`first_link(system.data, "Links",
+    "ManagedBy")`: `Links.ManagedBy[0]`); None where there is none."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return odata_id(value)
+
+
 def is_expanded(value: Any) -> bool:
     """Whether a navigation property carries the resource inline (`$expand`) rather than only its link."""
     return isinstance(value, Mapping) and odata_id(value) is not None and len(value) > 1
