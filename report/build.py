@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provision.firmware.gate import declared_baselines
 from provision.site.model import Site
 from provision.state import StateStore
 from report import gather_files
 from report.gather_fabric import burnin_section, disabled_links, fabric_map
-from report.gather_firmware import firmware_section, site_baselines
+from report.gather_firmware import firmware_section
 from report.gather_hosts import all_events, failed_hosts, funnel, health_matrix
 from report.gather_slurm import slurm_section
 from report.model import Report
@@ -38,7 +39,7 @@ def gather(site_name: str, store: StateStore, run_dir: Path, design: Path | None
                   len(records), funnel(records), failed_hosts(records, events), fabric,
                   gather_files.ethernet(run_dir), health_matrix(records, events), burnin,
                   gather_files.training(run_dir, training_log), slurm_section(store, run_dir),
-                  firmware_section(store, events, site_baselines(site) if site is not None else {}))
+                  firmware_section(store, events, declared_baselines(site) if site is not None else {}))
 
 
 def as_json(report: Report) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from typing import Any
 
 from provision.firmware.table import FirmwareRow, read_rows, version_spread
 from provision.site.firmware import FirmwareBaseline
-from provision.site.model import Site
 from provision.state import Event, StateStore
 from provision.steps.pipeline import BASELINE_STEPS
 from report.gather_hosts import stamp
@@ -22,16 +21,6 @@ from report.model import BiosSetting, ComponentVersions, Firmware, FirmwareEvent
 COMMANDS = frozenset(spec.name for spec in BASELINE_STEPS)
 MAX_EVENTS = 500
 MAX_DETAIL = 600
-
-
-def site_baselines(site: Site) -> dict[str, FirmwareBaseline]:
-    """Host -> its class's baseline, for the hosts whose class declares one."""
-    out = {}
-    for host in site.hosts():
-        baseline = site.host_class(host).firmware
-        if baseline is not None and (baseline.components or baseline.bios):
-            out[host.hostname] = baseline
-    return out
 
 
 def _wanted_versions(baselines: Iterable[FirmwareBaseline]) -> dict[str, set[str]]:

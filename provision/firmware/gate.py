@@ -11,24 +11,28 @@ from collections.abc import Iterable
 
 from provision.firmware.drift import Judgement
 from provision.firmware.table import read_rows
+from provision.site.firmware import FirmwareBaseline
 from provision.site.model import Site
 from provision.state.store import StateStore
 
 
-def baseline_of(site: Site, hostname: str) -> bool:
-    host = site.host(hostname)
-    if host is None:
-        return False
-    baseline = site.host_class(host).firmware
-    return baseline is not None and bool(baseline.components or baseline.bios)
+def declared_baselines(site: Site, hostnames: Iterable[str] | None = None) -> dict[str, FirmwareBaseline]:
+    """Host -> its class's firmware baseline, for the hosts (all of the site's, or those named that it has) whose
+    class declares one: a component pin or a BIOS attribute. The others are held to no baseline."""
+    hosts = site.hosts() if hostnames is None else [h for n in hostnames if (h := site.host(n)) is not None]
+    out: dict[str, FirmwareBaseline] = {}
+    for host in hosts:
+        baseline = site.host_class(host).firmware
+        if baseline is not None and (baseline.components or baseline.bios):
+            out[host.hostname] = baseline
+    return out
 
 
 def off_baseline(site: Site, store: StateStore, hostnames: Iterable[str] | None = None) -> dict[str, str]:
     """Host -> why it is not on its baseline, for the hosts the policy holds back."""
     if not site.spec.policy.golden_requires_baseline:
         return {}
-    names = [h.hostname for h in site.hosts()] if hostnames is None else list(hostnames)
-    checked = [n for n in names if baseline_of(site, n)]
+    checked = list(declared_baselines(site, hostnames))
     if not checked:
         return {}
     rows = read_rows(store, checked)
