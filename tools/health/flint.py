@@ -3,9 +3,10 @@ the agent's reading where mlxfwmanager is not installed.
 
 Format (real outputs in tests/fixtures/tools/flint/, from ironic-python-agent's NVIDIA firmware manager tests): one
 `Key:   value` per line, values aligned at column 24; a value that goes on (Rom Info's second ROM) continues on a
-line that starts blank; `Description: UID GuidsNumber` heads the `Base GUID:` / `Base MAC:` lines, each a value and
-its count; `N/A` where the device has none. After a burn and before a reset the running version differs from the
-flash's and is its own line, `FW Version(Running):`.
+line that starts blank; `N/A` where the device has none. After a burn and before a reset the running version differs
+from the flash's and is its own line, `FW Version(Running):`. The check reads the versions and the PSID (which board
+and vendor the image is built for: an HCA whose PSID differs from its neighbours' takes a different image); the rest
+(ROMs, GUIDs, security attributes) is left to flint itself.
 
 The probe queries every HCA the kernel names under /sys/class/infiniband, each section headed by our own line
 `### <pci address>`; it prints nothing where mlxfwmanager is installed (mlxfw.py reads that instead).
@@ -31,7 +32,6 @@ SCRIPT = (
 MAX_LINES = 200  # per device: a query is about 15 lines, `q full` about 30
 _LINE = re.compile(r"^([A-Za-z][A-Za-z0-9 ()/_.-]*?):\s*(.*?)\s*$")
 _SECTION = re.compile(r"^### (\S{1,64})\s*$")
-_ROM = re.compile(r"(\w+)=(\S+)")
 
 
 def _na(value: str | None) -> str | None:
@@ -39,20 +39,10 @@ def _na(value: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class RomInfo:
-    """One expansion ROM the image carries (`type=UEFI version=14.28.15 cpu=AMD64,AARCH64`)."""
-
-    type: str
-    version: str | None
-    cpu: str | None
-
-
-@dataclass(frozen=True)
 class FlintQuery:
     """One device's (or image file's) query."""
 
-    fields: tuple[tuple[str, str], ...]  # every `Key: value`, in order, continuation lines joined with "\n"
-    roms: tuple[RomInfo, ...] = ()
+    fields: tuple[tuple[str, str], ...]  # every `Key: value`, in order
 
     def get(self, key: str) -> str | None:
         return _na(next((v for k, v in self.fields if k == key), None))
@@ -79,57 +69,21 @@ class FlintQuery:
     def psid(self) -> str | None:
         return self.get("PSID")
 
-    @property
-    def product_version(self) -> str | None:
-        return self.get("Product Version")
-
-    @property
-    def security(self) -> str | None:
-        return self.get("Security Attributes")
-
-    def _uid(self, key: str) -> tuple[str | None, int | None]:
-        value = self.get(key)
-        words = (value or "").split()
-        count = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
-        return _na(words[0] if words else None), count
-
-    @property
-    def base_guid(self) -> str | None:
-        return self._uid("Base GUID")[0]
-
-    @property
-    def base_mac(self) -> str | None:
-        return self._uid("Base MAC")[0]
-
-    @property
-    def guids(self) -> int | None:
-        return self._uid("Base GUID")[1]
-
 
 def parse_query(text: str) -> FlintQuery:
     """One `flint query` output. Raises ParseError on text that is no query (an error, another tool)."""
-    fields: list[list[str]] = []
+    fields: list[tuple[str, str]] = []
     for line in text.splitlines()[:MAX_LINES]:
-        if not line.strip():
-            continue
-        if line[:1].isspace():
-            if fields:  # a value going on (Rom Info's next ROM)
-                fields[-1][1] += "\n" + line.strip()
+        if line[:1].isspace():  # a value going on (Rom Info's next ROM): not read
             continue
         found = _LINE.match(line)
         if found is not None:
-            fields.append([found.group(1), found.group(2)])
-    query = FlintQuery(tuple((k, v) for k, v in fields))
+            fields.append((found.group(1), found.group(2)))
+    query = FlintQuery(tuple(fields))
     if query.image_type is None and query.flash_version is None:
         first = next((line.strip() for line in text.splitlines() if line.strip()), "(no output)")
         raise ParseError(f"not a flint query: {first[:200]}")
-    rom_text = query.get("Rom Info") or ""
-    roms = []
-    for entry in rom_text.splitlines():
-        attrs = dict(_ROM.findall(entry))
-        if "type" in attrs:
-            roms.append(RomInfo(attrs["type"], attrs.get("version"), attrs.get("cpu")))
-    return FlintQuery(query.fields, tuple(roms))
+    return query
 
 
 @dataclass(frozen=True)
