@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from fabric.burnin.engine import MAX_LOG, RoutingEngine, parse_opensm_log
-from fabric.diags import Diags, last_complaint
+from fabric.diags import last_complaint
 from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.actuate import IbPortState, PortStatus, dr_path, lids_from_ibnetdiscover
 from fabric.ports.counters import parse_perfquery
 from fabric.topology import End, Link, NodeType, Topology
-from sim.ibfabric.diags_prefix import RUN_DIAGS, run_sim_tool
+from sim.ibfabric.diags_prefix import run_sim_tool, sim_diags, sim_env
 
 FLAP_WINDOW_S = 300.0
 STOPPING = threading.Event()  # the process is leaving (sim/ufm/server.py): no tool starts any more
@@ -77,7 +77,7 @@ class SimActuator(IbPortState):
 class FabricView:
     def __init__(self, state_file: Path, timeout_s: float = 30.0, routing_engine: str = "ftree") -> None:
         state = json.loads(state_file.read_text())
-        self.env = {"IBSIM_SOCKNAME": str(state["socket"])}
+        self.socket = str(state["socket"])
         self.routing_engine = routing_engine  # opensm's -R: the engines asked for, comma separated
         self.opensm_log = state_file.with_name(state_file.name + ".opensm.log")
         self.engine: RoutingEngine | None = None  # what the last sweep's log says routed the fabric
@@ -93,12 +93,11 @@ class FabricView:
         self.known_links = {(ln.a, ln.b): ln for ln in self.topology.links}
         self.cabling = dict(self.known_links)  # the cables, kept to re-cable a repaired link
         # the actuator's routes come from the capture the last look took (one ibnetdiscover serves both)
-        self.actuator = SimActuator(lambda: self.text, Diags(prefix=(str(RUN_DIAGS),), env=self.env))
+        self.actuator = SimActuator(lambda: self.text, sim_diags(self.socket))
         self._counters(self.lids)
 
     def tool(self, argv: list[str], sim_host: str | None = None, check: bool = False) -> str:
-        env = {**self.env, **({"SIM_HOST": sim_host} if sim_host else {})}
-        proc = self._run(argv, env, self.timeout_s)
+        proc = self._run(argv, sim_env(self.socket, sim_host), self.timeout_s)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed (rc {proc.returncode}): {last_complaint(proc)}")
         return proc.stdout
@@ -123,7 +122,7 @@ class FabricView:
         """What UFM's SM does after a change: assign LIDs and program routes (the real opensm, once); which
         engine routed it is read from opensm's log, as UFM's SM configuration reports it."""
         self.opensm_log.unlink(missing_ok=True)
-        self._run(["opensm", "-o", "-R", self.routing_engine, "-f", str(self.opensm_log)], self.env, 120)
+        self._run(["opensm", "-o", "-R", self.routing_engine, "-f", str(self.opensm_log)], sim_env(self.socket), 120)
         try:
             text = self.opensm_log.read_text(errors="replace")[-MAX_LOG:]
         except OSError:
