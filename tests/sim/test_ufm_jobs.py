@@ -26,17 +26,15 @@ import httpx
 import pytest
 
 from fabric.topology import End
-from fabric.ufm.client import UfmActuator, UfmClient
+from fabric.ufm.client import UfmActuator
 from fabric.ufm.errors import UfmJobFailed, UfmJobTimeout
-from provision.site.credentials import Login, Secret
-from sim.ibfabric import IbFabric
 from sim.ufm.faults import load_faults
-from tests.fabric.ports.ufmsim import ufm_sim_of
+from tests.fabric.conftest import SIM_DESIGN
+from tests.fabric.ports.ufmsim import UfmLab, ufm_sim_of
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
-ADDRESS, PORT, PASSWORD = "127.0.2.204", 18446, "s3cret-jobs"
+PASSWORD = "s3cret-jobs"
 LEAF = "0c42a10300000000"  # leaf-A-r3-U40
-DESIGN = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "fabric" / "design.yml"
 JOB_KEYS = {"ID", "Status", "Progress", "Description", "Summary", "RelatedObjects", "Created", "LastUpdated",
             "CreatedBy", "Operation", "Foreground"}
 FAULTS = """jobs:
@@ -49,21 +47,16 @@ FAULTS = """jobs:
 
 
 @pytest.fixture(scope="module")
-def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IbFabric]:
+def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UfmLab]:
     tmp = tmp_path_factory.mktemp("ufmjobs")
     faults = tmp / "ufm-faults.yml"
     faults.write_text(FAULTS)
-    with ufm_sim_of(DESIGN, faults, ADDRESS, PORT, PASSWORD, tmp / "ibfabric.json", tmp, poll_s=5) as fabric:
-        yield fabric
+    with ufm_sim_of(faults, PASSWORD, tmp, poll_s=5) as lab:
+        yield lab
 
 
-def _http() -> httpx.Client:
-    return httpx.Client(base_url=f"https://{ADDRESS}:{PORT}", auth=("admin", PASSWORD), verify=False, timeout=30)
-
-
-def _client(job_timeout_s: float = 30.0) -> UfmClient:
-    return UfmClient(f"https://{ADDRESS}:{PORT}", Login("admin", Secret(PASSWORD)), verify=False, timeout_s=30,
-                     job_timeout_s=job_timeout_s)
+def _http(ufm: UfmLab) -> httpx.Client:
+    return httpx.Client(base_url=ufm.url, auth=("admin", ufm.password), verify=False, timeout=30)
 
 
 def _action(http: httpx.Client, action: str, port: int) -> httpx.Response:
@@ -88,10 +81,10 @@ def _until_done(http: httpx.Client, job_id: str) -> dict[str, Any]:
 
 
 def test_an_action_is_202_with_a_job_location_and_the_port_changes_only_when_its_job_completes(
-        ufm: IbFabric) -> None:
+        ufm: UfmLab) -> None:
     """Actions REST API + batch_isolate_devices.py (202, Location .../jobs/<id>); job_polling.py (Running,
     then Completed). Today's simulator changed the port before answering and had no /jobs: this fails there."""
-    with _http() as http:
+    with _http(ufm) as http:
         answer = _action(http, "disable", 5)
         assert answer.status_code == 202 and answer.content == b""
         location = answer.headers["Location"]
@@ -105,17 +98,17 @@ def test_an_action_is_202_with_a_job_location_and_the_port_changes_only_when_its
         assert _port(http, 5)["physical_state"] == "Disabled"
 
     async def back() -> str:
-        async with _client() as c:
+        async with ufm.client(job_timeout_s=30) as c:
             note = await UfmActuator(c).set_enabled(End(LEAF, 5), True)
             assert note.startswith("UFM job ") and "Completed" in note
             return (await UfmActuator(c).status(End(LEAF, 5))).phys
     assert asyncio.run(back()) == "LinkUp"
 
 
-def test_a_job_has_the_documented_fields_and_one_sub_job_per_object(ufm: IbFabric) -> None:
+def test_a_job_has_the_documented_fields_and_one_sub_job_per_object(ufm: UfmLab) -> None:
     """Jobs REST API (fields, filters parent_id / status / operation / object_ids); job_polling.py and
     helpers.py (sub-jobs of parent_id=<id>: RelatedObjects[0], Status, Summary)."""
-    with _http() as http:
+    with _http(ufm) as http:
         job_id = _action(http, "disable", 8).headers["Location"].rsplit("/", 1)[1]
         job = _until_done(http, job_id)
         assert set(job) == JOB_KEYS and job["ID"] == job_id and job["RelatedObjects"] == [LEAF]
@@ -133,10 +126,10 @@ def test_a_job_has_the_documented_fields_and_one_sub_job_per_object(ufm: IbFabri
         _until_done(http, _action(http, "enable", 8).headers["Location"].rsplit("/", 1)[1])
 
 
-def test_an_unknown_job_is_an_empty_list_and_several_ids_a_list(ufm: IbFabric) -> None:
+def test_an_unknown_job_is_an_empty_list_and_several_ids_a_list(ufm: UfmLab) -> None:
     """Jobs REST API: `/jobs/<id>,<id>`; "If an invalid or non-existing ... job ID were specified, an empty
     list will be returned"."""
-    with _http() as http:
+    with _http(ufm) as http:
         assert http.get("/ufmRest/jobs/999999").json() == []
         job_id = _action(http, "disable", 9).headers["Location"].rsplit("/", 1)[1]
         both = http.get(f"/ufmRest/jobs/{job_id},999999").json()
@@ -145,11 +138,11 @@ def test_an_unknown_job_is_an_empty_list_and_several_ids_a_list(ufm: IbFabric) -
         _until_done(http, _action(http, "enable", 9).headers["Location"].rsplit("/", 1)[1])
 
 
-def test_a_job_the_faults_fail_ends_completed_with_errors_and_leaves_the_port(ufm: IbFabric) -> None:
+def test_a_job_the_faults_fail_ends_completed_with_errors_and_leaves_the_port(ufm: UfmLab) -> None:
     """helpers.py / job_polling.py: `Completed With Errors`, the error in Summary (the job's and its
     sub-job's); ufm-faults.yml `jobs.fail` with `times: 1`: the next job on that port completes."""
     async def go() -> tuple[str, str, str]:
-        async with _client() as c:
+        async with ufm.client(job_timeout_s=30) as c:
             actuator = UfmActuator(c)
             with pytest.raises(UfmJobFailed) as failed:
                 await actuator.set_enabled(End(LEAF, 6), False)
@@ -163,11 +156,11 @@ def test_a_job_the_faults_fail_ends_completed_with_errors_and_leaves_the_port(uf
     assert (still, off) == ("LinkUp", "Disabled")
 
 
-def test_a_job_the_faults_hang_stays_running_and_the_clients_deadline_fires(ufm: IbFabric) -> None:
+def test_a_job_the_faults_hang_stays_running_and_the_clients_deadline_fires(ufm: UfmLab) -> None:
     """job_polling.py polls while `Running`: a job that never ends is still Running at the client's deadline
     (ufm-faults.yml `jobs.hang`); the port is unchanged."""
     async def go() -> tuple[str, float, str]:
-        async with _client(job_timeout_s=1.5) as c:
+        async with ufm.client(job_timeout_s=1.5) as c:
             started = time.monotonic()
             with pytest.raises(UfmJobTimeout) as late:
                 await UfmActuator(c).set_enabled(End(LEAF, 7), False)
@@ -177,15 +170,15 @@ def test_a_job_the_faults_hang_stays_running_and_the_clients_deadline_fires(ufm:
     assert "Running" in message and "after 1.5 s" in message and 1.5 <= took < 4 and phys == "LinkUp"
     job_id = re.search(r"UFM job (\d+) Running", message)
     assert job_id is not None
-    with _http() as http:
+    with _http(ufm) as http:
         assert http.get(f"/ufmRest/jobs/{job_id.group(1)}").json()["Status"] == "Running"
         assert job_id.group(1) in {j["ID"] for j in http.get("/ufmRest/jobs", params={"status": "Running"}).json()}
 
 
-def test_ports_have_the_documented_fields_filters_and_a_plain_json_type(ufm: IbFabric) -> None:
+def test_ports_have_the_documented_fields_filters_and_a_plain_json_type(ufm: UfmLab) -> None:
     """Ports REST API: `systemID` (the owning system's GUID, what actions name), `peer`, `description`
     ("Switch IB Port" / "Computer IB Port"), `external_number`; `?system=<guid>` and `?active=true`."""
-    with _http() as http:
+    with _http(ufm) as http:
         answer = http.get("/ufmRest/resources/ports")
         assert answer.headers["Content-Type"] == "application/json" and "OData-Version" not in answer.headers
         ports = answer.json()
@@ -209,10 +202,10 @@ def test_job_durations_and_fates_come_from_the_faults_file(tmp_path: Path) -> No
     with `times: 1` meets one job."""
     faults = tmp_path / "ufm-faults.yml"
     faults.write_text(FAULTS.replace("[0.4, 0.8]", "[1, 5]"))
-    plan = load_faults(faults, None, DESIGN).jobs
+    plan = load_faults(faults, None, SIM_DESIGN).jobs
     durations = [plan.duration(i) for i in range(1, 41)]
     assert all(1 <= d <= 5 for d in durations) and max(durations) - min(durations) > 2
-    assert durations == [load_faults(faults, None, DESIGN).jobs.duration(i) for i in range(1, 41)]
+    assert durations == [load_faults(faults, None, SIM_DESIGN).jobs.duration(i) for i in range(1, 41)]
     first = plan.fate(End(LEAF, 6), "disable")
     assert first is not None and first.fate == "fail" and plan.fate(End(LEAF, 6), "disable") is None
     assert plan.fate(End(LEAF, 7), "enable") is None

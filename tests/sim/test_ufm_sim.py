@@ -33,13 +33,11 @@ from fabric.ufm.errors import UfmAuthError
 from fabric.ufm.events import parse_rest_events
 from fabric.ufm.resources import parse_ufm_ports
 from provision.site.credentials import Login, Secret
-from sim.ibfabric import IbFabric
-from tests.fabric.ports.ufmsim import ufm_sim_of
+from sim.addresses import UFM_ADDRESS, free_port
+from tests.fabric.ports.ufmsim import UfmLab, ufm_sim_of
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
-ADDRESS, PORT = "127.0.2.201", 18443
 LEAF = "0c42a10300000000"
-DESIGN = Path(__file__).resolve().parents[2] / "inventory" / "sim" / "fabric" / "design.yml"
 EVENT_KEYS = {"id", "name", "type", "event_type", "severity", "timestamp", "counter", "category", "object_name",
               "object_path", "write_to_syslog", "description"}
 LINK_KEYS = {"source_guid", "source_port", "destination_guid", "destination_port", "source_port_dname",
@@ -48,35 +46,31 @@ LINK_KEYS = {"source_guid", "source_port", "destination_guid", "destination_port
 
 
 @pytest.fixture(scope="module")
-def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, str]]:
+def ufm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UfmLab]:
     tmp = tmp_path_factory.mktemp("ufm")
     faults = tmp / "ufm-faults.yml"
     faults.write_text("ber:\n  - {node: leaf-A-r3-U40, port: 2, per_min: 6000}\n")
-    with ufm_sim_of(DESIGN, faults, ADDRESS, PORT, "s3cret-ufm", tmp / "ibfabric.json", tmp, poll_s=2) as fabric:
-        yield fabric, "s3cret-ufm"
+    with ufm_sim_of(faults, "s3cret-ufm", tmp, poll_s=2) as lab:
+        yield lab
 
 
-def _client(password: str) -> UfmClient:
-    return UfmClient(f"https://{ADDRESS}:{PORT}", Login("admin", Secret(password)), verify=False, timeout_s=30)
-
-
-def test_no_credential_is_401_and_a_wrong_one_is_an_auth_error(ufm: tuple[IbFabric, str]) -> None:
-    assert httpx.get(f"https://{ADDRESS}:{PORT}/ufmRest/app/events", verify=False).status_code == 401
+def test_no_credential_is_401_and_a_wrong_one_is_an_auth_error(ufm: UfmLab) -> None:
+    assert httpx.get(f"{ufm.url}/ufmRest/app/events", verify=False).status_code == 401
 
     async def wrong() -> None:
-        async with _client("wrong") as c:
+        async with ufm.client("wrong") as c:
             await c.events()
     with pytest.raises(UfmAuthError) as caught:
         asyncio.run(wrong())
     assert "wrong" not in str(caught.value)
 
 
-def test_shapes_events_from_a_pulled_cable_and_rising_symbol_errors(ufm: tuple[IbFabric, str]) -> None:
-    fabric, password = ufm
+def test_shapes_events_from_a_pulled_cable_and_rising_symbol_errors(ufm: UfmLab) -> None:
+    fabric = ufm.fabric
     fabric.unlink("leaf-A-r3-U40", 30)
 
     async def read() -> tuple[str, str, str]:
-        async with _client(password) as c:
+        async with ufm.client() as c:
             return await c.events(), await c.links(), await c.ports()
     deadline = time.monotonic() + 40  # the simulator polls the fabric every 2 s (slower on a loaded machine)
     while True:
@@ -99,13 +93,13 @@ def test_shapes_events_from_a_pulled_cable_and_rising_symbol_errors(ufm: tuple[I
     fabric.relink("leaf-A-r3-U40", 30)
 
 
-def test_disable_and_enable_really_change_the_link_in_ibsim(ufm: tuple[IbFabric, str]) -> None:
-    fabric, password = ufm
+def test_disable_and_enable_really_change_the_link_in_ibsim(ufm: UfmLab) -> None:
+    fabric = ufm.fabric
     end = End(LEAF, 5)
     before = fabric.discover().count("\n[")
 
     async def cycle() -> tuple[str, str]:
-        async with _client(password) as c:
+        async with ufm.client() as c:
             actuator = UfmActuator(c)
             await actuator.set_enabled(end, False)
             off = (await actuator.status(end)).phys
@@ -118,11 +112,10 @@ def test_disable_and_enable_really_change_the_link_in_ibsim(ufm: tuple[IbFabric,
     assert fabric.discover().count("\n[") == before
 
 
-def test_a_session_and_an_access_token_read_what_basic_credentials_read(ufm: tuple[IbFabric, str]) -> None:
+def test_a_session_and_an_access_token_read_what_basic_credentials_read(ufm: UfmLab) -> None:
     """NVIDIA's REST API guide ("REST API Complementary Information"): a /dologin session opens /ufmRestV2, a
     token made by `POST /ufmRest/app/tokens` opens /ufmRestV3 (`Authorization: Basic <token>`); sim/ufm/auth.py."""
-    _fabric, password = ufm
-    base = f"https://{ADDRESS}:{PORT}"
+    password, base = ufm.password, ufm.url
     made = httpx.post(f"{base}/ufmRest/app/tokens", auth=("admin", password), verify=False)
     token = made.json()["access_token"]
     assert made.status_code == 200 and len(token) == 30 and token.isalnum()
@@ -165,14 +158,13 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_sigterm_ends_the_simulator_and_its_sweep_at_once(ufm: tuple[IbFabric, str], tmp_path: Path) -> None:
+def test_sigterm_ends_the_simulator_and_its_sweep_at_once(ufm: UfmLab, tmp_path: Path) -> None:
     """A second simulator on the module's fabric, sent SIGTERM while its first sweep's opensm runs: it is gone
     within a moment and leaves no tool behind (a killed test run once left one that ignored SIGTERM for 5 s+)."""
-    fabric, password = ufm
-    assert fabric.state_file is not None
-    proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", "127.0.2.207", "--port", "18449",
-                             "--ibsim-state", str(fabric.state_file), "--cert-dir", str(tmp_path)],
-                            env={**os.environ, "BRINGUP_SIM_UFM_PASSWORD": password}, start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "sim.ufm.server", "--address", UFM_ADDRESS,
+                             "--port", str(free_port(UFM_ADDRESS)), "--ibsim-state", str(ufm.state),
+                             "--cert-dir", str(tmp_path)],
+                            env={**os.environ, "BRINGUP_SIM_UFM_PASSWORD": ufm.password}, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

@@ -21,10 +21,10 @@ from fabric.burnin.engine import engine_from_sm_config
 from fabric.cli import main as fabric_main
 from fabric.ufm.errors import UfmProtocolError
 from fabric.ufm.smconf import parse_sm_config
-from tests.fabric.ports.ufmsim import ufm_sim
+from tests.fabric.ports.ufmsim import SITE_UFM_URL, UfmSite, ufm_site
 from tests.sites import copy_sim_site
 
-ADDRESS, PORT, PASSWORD = "127.0.2.205", 18447, "Ufm-smconf-sim"
+PASSWORD = "Ufm-smconf-sim"
 # the guide's example answer, cut to a few keys, with opensm.conf's routing_engine asking for ftree
 GUIDE = ('{"m_key": "0x0", "sm_priority": 15, "log_file": "\\/opt\\/ufm\\/files\\/log\\/opensm.log", '
          '"routing_engine_active": "minhop", "lfts_file": "\\/opt\\/ufm\\/files\\/conf\\/opensm\\/lfts.conf", '
@@ -61,19 +61,16 @@ def test_an_answer_that_is_not_the_sm_configuration_is_a_protocol_error(answer: 
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    tmp = tmp_path_factory.mktemp("smconf")
-    site = copy_sim_site(tmp / "sim")
-    site.write_text(site.read_text().replace("https://127.0.2.2:8443/", f"https://{ADDRESS}:{PORT}/"))
-    (tmp / "sim" / "ufm-faults.yml").write_text("")  # the demo's flaps and rising errors: nothing read here
-    state = tmp / "ibfabric.json"
-    with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, state, tmp, poll_s=60, routing_engine="torus-2QoS"):
-        yield site, state
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UfmSite]:
+    # faults="": none of the demo's flaps and rising errors (nothing here reads them)
+    with ufm_site(tmp_path_factory.mktemp("smconf"), PASSWORD, poll_s=60, faults="",
+                  routing_engine="torus-2QoS") as ufm:
+        yield ufm
 
 
 @pytest.mark.tools("ibsim", "opensm")
-def test_the_simulated_ufm_serves_what_its_opensm_did(lab: tuple[Path, Path]) -> None:
-    url = f"https://{ADDRESS}:{PORT}/ufmRest/app/smconf"
+def test_the_simulated_ufm_serves_what_its_opensm_did(lab: UfmSite) -> None:
+    url = f"{lab.url}/ufmRest/app/smconf"
     with httpx.Client(verify=False, auth=("admin", PASSWORD), timeout=10) as http:
         whole = http.get(url).json()
         one = http.get(url, params={"param_name": "routing_engine_active"})
@@ -84,13 +81,11 @@ def test_the_simulated_ufm_serves_what_its_opensm_did(lab: tuple[Path, Path]) ->
 
 @pytest.mark.tools("ibsim", "opensm")
 def test_a_plan_read_live_names_ufms_engine_and_warns_of_the_fallback(
-        lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    site, state = lab
+        lab: UfmSite, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BRINGUP_SIM_UFM_PASSWORD", PASSWORD)
-    monkeypatch.setenv("BRINGUP_IB_DIAGS", str(state))
+    monkeypatch.setenv("BRINGUP_IB_DIAGS", str(lab.state))
     capsys.readouterr()
-    code = fabric_main(["burnin", "plan", "--site", str(site), "--db", str(tmp_path / "state.db"), "--all-hosts",
+    code = fabric_main(["burnin", "plan", "--site", str(lab.site), "--db", str(tmp_path / "state.db"), "--all-hosts",
                         "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -106,7 +101,7 @@ def test_an_unreachable_ufm_leaves_the_engine_unknown_and_says_why(tmp_path: Pat
     from provision.site import load_site
 
     site_file = copy_sim_site(tmp_path / "sim")
-    site_file.write_text(site_file.read_text().replace("https://127.0.2.2:8443/", "https://127.0.2.206:9/"))
+    site_file.write_text(site_file.read_text().replace(SITE_UFM_URL, "https://127.0.2.206:9/"))
     monkeypatch.setenv("BRINGUP_SIM_UFM_PASSWORD", PASSWORD)
     engine = ufm_engine(load_site(site_file))
     assert engine is not None and engine.used is None

@@ -23,11 +23,10 @@ from fabric.cli import main as fabric_main
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, PLANNED, Ledger, LedgerEntry
 from fabric.topology import End
 from provision.state import StateStore
-from tests.fabric.ports.ufmsim import phys, ufm_sim
-from tests.sites import copy_sim_site
+from tests.fabric.ports.ufmsim import UfmSite, ufm_site
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
-ADDRESS, PORT, PASSWORD = "127.0.2.203", 18445, "Ufm-jobs-sim"
+PASSWORD = "Ufm-jobs-sim"
 JOBS = """jobs:
   duration_s: [1, 5]
   hang:
@@ -41,15 +40,9 @@ LINKS = {"gpu-r2-06": "0x0c42a10300000060[14]-0xb8599f03000006e0[1]",   # leaf-A
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    tmp = tmp_path_factory.mktemp("ufmjobs")
-    site = copy_sim_site(tmp / "sim")
-    faults = tmp / "sim" / "ufm-faults.yml"
-    faults.write_text(faults.read_text() + JOBS)
-    site.write_text(site.read_text().replace("https://127.0.2.2:8443/", f"https://{ADDRESS}:{PORT}/"))
-    state = tmp / "ibfabric.json"
-    with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, state, tmp, poll_s=30):
-        yield site, state
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UfmSite]:
+    with ufm_site(tmp_path_factory.mktemp("ufmjobs"), PASSWORD, poll_s=30, more_faults=JOBS) as ufm:
+        yield ufm
 
 
 def _run(site: Path, db: Path, state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -61,18 +54,14 @@ def _run(site: Path, db: Path, state: Path, capsys: pytest.CaptureFixture[str], 
     return code, capsys.readouterr().out
 
 
-def _phys(ends: list[End]) -> list[str]:
-    return phys(f"https://{ADDRESS}:{PORT}", PASSWORD, *ends)
-
-
 def _ends(row: LedgerEntry) -> dict[str, tuple[str, str]]:
     return {e.name: (e.done or "", e.job or "") for e in row.ends}
 
 
 def test_each_ports_job_outcome_is_recorded_and_a_rerun_converges(
-        lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        lab: UfmSite, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    site, state = lab
+    site, state = lab.site, lab.state
     db = tmp_path / "state.db"
     code, dry = _run(site, db, state, capsys, monkeypatch, "--json")
     assert code == 0 and [o["link"] for o in json.loads(dry)["report"]["links"]] == list(LINKS.values())
@@ -105,8 +94,8 @@ def test_each_ports_job_outcome_is_recorded_and_a_rerun_converges(
     assert planned[LINKS["gpu-r1-07"]] - planned[LINKS["gpu-r2-06"]] > 2
     assert abs(planned[LINKS["gpu-r1-05"]] - planned[LINKS["gpu-r1-07"]]) < 1 and took < 45
     # what the simulator's fabric says now: exactly the ports whose jobs completed are disabled
-    assert _phys([End("0c42a10300000060", 14), End("b8599f03000006e0", 1), End("b8599f0300000350", 1),
-                  End("0c42a10300000050", 7), End("b8599f0300000210", 1), End("0c42a10300000010", 5)]) == \
+    assert lab.phys(End("0c42a10300000060", 14), End("b8599f03000006e0", 1), End("b8599f0300000350", 1),
+                    End("0c42a10300000050", 7), End("b8599f0300000210", 1), End("0c42a10300000010", 5)) == \
         ["Disabled", "Disabled", "Disabled", "Polling", "LinkUp", "LinkUp"]
 
     code, out = _run(site, db, state, capsys, monkeypatch, "--apply", "--job-timeout", "12s")

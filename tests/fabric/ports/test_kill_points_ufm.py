@@ -36,12 +36,11 @@ from fabric.topology import End
 from provision.site import load_site
 from provision.site.store import open_store
 from provision.state import State
-from tests.fabric.ports.ufmsim import phys, ufm_sim
+from tests.fabric.ports.ufmsim import UfmSite, ufm_site
 from tests.redfish.killing_sim import CliProcesses
-from tests.sites import copy_sim_site
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
-ADDRESS, PORT, PASSWORD = "127.0.2.204", 18446, "Ufm-kill-sim"
+PASSWORD = "Ufm-kill-sim"
 NOW = "2026-12-01T12:00:00Z"
 
 
@@ -79,40 +78,40 @@ FAULTS = """jobs:
 
 @dataclass(frozen=True)
 class Lab:
-    site: Path
+    ufm: UfmSite
     db: Path
-    state: Path
     events: dict[str, Path]
     cli: CliProcesses
+
+    @property
+    def site(self) -> Path:
+        return self.ufm.site
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     tmp = tmp_path_factory.mktemp("ufmkill")
-    site = copy_sim_site(tmp / "sim")
-    faults = tmp / "sim" / "ufm-faults.yml"
-    faults.write_text(FAULTS)
-    site.write_text(site.read_text().replace("https://127.0.2.2:8443/", f"https://{ADDRESS}:{PORT}/"))
     events = {}
     for name, hl in (("A", A), ("B", B), ("C", C)):
         events[name] = tmp / f"events-{name}.log"
         events[name].write_text(hl.event())
     db = tmp / "state" / "kill.db"
     db.parent.mkdir()
-    with open_store(load_site(site), db) as store:
-        store.sync_site((h.hostname, h.rack) for h in load_site(site).hosts())
-        for hl in (A, B, C):
-            store.mark(hl.host, State.golden, reason="earned golden before the port apply (test setup)")
     cli = CliProcesses(cli="fabric.cli")
     try:
-        with ufm_sim(tmp / "sim", ADDRESS, PORT, PASSWORD, tmp / "ibfabric.json", tmp, poll_s=600):
-            yield Lab(site, db, tmp / "ibfabric.json", events, cli)
+        with ufm_site(tmp, PASSWORD, poll_s=600, faults=FAULTS) as ufm:
+            site = load_site(ufm.site)
+            with open_store(site, db) as store:
+                store.sync_site((h.hostname, h.rack) for h in site.hosts())
+                for hl in (A, B, C):
+                    store.mark(hl.host, State.golden, reason="earned golden before the port apply (test setup)")
+            yield Lab(ufm, db, events, cli)
     finally:
         cli.close()
 
 
 def _env(lab: Lab) -> dict[str, str]:
-    return {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IB_DIAGS": str(lab.state)}
+    return {**os.environ, "BRINGUP_SIM_UFM_PASSWORD": PASSWORD, "BRINGUP_IB_DIAGS": str(lab.ufm.state)}
 
 
 def _killed(lab: Lab, *args: str) -> None:
@@ -138,10 +137,6 @@ def _run(lab: Lab, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixtur
     return code, capsys.readouterr().out
 
 
-def _phys(*ends: End) -> list[str]:
-    return phys(f"https://{ADDRESS}:{PORT}", PASSWORD, *ends)
-
-
 def _current(lab: Lab) -> tuple[dict[str, LedgerEntry], dict[str, State]]:
     with open_store(load_site(lab.site), lab.db) as store:
         return Ledger(store).current(), {hl.host: store.get(hl.host).state for hl in (A, B, C)}
@@ -157,7 +152,7 @@ def test_apply_killed_at_each_point_is_reconciled_by_the_next_run(
     # A: killed after its `planned` row, before anything was sent; its host already left golden
     _killed(lab, *_apply(lab, "A"))
     rows, hosts = _current(lab)
-    assert rows[A.link].state == PLANNED and _phys(A.hca, A.switch_end) == ["LinkUp", "LinkUp"]
+    assert rows[A.link].state == PLANNED and lab.ufm.phys(A.hca, A.switch_end) == ["LinkUp", "LinkUp"]
     assert hosts[A.host] is State.failed  # a host behind an in-flight change is never golden
     code, out = _run(lab, monkeypatch, capsys, "apply", "--events", str(lab.events["A"]), "--now", NOW)
     assert code == 0 and f"planned -> planned      {A.link}: in flight (row " in out, out  # a dry run reads no port
@@ -168,14 +163,14 @@ def test_apply_killed_at_each_point_is_reconciled_by_the_next_run(
     rows, hosts = _current(lab)
     assert rows[A.link].state == APPLY_FAILED and "reconciled after an interrupted run" in rows[A.link].detail
     assert all((e.done or "").startswith("not done") for e in rows[A.link].ends)
-    assert rows[B.link].state == PLANNED and _phys(B.hca, B.switch_end) == ["Disabled", "Polling"]
+    assert rows[B.link].state == PLANNED and lab.ufm.phys(B.hca, B.switch_end) == ["Disabled", "Polling"]
     assert hosts[B.host] is State.failed
 
     # C: killed once UFM disabled both ends (the issue's case); the run first finished B
     _killed(lab, *_apply(lab, "C"))
     rows, hosts = _current(lab)
-    assert rows[B.link].state == DISABLED and _phys(B.hca, B.switch_end) == ["Disabled", "Disabled"]
-    assert rows[C.link].state == PLANNED and _phys(C.hca, C.switch_end) == ["Disabled", "Disabled"]
+    assert rows[B.link].state == DISABLED and lab.ufm.phys(B.hca, B.switch_end) == ["Disabled", "Disabled"]
+    assert rows[C.link].state == PLANNED and lab.ufm.phys(C.hca, C.switch_end) == ["Disabled", "Disabled"]
     assert hosts[C.host] is State.failed
 
     # the next run, not killed: C recorded disabled with the evidence, its ticket printed, its host still out
@@ -201,13 +196,13 @@ def test_reenable_killed_at_each_point_is_reconciled_by_the_next_run(
     # C: killed on its first enable, nothing changed
     _killed(lab, "reenable", C.link, "--repaired", "--window", "1s", "--train", "2s")
     rows, hosts = _current(lab)
-    assert rows[C.link].state == REENABLING and _phys(C.hca, C.switch_end) == ["Disabled", "Disabled"]
+    assert rows[C.link].state == REENABLING and lab.ufm.phys(C.hca, C.switch_end) == ["Disabled", "Disabled"]
     assert hosts[C.host] is State.failed
     # B: killed once its switch end was enabled (the repair not proven); the run first put C back
     _killed(lab, "reenable", B.link, "--repaired", "--window", "1s", "--train", "2s")
     rows, hosts = _current(lab)
     assert rows[C.link].state == DISABLED and "reconciled after an interrupted run" in rows[C.link].detail
-    assert rows[B.link].state == REENABLING and _phys(B.hca, B.switch_end) == ["Disabled", "Polling"]
+    assert rows[B.link].state == REENABLING and lab.ufm.phys(B.hca, B.switch_end) == ["Disabled", "Polling"]
     assert hosts[B.host] is State.failed
     # B again: the run first disables B's switch end again (the repair was never proven), then is killed once
     # both ends are enabled (its HCA end from the HCA), before the checks were recorded
@@ -216,7 +211,7 @@ def test_reenable_killed_at_each_point_is_reconciled_by_the_next_run(
     reconciled = _history(lab, B.link)[-2]
     assert reconciled.state == DISABLED and "reconciled after an interrupted run" in reconciled.detail
     assert {e.name: e.done for e in reconciled.ends}["leaf-A-r3-U30"] == "disabled"
-    assert rows[B.link].state == REENABLING and _phys(B.hca, B.switch_end) == ["LinkUp", "LinkUp"]
+    assert rows[B.link].state == REENABLING and lab.ufm.phys(B.hca, B.switch_end) == ["LinkUp", "LinkUp"]
     assert hosts[B.host] is State.failed
     # and the re-enable run after it: B is first put out of service again, then re-enabled and proven
     code, out = _run(lab, monkeypatch, capsys, "reenable", B.link, "--repaired", "--window", "1s", "--train", "5s")
@@ -225,4 +220,4 @@ def test_reenable_killed_at_each_point_is_reconciled_by_the_next_run(
     rows, hosts = _current(lab)
     history = [r.state for r in _history(lab, B.link)]
     assert history[-4:] == [REENABLING, DISABLED, REENABLING, REENABLED]
-    assert _phys(B.hca, B.switch_end) == ["LinkUp", "LinkUp"] and hosts[B.host] is State.configured
+    assert lab.ufm.phys(B.hca, B.switch_end) == ["LinkUp", "LinkUp"] and hosts[B.host] is State.configured
