@@ -33,7 +33,7 @@ from fabric.parsers.ibnetdiscover import parse_ibnetdiscover
 from fabric.ports.counters import parse_perfquery
 from fabric.topology import End
 from sim.asbuilt import AsBuilt
-from sim.ibfabric.diags_prefix import run_sim_tool
+from sim.ibfabric.diags_prefix import run_sim_tool, sim_env
 from sim.sshhosts.linkfaults import LinkFaults
 
 EFFICIENCY = 0.982  # ib_write_bw reaches ~98% of the link's data rate (UFM showed > 97% at Imbue)
@@ -133,7 +133,7 @@ class Traffic:
         if self.ibsim_state is None or not self.ibsim_state.is_file():
             raise RuntimeError("no simulated fabric is running (no ibsim state file)")
         state = json.loads(self.ibsim_state.read_text())
-        return {"IBSIM_SOCKNAME": str(state["socket"])}
+        return sim_env(str(state["socket"]))
 
     async def _tool(self, argv: list[str]) -> str:
         try:
