@@ -33,8 +33,10 @@ from fabric.ufm.errors import UfmAuthError
 from fabric.ufm.events import parse_rest_events
 from fabric.ufm.resources import parse_ufm_ports
 from provision.site.credentials import Login, Secret
+from sim import lifetime
 from sim.addresses import UFM_ADDRESS, free_port
 from tests.fabric.ports.ufmsim import UfmLab, ufm_sim_of
+from tests.processes import command_line, still_running
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
 LEAF = "0c42a10300000000"
@@ -128,36 +130,6 @@ def test_a_session_and_an_access_token_read_what_basic_credentials_read(ufm: Ufm
     assert asyncio.run(read("session", password)) == basic and asyncio.run(read("token", token)) == basic
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            tree.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError):
-            continue
-    return tree
-
-
-def _descendants(pid: int) -> list[tuple[int, str]]:
-    """Every process below `pid`, with its command line."""
-    tree, out, todo = _children(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            try:
-                out.append((child, Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
-            except OSError:
-                continue
-            todo.append(child)
-    return out
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def test_sigterm_ends_the_simulator_and_its_sweep_at_once(ufm: UfmLab, tmp_path: Path) -> None:
     """A second simulator on the module's fabric, sent SIGTERM while its first sweep's opensm runs: it is gone
     within a moment and leaves no tool behind (a killed test run once left one that ignored SIGTERM for 5 s+)."""
@@ -168,17 +140,17 @@ def test_sigterm_ends_the_simulator_and_its_sweep_at_once(ufm: UfmLab, tmp_path:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        below = _descendants(proc.pid)
-        while not any(" -o -R ftree " in cmd for _pid, cmd in below):
+        below = lifetime.descendants(proc.pid)
+        while not any(" -o -R ftree " in (command_line(pid) or "") for pid in below):
             assert proc.poll() is None and time.monotonic() < deadline, "no sweep seen"
             time.sleep(0.01)
-            below = _descendants(proc.pid)
+            below = lifetime.descendants(proc.pid)
         proc.terminate()
         started = time.monotonic()
         assert proc.wait(10) == 0
         took = time.monotonic() - started
         assert took < 2, f"{took:.1f} s after SIGTERM"  # ~0.2 s idle: 3 rounds of killing its tools 50 ms apart
-        assert not [(pid, cmd) for pid, cmd in below if _running(pid)]
+        assert not still_running(below)
     finally:
         if proc.poll() is None:
             proc.kill()
