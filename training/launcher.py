@@ -154,12 +154,14 @@ def job_env(nccl: NcclSite, run_dir: Path, attempt: int, extra: Mapping[str, str
     return env
 
 
-def torchrun_argv(python: str, hosts: Sequence[Host], node_rank: int, rdzv: str, job_id: str,
+def torchrun_argv(python: str, hosts: Sequence[Host], node_rank: int, rdzv: str, job_id: str, run_dir: str,
                   train_args: Sequence[str]) -> list[str]:
+    """One host's torchrun. Its elastic agent's files (each worker's error file) go under RUN/torchelastic,
+    not into a torchelastic_* folder per launch in the host's temporary directory, which nothing removes."""
     nproc = min(h.slots for h in hosts)
     return [python, "-m", "torch.distributed.run", f"--nnodes={len(hosts)}", f"--nproc-per-node={nproc}",
             f"--node-rank={node_rank}", "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv}", f"--rdzv-id={job_id}",
-            "--max-restarts=0", "-m", "training", "train", *train_args]
+            "--max-restarts=0", f"--log-dir={run_dir}/torchelastic", "-m", "training", "train", *train_args]
 
 
 def host_command(host: Host, argv: Sequence[str], env: Mapping[str, str], workdir: Path) -> list[str]:

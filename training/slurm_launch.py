@@ -136,7 +136,8 @@ def task_argv(job: SlurmJob) -> list[str]:
     """What every srun task runs, less what depends on its node (NODE_LAUNCH adds that): the SSH launcher's
     torchrun, Python first."""
     hosts = [Host(f"node{i}", job.gpus_per_node) for i in range(job.nodes)]
-    argv = torchrun_argv(job.python, hosts, 0, _SUB_RDZV, _SUB_ID, ["--run-dir", _SUB_RUN_DIR, *job.train_args])
+    argv = torchrun_argv(job.python, hosts, 0, _SUB_RDZV, _SUB_ID, _SUB_RUN_DIR,
+                         ["--run-dir", _SUB_RUN_DIR, *job.train_args])
     return [argv[0], *(a for a in argv[3:] if not a.startswith("--node-rank="))]
 
 
@@ -159,7 +160,8 @@ def render_sbatch(job: SlurmJob) -> str:
     rdzv = q(job.rdzv_host) if job.rdzv_host else \
         '"$(scontrol show node "$FIRST" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\' | head -n 1)"'
     subs = {f"--rdzv-endpoint={_SUB_RDZV}": f'--rdzv-endpoint="$RDZV_HOST:{job.rdzv_port}"',
-            f"--rdzv-id={_SUB_ID}": f'--rdzv-id="{job.job_name}-$SLURM_JOB_ID-$ATTEMPT"', _SUB_RUN_DIR: '"$RUN_DIR"'}
+            f"--rdzv-id={_SUB_ID}": f'--rdzv-id="{job.job_name}-$SLURM_JOB_ID-$ATTEMPT"', _SUB_RUN_DIR: '"$RUN_DIR"',
+            f"--log-dir={_SUB_RUN_DIR}/torchelastic": '--log-dir="$RUN_DIR/torchelastic"'}
     events = '"$PYTHON" -m training.slurm_events'
     check = job.node_check.replace("{nodes}", '"$NODES"')
     node_check = ["export NODES", f"timeout {job.node_check_timeout_s} bash -c {q(check)}",

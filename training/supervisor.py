@@ -237,7 +237,8 @@ class Supervisor:
         env = job_env(self.nccl, self.run_dir, attempt, self.env)
         out = []
         for i, h in enumerate(hosts):
-            argv = torchrun_argv(self.python, hosts, i, rdzv, f"{self.job}-{attempt}", self.train_args)
+            argv = torchrun_argv(self.python, hosts, i, rdzv, f"{self.job}-{attempt}", str(self.run_dir),
+                                 self.train_args)
             host_env = {**env, "TRAINING_HOST": h.name}
             out.append((h, host_command(h, argv, host_env, self.workdir), host_env))
         return out

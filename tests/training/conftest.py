@@ -35,10 +35,18 @@ def tokenizer_path(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return out
 
 
+def torchrun_cmd(nproc: int, log_dir: Path, *target: str) -> list[str]:
+    """`torchrun --standalone` of `target` (a script, or `-m MODULE`, and its arguments), its elastic agent's
+    files under `log_dir`, as the launcher's are (training/launcher.py), not left in the machine's /tmp."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            f"--log-dir={log_dir}", *target]
+
+
 def torchrun(args: list[str], nproc: int = 2, env: dict[str, str] | None = None, timeout: float = 240
              ) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "training", "train", *args]
+    """The training worker under torchrun; its agent's files in RUN/torchelastic (RUN: its --run-dir)."""
+    run_dir = Path(args[args.index("--run-dir") + 1])
+    cmd = torchrun_cmd(nproc, run_dir / "torchelastic", "-m", "training", "train", *args)
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), **(env or {})}
     r = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tests.training.conftest import FIXTURES, REPO
+from tests.training.conftest import FIXTURES, REPO, torchrun_cmd
 from training.configs import model_config, recommended_train
 from training.fit import (
     UNUSABLE_GIB,
@@ -142,9 +141,8 @@ def test_selective_layers_checkpoint_the_first_layers_so_backward_frees_the_kept
 
 def test_job_stops_on_every_rank_before_building_when_the_plan_is_over_the_gpu(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "training",
-           "train", "--config", "tiny", "--synthetic", "--run-dir", str(run), "--steps", "2", "--gpu-mem", "0.001",
-           "--micro-batch", "2"]
+    cmd = torchrun_cmd(2, run / "torchelastic", "-m", "training", "train", "--config", "tiny", "--synthetic",
+                       "--run-dir", str(run), "--steps", "2", "--gpu-mem", "0.001", "--micro-batch", "2")
     r = subprocess.run(cmd, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode != 0

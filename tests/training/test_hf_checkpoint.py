@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.training.conftest import REPO, one_rank_group
+from tests.training.conftest import REPO, one_rank_group, torchrun_cmd
 from tests.training.hf_worker import results
 from training.hf import SafetensorsFolder, load_sharded, model_config_from_hf
 from training.model import Llama
@@ -51,9 +50,8 @@ def hf_logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
 
 def run_worker(engine: str, hf_dir: Path, out: Path, train: bool = False) -> dict[str, torch.Tensor]:
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           str(REPO / "tests" / "training" / "hf_worker.py"), "--engine", engine, "--hf", str(hf_dir),
-           "--out", str(out), *(["--train"] if train else [])]
+    cmd = torchrun_cmd(2, out / "torchelastic", str(REPO / "tests" / "training" / "hf_worker.py"), "--engine",
+                       engine, "--hf", str(hf_dir), "--out", str(out), *(["--train"] if train else []))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

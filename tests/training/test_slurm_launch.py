@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.training.conftest import REPO, free_port, step_records, tiny_args
+from tests.training.conftest import REPO, free_port, step_records, tiny_args, torchrun_cmd
 from training.launch_cli import main as launch
 
 STEPS, EVERY = 12, 4
@@ -182,8 +182,8 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     straight = tmp_path / "straight"  # the uninterrupted run, meanwhile (the requeue leaves the CPUs idle)
     reference = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "training", "train",
-         *tiny_args(corpus, tokenizer_path, straight, STEPS, EVERY)], cwd=REPO, env=env,
+        torchrun_cmd(2, straight / "torchelastic", "-m", "training", "train",
+                     *tiny_args(corpus, tokenizer_path, straight, STEPS, EVERY)), cwd=REPO, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     nodes = ("gpu-0001", "gpu-0002", "gpu-0003")
     # SlurmdTimeout 15 s: a loaded 2-core CI machine must not see a live slurmd miss its pings (5 s did, once)

@@ -94,14 +94,21 @@ def test_a_real_torchrun_whose_memory_plan_refuses_is_given_up_at_once_with_the_
     assert "memory plan does not fit" in str(events[1]["reason"])
 
 
-def test_a_real_torchrun_whose_worker_is_configured_wrong_is_not_retried(tmp_path: Path) -> None:
-    """An unknown model: the worker exits 2 (training/train.py), the same on every restart."""
+def test_a_real_torchrun_whose_worker_is_configured_wrong_is_not_retried_and_leaves_nothing_in_tmp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown model: the worker exits 2 (training/train.py), the same on every restart. The launch leaves
+    nothing in the temporary directory, where torchrun's agent would make a torchelastic_* folder for each
+    launch (torch/distributed/elastic/multiprocessing/api.py, DefaultLogsSpecs): its files are in the run's."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
     checked: list[str] = []
     assert _supervisor(tmp_path, ["--config", "no_such_model"], checked).run() == 1
     events = _events(tmp_path)
     assert [e["event"] for e in events] == ["start", "gave_up"] and checked == []  # no health check, no restart
     assert events[1]["worker_exits"] == {"127.0.0.1": 2}
     assert "the arguments or the configuration are wrong" in str(events[1]["reason"])
+    assert list(tmp.iterdir()) == [] and (tmp_path / "torchelastic").is_dir()
 
 
 def test_a_real_torchrun_whose_worker_dies_goes_on_to_a_restart(tmp_path: Path) -> None:
