@@ -1,5 +1,5 @@
-"""`provision firmware inventory|plan|apply` and `provision bios plan|apply` (provision/firmware/). Thin: options,
-one library call, one renderer."""
+"""`provision firmware inventory|plan|apply` and `provision bios plan|apply` (provision/firmware/, provision/bios/).
+Thin: options, one library call, one renderer."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ app.add_typer(bios_app, name="bios")
 def inventory(hosts: HostsOpt = None, *, bmc: BmcOptions, common: Common) -> None:
     """Read every BMC's FirmwareInventory and BIOS attributes; a host off its baseline fails firmware_drift or
     bios_drift, a drifted host found back on it re-enters the flow."""
-    from provision.firmware.inventory_step import InventoryStep
+    from provision.firmware.step import InventoryStep
 
     ctx = Context.of(common)
     selected = select_hosts(ctx.site, hosts, everyone=True)
@@ -81,11 +81,13 @@ def _render_plan(plan: RolloutPlan) -> None:
 
 
 def _apply(common: Common, hosts: str | None, operation: Operation, options: RunOptions) -> None:
-    from provision.firmware.rollout import apply
+    from provision.bios.step import apply_bios
+    from provision.firmware.rollout import apply_firmware
 
     ctx = Context.of(common)
     selected = select_hosts(ctx.site, hosts, everyone=True)
-    result = with_progress(lambda progress: apply(ctx.site, ctx.store, operation, selected, options, progress),
+    apply = apply_firmware if operation == "firmware" else apply_bios
+    result = with_progress(lambda progress: apply(ctx.site, ctx.store, selected, options, progress),
                            len(selected), f"applying {operation}", common.json_out)
     payload: dict[str, Any] = {**result.as_json(), "counts": counts(result.results),
                                "hosts": [result_json(r) for r in result.results]}

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from provision.firmware.bios import BiosState, Value
+from provision.firmware.bios_resource import BiosState, Value
 from provision.firmware.components import Component
 from provision.site.firmware import ComponentPin, FirmwareBaseline
 

@@ -7,14 +7,14 @@ unknown, never "on baseline". Every other Redfish error is the host's failure (b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from provision.bmc.harvest import find_system
-from provision.firmware.bios import BiosState, parse_bios
+from provision.firmware.bios_resource import BiosState, parse_bios
 from provision.firmware.components import Component, parse_components
-from provision.firmware.jobs import PendingJob, read_jobs
+from provision.firmware.jobs import PendingJob, read_jobs, staged_for
 from provision.redfish import RedfishClient, RedfishNotFound, RedfishUnsupported, Resource
 
 MAX_COMPONENTS = 512
@@ -38,6 +38,11 @@ class HostFirmware:
                 "simple_update": self.simple_update, "multipart_push": self.multipart_push, "system": self.system,
                 "notes": list(self.notes), "jobs": None if self.jobs is None else [j.as_json() for j in self.jobs],
                 "hpe_progress": self.hpe_progress}
+
+    def staged_job(self, keys: Collection[str]) -> PendingJob | None:
+        """The Scheduled job that installs one of these components (by key) at the next reboot: a killed run's
+        update the BMC holds, which an apply activates with a reboot rather than sending it again."""
+        return staged_for(self.jobs, [c.name for c in self.components or () if c.key in keys])
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HostFirmware:

@@ -1,25 +1,27 @@
-"""`provision firmware|bios plan|apply` as library calls: a fresh plan from the recorded inventory, then the
-waves: the canary alone (any failure there stops everything), then batches, stopping once the failures reach
-the site's `firmware_rollout.max_failures` (the batch in flight finishes). Reboots are bounded per rack and
-site-wide by one gate shared by every wave. Resumable: every run plans from what the BMCs last reported, so
-hosts a killed run finished are on baseline and left alone; intents a dead run left open are closed
-`reconciled` against that inventory first.
+"""`provision firmware|bios plan|apply` as library calls (`apply_firmware` here, `apply_bios` in
+provision/bios/step.py, both through `roll_out`): a fresh plan from the recorded inventory, then the waves: the
+canary alone (any failure there stops everything), then batches, stopping once the failures reach the site's
+`firmware_rollout.max_failures` (the batch in flight finishes). Reboots are bounded per rack and site-wide by one
+gate shared by every wave. Resumable: every run plans from what the BMCs last reported, so hosts a killed run
+finished are on baseline and left alone; intents a dead run left open are closed `reconciled` against that
+inventory first.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from provision.bmc.step import RunOptions
 from provision.errors import BringupError
-from provision.firmware.apply_step import BiosApplyStep, FirmwareApplyStep, RebootGate
 from provision.firmware.drift import Judgement
 from provision.firmware.images import ImageError, server_for, verify_image
 from provision.firmware.plan import Operation, RolloutPlan, plan_rollout
 from provision.firmware.reasons import ACTIONS
+from provision.firmware.step import ApplyStep, FirmwareApplyStep, InventoryStep, RebootGate
 from provision.firmware.table import read_rows
 from provision.site import Host, Site
 from provision.state import StateStore
@@ -59,8 +61,6 @@ async def _read_again(site: Site, store: StateStore, hosts: Sequence[Host], opti
     that an update that landed after the controller died is seen (recorded, the host back into the flow) and never
     flashed twice; the inventory closes those intents reconciled. What it found, by host. Hosts outside the
     selection are left to the command that names them, as power and pxe-boot do."""
-    from provision.firmware.inventory_step import InventoryStep
-
     names = [h.hostname for h in hosts]
     asked = {i.host for i in open_intents(store, system="bmc", hosts=names, dead_only=True) if i.action in ACTIONS}
     if not asked:
@@ -70,8 +70,12 @@ async def _read_again(site: Site, store: StateStore, hosts: Sequence[Host], opti
     return step.said
 
 
-async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host],
-                options: RunOptions, progress: Progress | None = None) -> RolloutResult:
+# The apply step for one plan under the rollout's one reboot gate, open for the rollout's waves.
+StepFor = Callable[[RolloutPlan, RebootGate], AbstractAsyncContextManager[ApplyStep]]
+
+
+async def roll_out(site: Site, store: StateStore, operation: Operation, hosts: Sequence[Host], options: RunOptions,
+                   step_for: StepFor, progress: Progress | None = None) -> RolloutResult:
     said = await _read_again(site, store, hosts, options)
     plan = current_plan(site, store, operation, hosts)
     result = RolloutResult(plan, reconciled=sorted(said), reconciled_lines=[x for h in sorted(said) for x in said[h]])
@@ -80,9 +84,21 @@ async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequ
     rollout = site.spec.firmware_rollout
     gate = RebootGate(rollout.max_rebooting, rollout.max_rebooting_per_rack)
     by_name = {h.hostname: h for h in site.hosts()}
-    step: FirmwareApplyStep | BiosApplyStep
-    if operation == "firmware":
-        # Without image_url only BMCs that take a multipart push can be updated (the others fail, saying so).
+    async with step_for(plan, gate) as step:
+        await _waves(step, plan, by_name, result, progress)
+    result.peak_rebooting, result.peak_rebooting_per_rack = gate.peak_site, gate.peak_rack
+    return result
+
+
+async def apply_firmware(site: Site, store: StateStore, hosts: Sequence[Host], options: RunOptions,
+                         progress: Progress | None = None) -> RolloutResult:
+    """`provision firmware apply`: every pinned image checked before any BMC is told of it, served from the
+    controller's image server (without `image_url` only BMCs that take a multipart push can be updated: the others
+    fail, saying so)."""
+
+    @contextlib.asynccontextmanager
+    async def step(plan: RolloutPlan, gate: RebootGate) -> AsyncIterator[FirmwareApplyStep]:
+        rollout = site.spec.firmware_rollout
         images = server_for(str(rollout.image_url), rollout.image_listen) if rollout.image_url else None
         urls: dict[str, str] = {}
         try:
@@ -92,19 +108,15 @@ async def apply(site: Site, store: StateStore, operation: Operation, hosts: Sequ
                     urls[u.file] = images.add(site.directory, u)
         except ImageError as exc:
             raise BringupError(f"firmware_image_mismatch: {exc}") from None
-        step = FirmwareApplyStep(site, store, plan, gate, images, urls, options)
         async with contextlib.AsyncExitStack() as stack:
             if images is not None:
                 await stack.enter_async_context(images)
-            await _waves(step, plan, by_name, result, progress)
-    else:
-        step = BiosApplyStep(site, store, plan, gate, options)
-        await _waves(step, plan, by_name, result, progress)
-    result.peak_rebooting, result.peak_rebooting_per_rack = gate.peak_site, gate.peak_rack
-    return result
+            yield FirmwareApplyStep(site, store, plan, gate, images, urls, options)
+
+    return await roll_out(site, store, "firmware", hosts, options, step, progress)
 
 
-async def _waves(step: FirmwareApplyStep | BiosApplyStep, plan: RolloutPlan, by_name: dict[str, Host],
+async def _waves(step: ApplyStep, plan: RolloutPlan, by_name: dict[str, Host],
                  result: RolloutResult, progress: Progress | None) -> None:
     rollout = step.rollout
     failures = 0

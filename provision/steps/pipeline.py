@@ -2,7 +2,7 @@
 hosts, the host facts it reads and writes, and each failure reason with what to do about it.
 
 `provision steps` prints this table. Each step's code (provision/bmc/step.py, provision/maas/step.py,
-provision/health/step.py, provision/golden/step.py, provision/firmware/inventory_step.py and apply_step.py,
+provision/health/step.py, provision/golden/step.py, provision/firmware/step.py, provision/bios/step.py,
 fabric/burnin/step.py, fabric/ports/step.py) names its spec from here, and the one runner
 (provision/steps/runner.py) runs every one of them the same way.
 """

@@ -10,11 +10,11 @@ from typing import Any
 import yaml
 
 from provision.site import Site, load_site
-from sim.addresses import bmc_address
+from sim.addresses import bmc_address, free_port
 from sim.redfish.bmc import Settings
 from sim.redfish.firmware import SimFirmware
 from sim.redfish.server import Simulator
-from tests.redfish.simlab import PASSWORD_VAR, free_port
+from tests.redfish.simlab import PASSWORD_VAR
 
 BASELINE: dict[str, Any] = {
     "components": [{"kind": "bios", "version": "1.15.0"}, {"kind": "bmc", "min_version": "7.10.30.00"},

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from provision.bios.step import apply_bios
 from provision.bmc.step import RunOptions
 from provision.errors import BringupError
-from provision.firmware.inventory_step import InventoryStep
-from provision.firmware.rollout import RolloutResult, apply
+from provision.firmware.rollout import RolloutResult, apply_firmware
+from provision.firmware.step import InventoryStep
 from provision.redfish import ClientOptions
 from provision.site import Site
 from provision.state import State, StateStore
@@ -42,7 +43,8 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim: dict[str, Any], *,
 
 async def inventory_then(site: Site, store: StateStore, operation: str) -> RolloutResult:
     await InventoryStep(site, store).run(site.hosts())
-    return await apply(site, store, operation, site.hosts(), FAST)  # type: ignore[arg-type]
+    apply = apply_firmware if operation == "firmware" else apply_bios
+    return await apply(site, store, site.hosts(), FAST)
 
 
 def run(site: Site, store: StateStore, tmp_path: Path, body: Any) -> Any:
@@ -70,7 +72,7 @@ def test_drifted_hosts_are_updated_rebooted_read_back_and_sent_back_to_health(
         assert firmware_of(sim, "h03").gone_until > 0  # the iDRAC went away after its own update, and came back
         assert {r.data["updates"][0]["via"] for r in result.results} == {"SimpleUpdate"}
         assert store.get("h04").reason == "bios_drift" and open_intents(store) == []
-        bios = await apply(site, store, "bios", site.hosts(), FAST)
+        bios = await apply_bios(site, store, site.hosts(), FAST)
         assert [r.host for r in bios.results if r.ok] == ["h04"] and bios.results[0].data["apply_time"] == "OnReset"
         assert firmware_of(sim, "h04").bios["ProcCStates"] == "Disabled"
         assert store.get("h04").state is State.configured
@@ -112,7 +114,7 @@ def test_a_rollout_killed_mid_batch_resumes_without_flashing_finished_hosts(
     async def body(sim: Simulator) -> None:
         await InventoryStep(site, store).run(site.hosts())
         firmware_of(sim, "h02").task_s = 30.0  # h02's update is still running when the controller dies
-        killed = asyncio.create_task(apply(site, store, "firmware", site.hosts(), FAST))
+        killed = asyncio.create_task(apply_firmware(site, store, site.hosts(), FAST))
         while store.get("h01").state is not State.configured or store.get("h03").state is not State.configured:
             await asyncio.sleep(0.05)
         killed.cancel()
@@ -120,7 +122,7 @@ def test_a_rollout_killed_mid_batch_resumes_without_flashing_finished_hosts(
             await killed
         with store.transaction() as db:  # as a killed process leaves it: its run is gone
             db.execute("UPDATE intents SET run = ? WHERE closed_at IS NULL", (f"{socket.gethostname()}:1:0",))
-        again = await apply(site, store, "firmware", site.hosts(), FAST)
+        again = await apply_firmware(site, store, site.hosts(), FAST)
         assert again.reconciled == ["h02"] and [r.host for r in again.results] == ["h02"]  # still off: once more
         assert [len(firmware_of(sim, h).updates) for h in ("h01", "h02", "h03")] == [1, 2, 1]
         assert store.get("h02").state is State.configured and open_intents(store) == []
@@ -133,7 +135,7 @@ def test_an_update_that_landed_after_the_controller_died_is_read_back_not_flashe
     async def body(sim: Simulator) -> None:
         await InventoryStep(site, store).run(site.hosts())
         firmware_of(sim, "h02").task_s = 30.0
-        killed = asyncio.create_task(apply(site, store, "firmware", site.hosts(), FAST))
+        killed = asyncio.create_task(apply_firmware(site, store, site.hosts(), FAST))
         while not firmware_of(sim, "h02").updates:
             await asyncio.sleep(0.05)
         killed.cancel()
@@ -144,7 +146,7 @@ def test_an_update_that_landed_after_the_controller_died_is_read_back_not_flashe
         for comp in firmware_of(sim, "h02").components.values():  # the BMC finished it on its own
             if comp.kind == "hca":
                 comp.version = "28.43.1014"
-        again = await apply(site, store, "firmware", site.hosts(), FAST)
+        again = await apply_firmware(site, store, site.hosts(), FAST)
         assert again.reconciled == ["h02"] and again.results == [] and again.plan.hosts == ()
         assert len(firmware_of(sim, "h02").updates) == 1 and store.get("h02").state is State.configured
         assert open_intents(store) == []
@@ -163,14 +165,14 @@ def test_bad_inputs_are_refused_with_a_clear_reason(tmp_path: Path, monkeypatch:
         outcome = {r.host: r.reason for r in result.results}
         assert outcome == {"h01": "firmware_update_refused", "h02": "firmware_task_off_bmc", "h03": None}
         posts = sim.bmcs["h01"].requests
-        bios = await apply(site, store, "bios", site.hosts(), FAST)
+        bios = await apply_bios(site, store, site.hosts(), FAST)
         assert [(r.host, r.reason) for r in bios.results] == [("h04", "bios_setting_refused")]
         assert sim.bmcs["h01"].requests == posts  # no retry storm on the refusing BMC
         (tmp_path / "images" / "bios-1.15.0.bin").write_bytes(b"BRINGUP-SIM-FIRMWARE kind=bios version=6.6.6\n")
         await InventoryStep(site, store).run(site.hosts())
         before = [len(firmware_of(sim, h).updates) for h in ("h01", "h02", "h03")]
         with pytest.raises(BringupError, match="firmware_image_mismatch"):
-            await apply(site, store, "firmware", site.hosts(), FAST)
+            await apply_firmware(site, store, site.hosts(), FAST)
         assert [len(firmware_of(sim, h).updates) for h in ("h01", "h02", "h03")] == before  # no BMC was told
 
     run(site, store, tmp_path, body)
@@ -206,7 +208,7 @@ def test_the_simulators_update_faults_each_fail_their_host_with_its_reason(
         outcome = {r.host: r.reason for r in result.results}
         assert outcome == {"h01": "firmware_version_unchanged", "h02": None, "h03": "bmc_did_not_return"}
         assert "BIOS.Setup.1-1: 1.14.1 (wanted 1.15.0)" in next(r.detail for r in result.results if r.host == "h01")
-        bios = await apply(site, store, "bios", site.hosts(), FAST)
+        bios = await apply_bios(site, store, site.hosts(), FAST)
         assert [(r.host, r.reason) for r in bios.results] == [("h04", "bios_not_applied")]
         assert open_intents(store) == []  # every one closed failed, none left for a later run to wonder about
 

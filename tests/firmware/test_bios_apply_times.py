@@ -16,8 +16,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from provision.firmware.inventory_step import InventoryStep
-from provision.firmware.rollout import apply
+from provision.bios.step import apply_bios
+from provision.firmware.step import InventoryStep
 from provision.site import Host, Site, load_site
 from provision.site.firmware import FirmwareRollout
 from sim.redfish.firmware_bios import ApplyRule, apply_rule
@@ -94,7 +94,7 @@ def test_bios_changes_apply_at_the_time_the_site_asks_where_the_bmc_lists_it(
         fw = {h: sim.bmcs[h].firmware for h in ("h00", "h01", "h02", "h03", "h04")}
         await InventoryStep(site, store).run(site.hosts())
         immediate = _with_rollout(site, "immediate", bios_apply_time="Immediate")
-        first = await apply(immediate, store, "bios", only(immediate, "h00", "h01"), FAST)
+        first = await apply_bios(immediate, store, only(immediate, "h00", "h01"), FAST)
         results = {r.host: r for r in first.results}
         assert results["h00"].ok and results["h00"].data["reboot"] == {"reset_by": "the BMC"}
         assert sim.bmcs["h00"].resets == ["BmcRestart"]  # no reset of ours
@@ -103,19 +103,19 @@ def test_bios_changes_apply_at_the_time_the_site_asks_where_the_bmc_lists_it(
 
         window = {"start": _iso(now - 60), "duration_s": 3600}
         opened = _with_rollout(site, "open", bios_apply_time="InMaintenanceWindowOnReset", maintenance_window=window)
-        done = await apply(opened, store, "bios", only(opened, "h02"), FAST)
+        done = await apply_bios(opened, store, only(opened, "h02"), FAST)
         assert done.results[0].ok and done.results[0].data["apply_time"] == "InMaintenanceWindowOnReset"
         assert fw["h02"] is not None and fw["h02"].bios["ProcCStates"] == "Disabled"
         assert sim.bmcs["h02"].resets == ["ForceOff", "On"]  # ours, inside the window
 
         started = _with_rollout(site, "started", bios_apply_time="AtMaintenanceWindowStart", maintenance_window=window)
-        begun = await apply(started, store, "bios", only(started, "h04"), FAST)
+        begun = await apply_bios(started, store, only(started, "h04"), FAST)
         assert begun.results[0].ok and begun.results[0].data["reboot"] == {"reset_by": "the BMC"}
         assert sim.bmcs["h04"].resets == ["BmcRestart"]  # the BMC's, at the window's start (already begun)
 
         ahead = {"start": _iso(now + 3600), "duration_s": 3600}
         later = _with_rollout(site, "later", bios_apply_time="AtMaintenanceWindowStart", maintenance_window=ahead)
-        held = await apply(later, store, "bios", only(later, "h03"), FAST)
+        held = await apply_bios(later, store, only(later, "h03"), FAST)
         assert held.results[0].ok and held.results[0].data["scheduled_for"] == _iso(now + 3600)
         assert held.results[0].data["then"] == "the BMC resets the host when the window starts"
         assert fw["h03"] is not None and fw["h03"].pending == {"ProcCStates": "Disabled"}

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from provision.bios.step import apply_bios
 from provision.firmware.components import Kind, parse_components
 from provision.firmware.read import hpe_progress, multipart_push_target, simple_update_target
-from provision.firmware.rollout import apply
 from sim.redfish.firmware_config import DEFAULT_VERSIONS
 from sim.redfish.firmware_flavours import Flavour, components, member, targets_of, update_service
 from sim.redfish.server import Simulator
@@ -99,7 +99,7 @@ def test_gpu_vbios_goes_through_the_hgx_push_to_the_targets_the_baseline_names(
         assert (versions["HGX_FW_GPU_0"], versions["HGX_FW_GPU_1"]) == (NEW_VBIOS, OLD_VBIOS)
         assert versions["HGX_InfoROM_GPU_0"] == DEFAULT_VERSIONS["inforom"]
         assert sim.bmcs["h00"].resets == ["On"]  # activated by the reboot, then read back
-        bios = await apply(site, store, "bios", site.hosts(), FAST)  # the GB300's Bios lists no apply times
+        bios = await apply_bios(site, store, site.hosts(), FAST)  # the GB300's Bios lists no apply times
         assert [(r.host, r.ok, r.data.get("apply_time")) for r in bios.results] == [("h01", True, None)], bios.results
         assert sim.bmcs["h01"].firmware is not None and sim.bmcs["h01"].firmware.bios["ProcCStates"] == "Disabled"
 
@@ -134,7 +134,7 @@ def test_ilo_simple_update_is_followed_through_its_hpe_state_and_its_own_update_
         assert fw0 is not None and fw1 is not None
         assert (fw0.components["2"].version, fw1.components["1"].version) == ("1.15.0", "7.10.30.00")
         assert fw0.tasks and fw0.hpe.state == "Complete"
-        bios = await apply(site, store, "bios", site.hosts(), FAST)  # PATCHed to iLO's .../Bios/settings
+        bios = await apply_bios(site, store, site.hosts(), FAST)  # PATCHed to iLO's .../Bios/settings
         fw2 = sim.bmcs["h02"].firmware
         assert fw2 is not None and [(r.host, r.ok) for r in bios.results] == [("h02", True)] and fw2.patches == 1
         assert fw2.bios["ProcCStates"] == "Disabled"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from provision.firmware.gate import off_baseline
-from provision.firmware.inventory_step import InventoryStep
+from provision.firmware.step import InventoryStep
 from provision.firmware.table import read_rows, version_spread
 from provision.state import State, StateStore
 from tests.firmware.lab import firmware_of, load, serving, write_site

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from provision.cli import main
-from provision.firmware.inventory_step import InventoryStep
+from provision.firmware.step import InventoryStep
 from provision.firmware.table import read_rows
 from provision.hostfiles import golden_hosts, held_back
 from provision.site import load_site
@@ -117,7 +117,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 assert bmc.firmware is not None
                 bmc.firmware.task_s, bmc.firmware.bmc_reboot_s = 0.1, 0.2
             lab = Lab(site, tmp / "state" / "t.db", sim, {**os.environ, PASSWORD_VAR: password},
-                      CliProcesses(preload=["provision.firmware.rollout"]))
+                      CliProcesses(preload=["provision.firmware.rollout", "provision.bios.step"]))
             loaded = load_site(site)
             with lab.store() as store:
                 store.sync_site((h.hostname, h.rack) for h in loaded.hosts())

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import get_args
 
-from provision.firmware.bios import parse_bios
+from provision.firmware.bios_resource import parse_bios
 from provision.firmware.components import Kind, parse_component, parse_components
 from provision.firmware.drift import judge, version_key
 from provision.site.firmware import ComponentKind, ComponentPin, FirmwareBaseline
