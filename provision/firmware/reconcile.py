@@ -30,10 +30,10 @@ THEN = "the next apply reboots the host without sending it again"
 def what_the_bmc_shows(action: str, target: str, row: FirmwareRow | None) -> str:
     """What the last inventory (`row`) shows of a dead run's change (`action`, to `target` as its intent says):
     done, held by the BMC for the next reboot, or not there."""
-    if row is not None and row.on_baseline:
-        return LANDED
     if row is None:
         return NOT_LANDED
+    if row.on_baseline:
+        return LANDED
     found = HostFirmware.from_json(row.inventory)
     judged = Judgement.from_json(row.judgement)
     if action == "firmware_update":
