@@ -25,6 +25,14 @@ def test_a_malformed_injection_is_refused_whichever_rank_it_names(spec: str) -> 
         Slowdowns(spec)
 
 
+def test_a_malformed_injection_ends_the_worker_with_the_configuration_code_before_anything_is_built(
+        tmp_path: Path) -> None:
+    code, err = train_here(["--config", "tiny", "--run-dir", str(tmp_path / "run"), "--synthetic"],
+                           {"TRAINING_INJECT": "stall:0:often:1"})
+    assert code == 2 and "inject: 'stall:0:often:1'" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_each_rank_gets_its_own_items_and_a_stall_generator_seeded_by_its_rank() -> None:
     spec = "compute:2:10;stall:*:0.5:1.0;ckpt:0:3"
     two, zero = Injection.parse(spec, 2), Injection.parse(spec, 0)
