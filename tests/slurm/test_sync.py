@@ -14,18 +14,9 @@ import pytest
 
 from provision.slurm.reasons import parse_reason
 from tests.slurm.conftest import SlurmRig, gpu_hosts, make_rig, needs_slurm
+from tests.waiting import wait_until
 
 pytestmark = needs_slurm
-
-
-def _wait(what: str, check: object, timeout_s: float = 30.0) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {timeout_s} s")
 
 
 def test_a_host_that_leaves_golden_is_drained_with_its_reason_once(rig: SlurmRig,
@@ -60,7 +51,7 @@ def test_a_host_that_earns_golden_again_is_resumed_but_an_admins_drain_stays(
     rig.sync(capsys=capsys)  # right after (the steps' syncs come back to back): nothing recorded lost meanwhile
     assert "slurm_not_responding" not in rig.slurm_events("gpu-r1-01")
     # RESUME leaves the node NOT_RESPONDING until its slurmd registers again (scontrol(1)).
-    _wait("gpu-r1-01 back in service", lambda: rig.node("gpu-r1-01")["state_flags"] == [])
+    wait_until("gpu-r1-01 back in service", lambda: rig.node("gpu-r1-01")["state_flags"] == [], every_s=0.3)
     assert rig.node("gpu-r1-01")["state"] == "idle"
     assert rig.node("gpu-r1-02")["state_flags"] == ["DRAIN"]
     assert rig.node("gpu-r1-02")["reason"] == "PSU swap, ticket 4411"
@@ -95,7 +86,7 @@ def test_a_health_check_drain_is_recorded_as_the_hosts_failure_with_its_evidence
     try:
         for host in site_hosts:
             rig.store.mark(host, "golden", reason="test setup")
-        _wait("the health check's drain", lambda: rig.node("gpu-r1-05")["state_flags"] == ["DRAIN"])
+        wait_until("the health check's drain", lambda: rig.node("gpu-r1-05")["state_flags"] == ["DRAIN"], every_s=0.3)
         reason = str(rig.node("gpu-r1-05")["reason"])
         assert reason.startswith("bringup-check: xid_79 (") and "gpu_xid" in reason
         assert rig.node("gpu-r1-04")["state_flags"] == []
@@ -117,7 +108,7 @@ def test_a_golden_node_slurm_cannot_reach_is_unknown_not_silently_golden(
     try:
         rig.set_all("golden")
         rig.lab.kill_node("gpu-r1-02")
-        _wait("NOT_RESPONDING", lambda: "NOT_RESPONDING" in rig.node("gpu-r1-02")["state_flags"])  # type: ignore[operator]
+        wait_until("NOT_RESPONDING", lambda: "NOT_RESPONDING" in rig.node("gpu-r1-02")["state_flags"], every_s=0.3)  # type: ignore[operator]
         rc, out = rig.sync(capsys=capsys)
         assert rc == 0
         assert out["standings"]["gpu-r1-02"] == "not_responding"  # type: ignore[index]

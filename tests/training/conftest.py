@@ -130,6 +130,18 @@ def step_records(run_dir: Path, rank: int = 0) -> dict[int, dict[str, float]]:
     return out
 
 
+def losses_by_attempt(run_dir: Path, rank: int = 0) -> list[dict[int, float]]:
+    """A rank's losses per attempt (a restarted or requeued attempt logs the steps after its checkpoint again)."""
+    out: list[dict[int, float]] = []
+    for line in (run_dir / f"metrics_rank{rank}.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["event"] == "built":
+            out.append({})
+        elif rec["event"] == "step":
+            out[-1][int(rec["step"])] = float(rec["loss"])
+    return out
+
+
 def tiny_args(corpus: Path, tok: Path, run_dir: Path, steps: int, ckpt_every: int, engine: str = "fsdp") -> list[str]:
     return ["--config", "tiny", "--engine", engine, "--run-dir", str(run_dir), "--data", str(corpus),
             "--tokenizer", str(tok), "--seq-len", "128", "--micro-batch", "2", "--steps", str(steps),

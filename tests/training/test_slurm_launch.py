@@ -10,14 +10,15 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.training.conftest import REPO, free_port, step_records, tiny_args, torchrun_cmd
+from tests.training.conftest import REPO, free_port, losses_by_attempt, step_records, tiny_args, torchrun_cmd
+from tests.training.slurm_standins import run_batch_script
+from tests.waiting import wait_until
 from training.launch_cli import main as launch
 
 STEPS, EVERY = 12, 4
@@ -99,39 +100,24 @@ def test_options_of_the_other_scheduler_and_bad_names_are_refused(tmp_path: Path
     assert "for --scheduler slurm" in capsys.readouterr().err
 
 
-STUB = """#!/bin/bash
-echo "$(basename "$0") $*" >> "$STUB_LOG"
-case "$(basename "$0") $1 $2" in
+CASES = """\
   "scontrol show hostnames") printf 'gpu-a\\ngpu-b\\n' ;;
   "scontrol show node") echo "NodeName=$3 Arch=x86_64 CoresPerSocket=1"; echo "   NodeAddr=10.1.0.7 NodeHostName=$3" ;;
   "scontrol requeue"*) kill -TERM "$PPID" ;;  # slurmctld ends the batch script as it requeues the job
   "srun "*) exit 1 ;;
   "sinfo "*) echo "drained|bringup-check: xid_79 (2026-12-05 03:12)" ;;
-esac
 """
 
 
 def _run_script(tmp_path: Path, script: Callable[..., str], restart_count: int | None
                 ) -> tuple[int, list[str], list[dict[str, Any]]]:
     """The rendered script under bash, srun failing, with stand-ins for scontrol/srun/sinfo on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name in ("scontrol", "srun", "sinfo"):
-        (bin_dir / name).write_text(STUB)
-        (bin_dir / name).chmod(0o755)
     run = tmp_path / "run"
     text = script("--run-dir", str(run), "--max-restarts", "2", "--workdir", str(REPO),
-                   "--node-check", "echo check {nodes} >> $STUB_LOG")
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls"),
-           "SLURM_JOB_ID": "41", "SLURM_JOB_NODELIST": "gpu-[a-b]", "SLURM_JOB_NUM_NODES": "2",
-           "SLURM_CPUS_ON_NODE": "4", "PYTHONPATH": str(REPO)}
-    if restart_count is not None:
-        env["SLURM_RESTART_COUNT"] = str(restart_count)
-    (tmp_path / "calls").unlink(missing_ok=True)
-    r = subprocess.run(["bash", "-c", text], env=env, cwd=REPO, timeout=120, check=False, capture_output=True)
-    calls = (tmp_path / "calls").read_text().splitlines()
-    events = [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
-    return r.returncode, calls, events
+                  "--node-check", "echo check {nodes} >> $STUB_LOG")
+    env = {} if restart_count is None else {"SLURM_RESTART_COUNT": str(restart_count)}
+    done = run_batch_script(text, tmp_path, run, CASES, env)
+    return done.returncode, done.calls, done.events
 
 
 def test_a_failed_step_runs_the_node_check_then_requeues_and_the_restart_limit_gives_up(
@@ -149,28 +135,6 @@ def test_a_failed_step_runs_the_node_check_then_requeues_and_the_restart_limit_g
     assert (restart["event"], restart["attempt"], restart["cause"], restart["exit_code"]) == ("restart", 2, "failed", 1)
     assert restart["dropped"] == {} and restart["added"] == []
     assert [e["event"] for e in events[3:]] == ["start", "gave_up"]
-
-
-def _wait(what: str, check: object, timeout_s: float) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-
-
-def _attempts(run: Path) -> list[dict[int, float]]:
-    """Rank 0's losses per attempt (a requeued attempt logs the steps after its checkpoint again)."""
-    out: list[dict[int, float]] = []
-    for line in (run / "metrics_rank0.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec["event"] == "built":
-            out.append({})
-        elif rec["event"] == "step":
-            out[-1][int(rec["step"])] = float(rec["loss"])
-    return out
 
 
 @needs_slurm
@@ -216,14 +180,14 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
                                                           for p in [*outs, *logs, *daemons]))
 
         try:
-            _wait("the first checkpoint", lambda: (run / "checkpoints" / f"step_{EVERY:08d}" / "COMPLETE").exists(),
+            wait_until("the first checkpoint", lambda: (run / "checkpoints" / f"step_{EVERY:08d}" / "COMPLETE").exists(),
                   150)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{said()}") from None
         allocated = scontrol("show", "hostnames", scontrol("show", "job", job).split(" NodeList=")[1].split()[0])
         lost = allocated.split()[1]
         assert lose_node(lab, lost)
-        _wait("the requeued job's end", lambda: "JobState=COMPLETED" in scontrol("show", "job", job), 240)
+        wait_until("the requeued job's end", lambda: "JobState=COMPLETED" in scontrol("show", "job", job), 240)
         assert "Restarts=1" in scontrol("show", "job", job)
     assert reference.wait(timeout=240) == 0, reference.stderr.read() if reference.stderr else ""
 
@@ -238,7 +202,7 @@ def test_a_job_that_loses_a_node_after_a_checkpoint_is_requeued_on_the_spare_and
     assert list(restart["dropped"]) == [lost]
     assert (restart["checkpoint"], restart["resume_step"]) == (f"step_{EVERY:08d}", EVERY)
     assert events[2]["hosts"] == sorted({*allocated.split(), spare} - {lost})
-    first, resumed = _attempts(run)
+    first, resumed = losses_by_attempt(run)
     assert max(first) < 2 * EVERY and sorted(resumed) == list(range(EVERY + 1, STEPS + 1))  # the same next batch
     a, b = step_records(straight), step_records(run)
     for s in range(1, STEPS + 1):

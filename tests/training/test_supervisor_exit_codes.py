@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.training.conftest import REPO, free_port
+from tests.training.slurm_standins import run_batch_script
 from training.launcher import Host
 from training.slurm_launch import SlurmJob, render_sbatch
 from training.supervisor import Supervisor
@@ -133,37 +133,25 @@ def test_the_report_command_names_a_worker_exit_no_restart_cures_and_is_silent_o
     assert "exit code 3 of a worker (attempt0_b.log): the memory plan does not fit" in capsys.readouterr().out
 
 
-# scontrol, srun and sinfo stand-ins (as tests/training/test_slurm_launch.py's): srun's node gpu-a leaves
-# torchrun's summary of a worker that exited 3 in its node log, as NODE_LAUNCH's redirect would, and fails.
-STUB = """#!/bin/bash
-echo "$(basename "$0") $*" >> "$STUB_LOG"
-case "$(basename "$0") $1 $2" in
+# srun's node gpu-a leaves torchrun's summary of a worker that exited 3 in its node log, as NODE_LAUNCH's redirect
+# would, and fails (tests/training/slurm_standins.py runs the script).
+CASES = """\
   "scontrol show hostnames") printf 'gpu-a\\ngpu-b\\n' ;;
   "scontrol show node") echo "   NodeAddr=10.1.0.7 NodeHostName=$3" ;;
   "srun "*) cat "$SUMMARY_FILE" >> "${BRINGUP_NODE_LOG}gpu-a.log"; exit 1 ;;
-esac
 """
 
 
 def test_the_slurm_batch_script_gives_up_without_a_node_check_or_requeue_when_a_workers_plan_does_not_fit(
         tmp_path: Path) -> None:
-    bin_dir, run = tmp_path / "bin", tmp_path / "run"
-    bin_dir.mkdir()
-    for name in ("scontrol", "srun", "sinfo"):
-        (bin_dir / name).write_text(STUB)
-        (bin_dir / name).chmod(0o755)
+    run = tmp_path / "run"
     (tmp_path / "summary").write_text(SUMMARY)
     text = render_sbatch(SlurmJob(nodes=2, gpus_per_node=1, run_dir=str(run), train_args=("--config", "tiny"),
                                   python=sys.executable, workdir=str(REPO), max_restarts=2,
                                   node_check="echo check {nodes} >> $STUB_LOG"))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls"),
-           "SUMMARY_FILE": str(tmp_path / "summary"), "SLURM_JOB_ID": "41", "SLURM_JOB_NODELIST": "gpu-[a-b]",
-           "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_ON_NODE": "4", "PYTHONPATH": str(REPO)}
-    r = subprocess.run(["bash", "-c", text], env=env, cwd=REPO, timeout=120, check=False, capture_output=True,
-                       text=True)
-    calls = (tmp_path / "calls").read_text().splitlines()
-    assert r.returncode == 1 and not any(c.startswith(("scontrol requeue", "check")) for c in calls), calls
-    events = [json.loads(line) for line in (run / "supervisor.jsonl").read_text().splitlines()]
+    done = run_batch_script(text, tmp_path, run, CASES, {"SUMMARY_FILE": str(tmp_path / "summary")})
+    calls, events = done.calls, done.events
+    assert done.returncode == 1 and not any(c.startswith(("scontrol requeue", "check")) for c in calls), calls
     assert [e["event"] for e in events] == ["start", "gave_up"]
     assert "exit code 3 of a worker (attempt0_gpu-a.log): the memory plan does not fit" in events[1]["reason"]
 

@@ -19,7 +19,7 @@ import pytest
 from provision.state import StateStore
 from sim.sshhosts.harness import SshLab
 from tests.health.conftest import make_sim_site
-from tests.training.conftest import free_port, tiny_args
+from tests.training.conftest import free_port, losses_by_attempt, tiny_args
 from tests.training.test_supervisor import ScriptedSupervisor, _checkpoint
 from training.launcher import Host
 from training.supervisor import HealthCommand, Supervisor, provision_health
@@ -82,18 +82,6 @@ def sim_health(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HealthComma
         yield health
 
 
-def _steps_by_attempt(run: Path) -> list[dict[int, float]]:
-    """Rank 0's losses per attempt (a restart logs the steps after its checkpoint again)."""
-    out: list[dict[int, float]] = []
-    for line in (run / "metrics_rank0.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec["event"] == "built":
-            out.append({})
-        elif rec["event"] == "step":
-            out[-1][int(rec["step"])] = float(rec["loss"])
-    return out
-
-
 def _supervise(health: HealthCommand, corpus: Path, tok: Path, run: Path, spares: list[Host], sizes: tuple[int, ...]
                ) -> list[dict[str, object]]:
     """The tiny ZeRO-3 job on gpu-0001 and gpu-0002, rank 1 (gpu-0002) killed at step 6, checkpoints every 4."""
@@ -122,7 +110,7 @@ def test_zero3_partitions_the_parameters_and_the_optimizer_state_over_the_ranks_
     assert (ckpt / "COMPLETE").exists()
     assert sorted(p.name for p in ckpt.glob("*zero_pp_rank_*optim_states.pt")) == [
         "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"]
-    first = _steps_by_attempt(run)[0]
+    first = losses_by_attempt(run)[0]
     assert first[6] < first[1]
     for rank in (0, 1):
         built = next(r for r in map(json.loads, (run / f"metrics_rank{rank}.jsonl").read_text().splitlines())
@@ -136,17 +124,17 @@ def test_a_real_zero3_job_restarts_on_a_spare_with_the_same_batches_and_on_fewer
     run, same = on_spare
     assert (same[1]["dropped"], same[1]["added"], same[1]["resume_step"]) == ({"gpu-0002": "critical"}, ["gpu-0003"], 4)
     assert same[2]["hosts"] == ["gpu-0001", "gpu-0003"]
-    first, resumed = _steps_by_attempt(run)
+    first, resumed = losses_by_attempt(run)
     assert sorted(first) == [1, 2, 3, 4, 5, 6] and sorted(resumed) == [5, 6, 7, 8]
     for s in (5, 6):  # the same next batches on the same weights: the uninterrupted losses, exactly
         assert resumed[s] == first[s], s
 
     fewer = _supervise(sim_health, corpus, tokenizer_path, tmp_path / "fewer", [], (1,))
     assert fewer[1]["hosts"] == ["gpu-0001"] and fewer[1]["dropped"] == {"gpu-0002": "critical"}
-    first, resumed = _steps_by_attempt(tmp_path / "fewer")
+    first, resumed = losses_by_attempt(tmp_path / "fewer")
     for s in (5, 6):  # one rank runs both old ranks' streams: the 2-rank losses within summation order
         assert resumed[s] == pytest.approx(first[s], rel=1e-4), s
-    assert resumed[5] == pytest.approx(_steps_by_attempt(run)[0][5], rel=1e-4)
+    assert resumed[5] == pytest.approx(losses_by_attempt(run)[0][5], rel=1e-4)
     ckpt = tmp_path / "fewer" / "checkpoints"
     assert (ckpt / "step_00000004" / "universal" / "zero" / "optimizer_state.pt").is_file()
     extra = json.loads((ckpt / "step_00000008" / "extra_rank0.json").read_text())
