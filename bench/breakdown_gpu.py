@@ -23,8 +23,9 @@ ARGS = ["--config", "llama3_1b", "--engine", "fsdp", "--synthetic", "--seq-len",
 
 def run(out: Path, name: str, steps: int, env: dict[str, str]) -> dict[str, object]:
     run_dir = out / name
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1", "-m", "training",
-           "train", *ARGS, "--steps", str(steps), "--run-dir", str(run_dir)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1",
+           f"--log-dir={run_dir}/torchelastic", "-m", "training", "train", *ARGS, "--steps", str(steps),
+           "--run-dir", str(run_dir)]
     full = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TRAINING_HOST": "h200-0",
             "TRAINING_EXPECTED_STORE": str(out / "expected_steps.json"), **env}
     r = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=240, check=False)

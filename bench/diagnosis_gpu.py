@@ -38,8 +38,9 @@ STEP_FIELDS = ("event", "step", "time", "step_seconds", "data_seconds")
 def run_case(work: Path, name: str, steps: int, inject: str, extra: list[str], store: str,
              timeout_s: float) -> Path:
     run_dir = work / name
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1", "-m", "training",
-           "train", *ARGS, *extra, "--steps", str(steps), "--run-dir", str(run_dir)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1",
+           f"--log-dir={run_dir}/torchelastic", "-m", "training", "train", *ARGS, *extra, "--steps", str(steps),
+           "--run-dir", str(run_dir)]
     env = {**os.environ, "NCCL_NVLS_ENABLE": "0", "TRAINING_HOST": "h200-0", "TRAINING_BREAKDOWN_EVERY": "25",
            "TRAINING_INJECT": inject, "TRAINING_EXPECTED_STORE": str(work / f"expected_{store}.json")}
     run_dir.mkdir(parents=True, exist_ok=True)

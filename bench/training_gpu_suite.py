@@ -160,7 +160,7 @@ def main() -> int:
         run_dir = Path(os.environ.get("SUITE_TMP", "/tmp/suite")) / str(case["name"])
         gpus = int(case["gpus"])  # type: ignore[call-overload]
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}",
-               *case["args"]]  # type: ignore[misc]
+               f"--log-dir={run_dir}/torchelastic", *case["args"]]  # type: ignore[misc]
         if case["kind"] == "job":
             cmd += ["--run-dir", str(run_dir)]
         t = time.monotonic()

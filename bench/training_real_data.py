@@ -180,6 +180,8 @@ def _setup(a: argparse.Namespace, log: Path) -> int:
 
 def _run_case(a: argparse.Namespace, name: str, cmd: list[str], log: Path, left: float) -> dict[str, object]:
     run_dir = a.out / f"{a.model}_{name}"
+    # torchrun's elastic agent files under the case's folder, not a torchelastic_* folder per launch in /tmp
+    cmd = [*cmd[:3], f"--log-dir={run_dir}/torchelastic", *cmd[3:]]
     if name.startswith("job"):
         cmd = [*cmd, "--run-dir", str(run_dir)]
     t = time.monotonic()
