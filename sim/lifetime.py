@@ -22,8 +22,17 @@ across exec), so the orphans stay its descendants.
 PR_SET_PDEATHSIG is not used: it fires when the *thread* that forked the child ends (the test hosts' sshds are
 started from a thread pool), not the process.
 
+Mounts too: a process about to mount calls `will_mount(point)` first, which records the point, as intent, in the
+record of the nearest starter above it (MOUNTS_DIR/<token>.mounts; the last token of its `SIM_LAB_LIFETIME`). The
+watchdog, once the starter's processes are gone, unmounts every mount at or below a point of its own starter's
+record that is still there (deepest first, lazily when busy) and removes the record: a point recorded but never
+mounted (a crash between the two) is skipped, and a point another record claims (a later run in the same
+directory, whose sweep unmounted the dead run's and mounted anew) is left to that run. A clean stop calls
+`unmounted(points)`, which takes what it unmounted out of whichever record holds it. A process with no starter
+above it (a detached lab) records nothing: its mounts last until its `down`, as its processes do.
+
 `end_leftover` is the sweep at the next start, for what no watchdog could end (the watchdog itself killed): a
-pid file's process, when it is alive and was started for the same run directory.
+pid file's process, when it is alive and was started for the same run directory (its mounts: that run's `down`).
 
 Imports only the standard library: the watchdog runs this file with `python -I -S`, fast and free of the project.
 """
@@ -32,19 +41,26 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import fcntl
+import json
 import os
+import re
 import secrets
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ENV = "SIM_LAB_LIFETIME"  # the tokens of every starter above a process, ':'-separated
 GRACE_S = 10.0  # between SIGTERM and SIGKILL: a supervisor's clean-up (16 test hosts' umounts) takes seconds
 _ENV_READ_MAX = 1 << 20
 _PR_SET_CHILD_SUBREAPER = 36
+MOUNTS_DIR = Path("/run/bringup-sim-lifetime")  # <token>.mounts: the mount points a starter's lab made (root only)
+_MNT_DETACH = 2
 
 _lock = threading.Lock()
 _bound: dict[int, tuple[str, int, subprocess.Popen[bytes]]] = {}  # this process's pid: (token, write end, watchdog)
@@ -209,6 +225,7 @@ def _watch(argv: list[str]) -> int:
         while os.read(0, 4096):  # EOF: every holder of the write end (the starter) is gone
             pass
     end_bound(bound_token)
+    unmount_recorded(bound_token)
     return 0
 
 
@@ -222,6 +239,105 @@ def _reap_exec(argv: list[str]) -> int:
         print(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}", file=sys.stderr)
         return 126
     os.execvp(argv[0], argv)
+
+
+# mounts ----------------------------------------------------------------------------------------------------------
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def mount_points() -> list[str]:
+    """Every mount point of this mount namespace, once per mount (a point mounted over twice: twice)."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
+        return [_unescape(line.split()[4]) for line in handle if line.strip()]
+
+
+def _at_or_below(point: str, top: str) -> bool:
+    return point == top or point.startswith(top.rstrip("/") + "/")
+
+
+def mounted_below(path: Path | str) -> list[str]:
+    """Mounts at or below `path`, deepest first, once per mount."""
+    top = os.path.realpath(path)
+    return sorted((p for p in mount_points() if _at_or_below(p, top)), key=lambda p: p.count("/"), reverse=True)
+
+
+def _record(token: str) -> Path:
+    return MOUNTS_DIR / f"{token}.mounts"
+
+
+def _read_record(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        with contextlib.suppress(ValueError):  # a line torn by its writer's death names nothing mounted yet
+            if isinstance(point := json.loads(line), str):
+                points.append(point)
+    return points
+
+
+@contextlib.contextmanager
+def _records_locked() -> Iterator[None]:
+    """Records are written and read under one lock: a starter's intent is either seen by a watchdog deciding what
+    is its own, or written after that watchdog is done."""
+    MOUNTS_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(MOUNTS_DIR / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def will_mount(point: Path | str) -> None:
+    """Record `point`, about to be mounted, in the record of the nearest starter above this process (its watchdog
+    unmounts it should that starter die first). Without a starter above it: nothing."""
+    tokens = [t for t in os.environ.get(ENV, "").split(":") if t]
+    if not tokens:
+        return
+    with _records_locked(), open(_record(tokens[-1]), "a", encoding="utf-8") as record:
+        record.write(json.dumps(os.path.realpath(point)) + "\n")
+
+
+def unmounted(points: Iterable[str]) -> None:
+    """Points a clean stop unmounted: out of every record that holds them (an emptied record is removed)."""
+    gone = {os.path.realpath(p) for p in points}
+    if not gone or not MOUNTS_DIR.is_dir():
+        return
+    with _records_locked():
+        for path in MOUNTS_DIR.glob("*.mounts"):
+            held = _read_record(path)
+            kept = [p for p in held if p not in gone]
+            if not kept:
+                path.unlink(missing_ok=True)
+            elif len(kept) != len(held):
+                path.write_text("".join(json.dumps(p) + "\n" for p in kept), encoding="utf-8")
+
+
+def _umount(point: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(os.fsencode(point), 0) != 0 and ctypes.get_errno() == errno.EBUSY:
+        libc.umount2(os.fsencode(point), _MNT_DETACH)  # still in use: detached now, freed once no longer
+
+
+def unmount_recorded(token: str) -> list[str]:
+    """Unmount what `token`'s record names and is still mounted (with whatever is mounted below it), deepest
+    first, except what another record claims; the record removed. Returns the points unmounted."""
+    record = _record(token)
+    if not record.exists():
+        return []
+    with _records_locked():
+        mine = _read_record(record)
+        theirs = [p for path in MOUNTS_DIR.glob("*.mounts") if path != record for p in _read_record(path)]
+        points = [p for p in mount_points() if any(_at_or_below(p, m) for m in mine)
+                  and not any(_at_or_below(t, p) for t in theirs)]
+        points.sort(key=lambda p: p.count("/"), reverse=True)
+        for point in points:
+            _umount(point)
+        record.unlink(missing_ok=True)
+    return points
 
 
 # the sweep at the next start -------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """One test host: an overlay over the base root filesystem, a private /dev, /proc and /run, and its
 own sshd on its own loopback address. `start` brings it up; `stop` leaves no process and no mount. The sshd
 (`-D`: it does not detach) and its sessions carry the binding of the process that called `start`
-(sim/lifetime.py: `lab.claim` made it) and die with it.
+(sim/lifetime.py: `lab.claim` made it) and die with it; its mounts, each recorded before it is made (`mount`),
+are unmounted by the same watchdog.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim import lifetime
 from sim.addresses import TEST_HOSTS, check_loopback
 from sim.testhosts.errors import TestHostError
 from sim.testhosts.proc import run
@@ -43,39 +45,35 @@ class TestHost:
         return self.directory / "sshd.pid"
 
 
-def _mounted(path: Path) -> list[str]:
-    """Mount points at or below `path`, deepest first."""
-    target = str(path.resolve())
-    points = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-        for line in handle:
-            point = line.split()[4].replace("\\040", " ")
-            if point == target or point.startswith(target + "/"):
-                points.append(point)
-    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+def mount(argv: list[str]) -> None:
+    """`mount ... POINT`, recorded first for the watchdog of the starter above (sim/lifetime.py): should the
+    starter die before `stop`, the mount goes with its processes."""
+    lifetime.will_mount(argv[-1])
+    run(argv)
 
 
 def _mount(host: TestHost, base: Path) -> None:
     for sub in ("upper", "work", "root"):
         (host.directory / sub).mkdir(parents=True, exist_ok=True)
-    if not _mounted(host.root):
-        run(["mount", "-t", "overlay", "overlay", "-o",
-             f"lowerdir={base},upperdir={host.directory / 'upper'},workdir={host.directory / 'work'}", str(host.root)])
+    if not lifetime.mounted_below(host.root):
+        mount(["mount", "-t", "overlay", "overlay", "-o",
+               f"lowerdir={base},upperdir={host.directory / 'upper'},workdir={host.directory / 'work'}",
+               str(host.root)])
     root = host.root
-    run(["mount", "-t", "proc", "proc", str(root / "proc")])
-    run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=16m,nosuid", "tmpfs", str(root / "dev")])
+    mount(["mount", "-t", "proc", "proc", str(root / "proc")])
+    mount(["mount", "-t", "tmpfs", "-o", "mode=0755,size=16m,nosuid", "tmpfs", str(root / "dev")])
     for name, major, minor, mode in _DEVICES:
         node = root / "dev" / name
         os.mknod(node, 0o020000 | mode, os.makedev(major, minor))
         node.chmod(mode)
     (root / "dev/pts").mkdir()
     (root / "dev/shm").mkdir()
-    run(["mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=0620", "devpts", str(root / "dev/pts")])
+    mount(["mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=0620", "devpts", str(root / "dev/pts")])
     (root / "dev/ptmx").symlink_to("pts/ptmx")
     for link, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         (root / "dev" / link).symlink_to(target)
-    run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m,nosuid,nodev", "tmpfs", str(root / "run")])
+    mount(["mount", "-t", "tmpfs", "-o", "mode=0755,size=64m,nosuid,nodev", "tmpfs", str(root / "run")])
     (root / "run/sshd").mkdir(mode=0o755)
     (root / "run/lock").mkdir(mode=0o1777)
 
@@ -194,9 +192,13 @@ def stop(host: TestHost) -> list[str]:
         time.sleep(0.2)
         if left := _processes_in(host.root):
             problems.append(f"{host.name}: processes {left} survived SIGKILL")
-    for point in _mounted(host.root):
+    undone = []
+    for point in lifetime.mounted_below(host.root):
         done = subprocess.run(["umount", point], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             problems.append(f"{host.name}: umount {point}: {done.stderr.strip()}")
+        else:
+            undone.append(point)
+    lifetime.unmounted(undone)
     host.pid_file.unlink(missing_ok=True)
     return problems

@@ -7,8 +7,9 @@ plugin config and the group variables that point the roles at the stand-in repos
 what a chroot cannot do (service starts, kernel modules, pool creation).
 
 Every process of a run (each host's sshd and its sessions, the repository server) dies with the process that
-called `up` (sim/lifetime.py), unless it is `python -m sim.testhosts up`'s `detached` run (until `down`); a run
-directory whose starter died uncleanly is cleaned by the next `up` there.
+called `up` (sim/lifetime.py), and the watchdog that ends them unmounts the hosts' mounts, unless it is
+`python -m sim.testhosts up`'s `detached` run (until `down`); a run directory whose starter and watchdog both
+died uncleanly is cleaned by the next `up` there.
 """
 
 from __future__ import annotations

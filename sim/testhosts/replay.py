@@ -13,7 +13,8 @@ is laid out on the host as a real H200 host would show it:
   the host's /sys from the set's dumps (the collectors read it back to the same text:
   tests/sim/test_testhost_replay.py), with the links under /sys/devices/pci0000:00 as the kernel lays them out.
 - **/proc/modules, /proc/swaps**: the capture's text, bind-mounted over the host's /proc files where the
-  kernel has them (the test hosts share this machine's kernel).
+  kernel has them (the test hosts share this machine's kernel); recorded for the starter's watchdog as the
+  host's own mounts are (`hosts.mount`), and unmounted by the host's `stop`.
 
 Tool faults of the faults file (`tools: {nvidia-smi-q: truncate}`) change the host's copy of the capture.
 The set's files are copied to `/var/lib/bringup-sim/replay` on the host.
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sim.sshhosts.faults import ToolFault
-from sim.testhosts.proc import run
+from sim.testhosts.hosts import mount
 
 REPLAY_DIR = "var/lib/bringup-sim/replay"  # on the host, relative to its root
 SHIM_DIR = "usr/local/sbin"
@@ -208,4 +209,4 @@ def install(root: Path, replay_set: Path, tool_faults: Mapping[str, ToolFault]) 
         if out.exists() and (root / relative).exists():
             body = replay / f"{probe}.text"
             body.write_text("".join(line + "\n" for line in out.read_text(encoding="utf-8").splitlines()[1:]))
-            run(["mount", "--bind", "-o", "ro", str(body), str(root / relative)])
+            mount(["mount", "--bind", "-o", "ro", str(body), str(root / relative)])

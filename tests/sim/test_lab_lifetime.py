@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -224,10 +224,21 @@ def test_the_watchdog_ends_with_its_starter_when_nothing_is_left(tmp_path: Path)
         assert not still_running(watchdog)
 
 
-def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
+def _gone_within(check: Callable[[], object], within_s: float) -> bool:
+    """Whether `check()` turns falsy within `within_s` (looked at every 50 ms)."""
+    deadline = time.monotonic() + within_s
+    while check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_test_host_sshd_and_mounts_end_with_the_killed_starter(tmp_path: Path) -> None:
     """`sshd -D` in a chroot, started from a thread pool as the test hosts' `up` does (a parent-death signal
-    would fire when that thread ends): it and its sessions end with the starter; its mounts are the next
-    `down`'s (here the test's)."""
+    would fire when that thread ends): it and its sessions end with the starter, and the watchdog then unmounts
+    what the starter mounted and recorded: the host's overlay root, /proc, /dev, /dev/pts, /run, and the replay's
+    bind mount over /proc/swaps (sim/testhosts/replay.py), none of it left under the run's directory."""
     from sim.addresses import lab_host_address
     from sim.testhosts import hosts as th
     from tests.ansible.conftest import require_test_host_prerequisites
@@ -235,23 +246,66 @@ def test_a_test_host_sshd_dies_with_the_killed_starter(tmp_path: Path) -> None:
     require_test_host_prerequisites()
     address = lab_host_address(250)  # far from the test-host modules' own (100-160) and the lab's (1-16)
     host = th.TestHost("lifetime-01", address, tmp_path / "host")
+    replay_set = tmp_path / "set"
+    replay_set.mkdir()
+    (replay_set / "proc-swaps.out").write_text("# proc-swaps rc=0\nFilename Type Size Used Priority\n")
     body = f"""
     from concurrent.futures import ThreadPoolExecutor
-    from sim.testhosts import base, hosts as th, lab
+    from sim import lifetime
+    from sim.testhosts import base, hosts as th, lab, replay
     host = th.TestHost("lifetime-01", {address!r}, d / "host")
     lab.claim(d / "run")  # what the test hosts' `up` does first: binds the hosts to this process
+    prepare = lambda h: replay.install(h.root, d / "set", {{}})
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(th.start, host, base.ensure_base(log=False), "ssh-ed25519 AAAA lifetime", {{}}).result()
-    ready()
+        pool.submit(th.start, host, base.ensure_base(log=False), "ssh-ed25519 AAAA lifetime", {{}}, prepare).result()
+    ready(token=lifetime.token())
     """
     try:
-        with _starter(tmp_path, body) as (proc, _said):
+        with _starter(tmp_path, body) as (proc, said):
             watched = descendants(proc.pid)
             assert "sshd" in " ".join(still_running(watched).values()) and _answers(address, 22)
+            record = lifetime.MOUNTS_DIR / f"{said['token']}.mounts"
+            mounted = lifetime.mounted_below(tmp_path)
+            assert len(mounted) == 6 and str(host.root / "proc/swaps") in mounted, "the scenario: the host's mounts"
+            assert set(mounted) <= {json.loads(line) for line in record.read_text().splitlines()}
             _kill_and_wait(proc, watched)
+            assert _gone_within(lambda: lifetime.mounted_below(tmp_path), GONE_WITHIN_S), \
+                f"outlived their SIGKILLed starter: {lifetime.mounted_below(tmp_path)}"
+            assert _gone_within(record.exists, 5.0)
         assert not _answers(address, 22)
     finally:
         assert th.stop(host) == []
+
+
+needs_mount = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+
+@needs_mount
+def test_a_watchdog_unmounts_only_what_its_record_names_is_mounted_and_no_other_record_claims(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A point recorded but never mounted (its starter died between the two) is skipped; a point a later starter
+    recorded too (a new run in the same directory) is that starter's: the dead one's watchdog leaves it."""
+    mine, theirs = f"test-{os.getpid()}-a", f"test-{os.getpid()}-b"
+    points = {name: tmp_path / name for name in ("mounted", "never", "shared")}
+    for point in points.values():
+        point.mkdir()
+    monkeypatch.setenv(lifetime.ENV, mine)
+    for point in points.values():
+        lifetime.will_mount(point)
+    for name in ("mounted", "shared"):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(points[name])], check=True)
+    monkeypatch.setenv(lifetime.ENV, f"{mine}:{theirs}")  # the nearest starter's record: the last token's
+    lifetime.will_mount(points["shared"])
+    try:
+        assert lifetime.unmount_recorded(mine) == [str(points["mounted"])]
+        assert lifetime.mounted_below(tmp_path) == [str(points["shared"])]
+        assert not (lifetime.MOUNTS_DIR / f"{mine}.mounts").exists()
+    finally:
+        for point in lifetime.mounted_below(tmp_path):
+            subprocess.run(["umount", "-l", point], check=False)
+        lifetime.unmounted([str(p) for p in points.values()])  # a clean stop: out of every record, emptied ones gone
+    assert not (lifetime.MOUNTS_DIR / f"{mine}.mounts").exists()
+    assert not (lifetime.MOUNTS_DIR / f"{theirs}.mounts").exists()
 
 
 def test_a_test_host_up_ends_what_a_killed_run_left_in_its_directory(tmp_path: Path,
