@@ -25,13 +25,18 @@ from provision.state.intents import Intent, open_intents, reconcile
 LANDED = "the BMC shows the host on its baseline: not changed again"
 NOT_LANDED = "the BMC shows the host still off its baseline: the next apply changes it"
 THEN = "the next apply reboots the host without sending it again"
+# No inventory row for the host: nothing shows whether the change landed. Closing the intent is still safe: the
+# apply plans only from an inventory (plan.py blocks a host never inventoried), so nothing is sent on its strength.
+NOT_READ = ("not read: no inventory of the host is recorded, so nothing shows whether the change landed; the next "
+            "apply holds the host back as never inventoried until `provision firmware inventory` reads its BMC, and "
+            "plans from that reading")
 
 
 def what_the_bmc_shows(action: str, target: str, row: FirmwareRow | None) -> str:
     """What the last inventory (`row`) shows of a dead run's change (`action`, to `target` as its intent says):
-    done, held by the BMC for the next reboot, or not there."""
+    done, held by the BMC for the next reboot, or not there; or, with no row, that nothing was read."""
     if row is None:
-        return NOT_LANDED
+        return NOT_READ
     if row.on_baseline:
         return LANDED
     found = HostFirmware.from_json(row.inventory)
@@ -64,6 +69,6 @@ def reconcile_dead(store: StateStore, hosts: Sequence[str], command: str) -> dic
     for host, intents in done.items():
         row = rows.get(host)
         said[host] = tuple(line(i, what_the_bmc_shows(i.action, i.target, row)) for i in intents)
-        reconcile(store, host, intents, {"on_baseline": bool(row.on_baseline) if row else False}, command=command,
-                  lines=said[host])
+        observed = {"on_baseline": row.on_baseline} if row is not None else {"read": False}
+        reconcile(store, host, intents, observed, command=command, lines=said[host])
     return said

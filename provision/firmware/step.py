@@ -64,6 +64,14 @@ def drift_failure(judged: Judgement, evidence: dict[str, Any]) -> HostFailure:
     return HostFailure(reason, f"off its {what} baseline: {shown}", {**evidence, "drift": judged.as_json()})
 
 
+def judged_row(site: Site, host: Host, found: HostFirmware, command: str) -> tuple[Judgement, FirmwareRow]:
+    """What a BMC reported (`found`), judged against the host class's baseline, and the host_firmware row that
+    records both: the inventory's and the apply's read-back alike."""
+    judged = judge(site.host_class(host).firmware, found.components, found.bios)
+    return judged, FirmwareRow(host.hostname, time.time(), found.as_json(), judged.as_json(), judged.on_baseline,
+                               command)
+
+
 class InventoryStep(BmcStep):
     spec = FIRMWARE_INVENTORY
     _rows: list[FirmwareRow]
@@ -91,13 +99,9 @@ class InventoryStep(BmcStep):
         self.closed_intents = tuple(sorted(self.said))
         return [dataclasses.replace(r, reconciled=self.said[r.host]) if r.host in self.said else r for r in results]
 
-    def judged(self, host: Host, found: HostFirmware) -> Judgement:
-        return judge(self.site.host_class(host).firmware, found.components, found.bios)
-
-    async def record(self, host: Host, found: HostFirmware, judged: Judgement, rec: Recording) -> dict[str, Any]:
+    async def record(self, host: Host, found: HostFirmware, rec: Recording) -> dict[str, Any]:
         """The row, then the lifecycle: drift fails the host, a drifted host back on baseline re-enters."""
-        row = FirmwareRow(host.hostname, time.time(), found.as_json(), judged.as_json(), judged.on_baseline,
-                          rec.command)
+        judged, row = judged_row(self.site, host, found, rec.command)
         self._rows.append(row)
         if len(self._rows) >= FLUSH_ROWS:
             await self.flush()
@@ -116,7 +120,7 @@ class InventoryStep(BmcStep):
     async def work(self, host: Host, rec: Recording) -> dict[str, Any]:
         async with self.session(host) as bmc:
             found = await read_firmware(bmc)
-        return await self.record(host, found, self.judged(host, found), rec)
+        return await self.record(host, found, rec)
 
 
 class RebootGate:
@@ -187,9 +191,7 @@ class ApplyStep(BmcStep):
         """What the BMC reports now, judged and recorded in the host_firmware table."""
         async with self.session(host) as bmc:
             found = await read_firmware(bmc)
-        judged = judge(self.site.host_class(host).firmware, found.components, found.bios)
-        row = FirmwareRow(host.hostname, time.time(), found.as_json(), judged.as_json(), judged.on_baseline,
-                          rec.command)
+        judged, row = judged_row(self.site, host, found, rec.command)
         await asyncio.to_thread(write_rows, self.store, [row])
         return found, judged
 

@@ -12,7 +12,7 @@ from provision.firmware.components import Component, Kind
 from provision.firmware.drift import Drift, Judgement
 from provision.firmware.jobs import PendingJob
 from provision.firmware.read import HostFirmware
-from provision.firmware.reconcile import LANDED, NOT_LANDED, THEN, what_the_bmc_shows
+from provision.firmware.reconcile import LANDED, NOT_LANDED, NOT_READ, THEN, what_the_bmc_shows
 from provision.firmware.table import FirmwareRow
 
 HCA = Component("Installed-0-28.39.1002__InfiniBand.Slot.31-1", "InfiniBand.Slot.31-1", Kind.hca,
@@ -60,4 +60,11 @@ def test_a_bios_change_is_held_only_by_a_scheduled_bios_job_and_a_host_on_baseli
     assert bios.endswith(THEN)
     assert what_the_bmc_shows("firmware_update", TARGET, row(job(f"Firmware Update: {HCA.name}"),
                                                              on_baseline=True)) == LANDED
-    assert what_the_bmc_shows("firmware_update", TARGET, None) == NOT_LANDED
+
+
+def test_a_host_with_no_inventory_row_says_it_was_not_read_and_that_the_next_apply_waits_for_an_inventory() -> None:
+    # plan.py blocks a host with no judgement ("never inventoried"): the line promises that, not a BMC reading
+    for action, target in (("firmware_update", TARGET), ("bios_settings", "ProcCStates=Disabled")):
+        said = what_the_bmc_shows(action, target, None)
+        assert said == NOT_READ and said.startswith("not read: ")
+        assert "the BMC shows" not in said and "`provision firmware inventory`" in said
