@@ -62,6 +62,7 @@ class CommClock:
         self._lock = threading.Lock()
         self._seconds = 0.0
         self.paused = False
+        self._installed = False
         self._undo: Callable[[], None] | None = None
 
     @property
@@ -69,12 +70,19 @@ class CommClock:
         with self._lock:
             return self._seconds
 
+    @property
+    def counting(self) -> bool:
+        """Installed and not paused: collective time now is counted (not the breakdown's own gather, which
+        pauses it, nor anything after the breakdown is closed)."""
+        return self._installed and not self.paused
+
     def add(self, seconds: float) -> None:
         if not self.paused:
             with self._lock:
                 self._seconds += seconds
 
     def install(self) -> None:
+        self._installed = True
         backend = dist.get_backend() if dist.is_initialized() else "gloo"
         if backend == "nccl":
             group: Any = dist.distributed_c10d._get_default_group()
@@ -86,6 +94,7 @@ class CommClock:
             self._undo = wrap_waits(self.add)
 
     def uninstall(self) -> None:
+        self._installed = False
         if self._undo is not None:
             self._undo()
             self._undo = None

@@ -9,8 +9,10 @@ rank.
   grows with the uncollected ones (each step walks a registry of weak references to them, as a hook list or an
   allocator's block list would grow; with the GC controller collecting every `--gc-every` steps the registry
   stays small, with `--gc-every 0` it grows without end);
-- `comm:RANK:FRACTION` (gloo): each of its collective waits FRACTION longer;
-- `ckpt:RANK:SECONDS`: every checkpoint it writes blocks SECONDS longer (slow storage).
+- `comm:RANK:FRACTION` (gloo): each of its collective waits that the breakdown counts FRACTION longer (not
+  the breakdown's own gather, nor the waits after the breakdown is closed: the last checkpoint's, close()'s);
+- `ckpt:RANK:SECONDS`: every checkpoint it writes blocks SECONDS longer (slow storage), inside the save: the
+  checkpoint's `blocking_seconds` and its step's sample grow, no step's busy time does.
 
 A seam outside the training loop and outside the measurement: the worker (training/train.py) installs them
 around the `Trainer` only when asked, and what they cost is real time spent where a slow GPU, link or disk
@@ -34,14 +36,15 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from training.breakdown import wrap_waits
+from training.breakdown import CommClock, wrap_waits
 from training.data import Batch
 from training.engines import Engine
 
 if TYPE_CHECKING:
     from training.trainer import Trainer
 
-_ARITY = {"compute": 1, "comm": 1, "stall": 2, "ckpt": 1, "garbage": 1}
+_FIELDS = {"compute": ("FACTOR",), "comm": ("FRACTION",), "stall": ("PROB", "SECONDS"), "ckpt": ("SECONDS",),
+           "garbage": ("N",)}
 
 
 class _Garbage:
@@ -71,14 +74,14 @@ class Injection:
         for item in filter(None, spec.split(";")):
             kind, _, rest = item.partition(":")
             r, *values = rest.split(":")
-            if kind not in _ARITY:
+            if kind not in _FIELDS:
                 raise ValueError(f"inject: unknown kind {kind!r} in {item!r}")
             try:
-                if len(values) != _ARITY[kind] or not (r == "*" or r.isdigit()):
+                if len(values) != len(_FIELDS[kind]) or not (r == "*" or r.isdigit()):
                     raise ValueError
-                numbers = [float(v) for v in values]
+                numbers = [float(int(v)) if kind == "garbage" else float(v) for v in values]
             except ValueError:
-                raise ValueError(f"inject: {item!r} is not {kind}:RANK{':NUMBER' * _ARITY[kind]}") from None
+                raise ValueError(f"inject: {item!r} is not {':'.join((kind, 'RANK', *_FIELDS[kind]))}") from None
             if r != "*" and int(r) != rank:
                 continue
             if kind == "compute":
@@ -154,6 +157,7 @@ class Slowdowns:
         Injection.parse(spec, 0)
         self.spec = spec
         self.stretch = 0.0  # this rank's, once attached
+        self._clock: CommClock | None = None  # the breakdown's: waits it does not count are not stretched
         self._undo: Callable[[], None] | None = None
 
     def __enter__(self) -> Slowdowns:
@@ -162,25 +166,28 @@ class Slowdowns:
         return self
 
     def _stretch(self, waited_s: float) -> None:
-        if self.stretch:
+        if self.stretch and self._clock is not None and self._clock.counting:
             time.sleep(waited_s * self.stretch)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.stretch = 0.0
+        self.stretch, self._clock = 0.0, None
         if self._undo is not None:
             self._undo()
             self._undo = None
 
     def attach(self, trainer: Trainer) -> None:
         """This rank's slowdowns on the built trainer: its engine slowed, its collective waits stretched."""
-        inject = self.on_rank(trainer.rank, dist.get_backend())
+        inject = self.for_rank(trainer.rank)
+        clock = trainer.watch.breakdown.clock
+        self.stretch_waits(inject.comm_stretch, dist.get_backend(), clock)
         if inject.slows_steps or inject.ckpt_s:
-            clock = trainer.watch.breakdown.clock
             trainer.engine = trainer.checkpoints.engine = SlowedEngine(trainer.engine, inject, lambda: clock.seconds)
 
-    def on_rank(self, rank: int, backend: str) -> Injection:
-        """What is injected on `rank`; on gloo its collective waits are stretched from now on."""
-        inject = Injection.parse(self.spec, rank)
+    def for_rank(self, rank: int) -> Injection:
+        """What is injected on `rank`."""
+        return Injection.parse(self.spec, rank)
+
+    def stretch_waits(self, fraction: float, backend: str, clock: CommClock) -> None:
+        """From now on, on gloo, each collective wait that `clock` counts is `fraction` longer."""
         if self._undo is not None and backend == "gloo":
-            self.stretch = inject.comm_stretch
-        return inject
+            self.stretch, self._clock = fraction, clock

@@ -69,8 +69,10 @@ class JobConfig:
     max_steps_this_run: int = 0
     sdpa: str = "auto"
     attempt: int = 0  # 0 on the first start, then one more per restart (the launchers count)
-    drill: str = ""  # a fire drill, training/drills.py; the loop never reads it
-    inject: str = ""  # slowdowns for drills and tests, training/inject.py; nor this
+    # The worker (training/train.py) reads these two, registering the drill as a step hook and installing the
+    # slowdowns around the built trainer, so that the loop and the measurement hold no test code.
+    drill: str = ""  # a fire drill, training/drills.py
+    inject: str = ""  # slowdowns for drills and tests, training/inject.py
     local_rank: int = 0
 
 

@@ -19,7 +19,7 @@ from training.inject import Injection, Slowdowns
 
 
 @pytest.mark.parametrize("spec", ["slow:0:2", "compute:1", "comm:a:0.5", "stall:3:0.5", "garbage:*:many",
-                                  "compute:0:2;ckpt:2"])
+                                  "garbage:0:1.5", "compute:0:2;ckpt:2"])
 def test_a_malformed_injection_is_refused_whichever_rank_it_names(spec: str) -> None:
     with pytest.raises(ValueError, match=r"^inject: "):
         Slowdowns(spec)
@@ -46,24 +46,47 @@ def test_each_rank_gets_its_own_items_and_a_stall_generator_seeded_by_its_rank()
 def test_a_stretched_collective_wait_is_collective_time_and_every_wait_is_put_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The stretch wraps the wait before the breakdown's clock does (the worker enters the slowdowns before
-    the trainer is built), so the clock times it. The wait is a stand-in taking 20 ms."""
-
-    def wait(work: Any, *args: Any, **kwargs: Any) -> bool:
-        time.sleep(0.02)
-        return True
-
-    monkeypatch.setattr(dist.Work, "wait", wait)
-    with Slowdowns("comm:1:2;comm:0:0.5") as slowdowns:
+    the trainer is built), so the clock times it."""
+    monkeypatch.setattr(dist.Work, "wait", _wait)
+    with Slowdowns("comm:1:9;comm:0:0.5") as slowdowns:
         clock = CommClock()
         clock.install()
-        assert slowdowns.on_rank(1, "nccl").comm_stretch == 2 and slowdowns.stretch == 0  # gloo only
-        slowdowns.on_rank(1, "gloo")
-        t = time.perf_counter()
-        dist.Work.wait(None)  # type: ignore[arg-type]
-        took = time.perf_counter() - t
+        inject = slowdowns.for_rank(1)
+        slowdowns.stretch_waits(inject.comm_stretch, "nccl", clock)
+        assert inject.comm_stretch == 9 and slowdowns.stretch == 0  # gloo only
+        slowdowns.stretch_waits(inject.comm_stretch, "gloo", clock)
+        took = _timed_wait()
         clock.uninstall()
-    assert took >= 0.06 and clock.seconds == pytest.approx(took, rel=0.1)
-    assert dist.Work.wait is wait
+    assert took >= 0.1 and clock.seconds == pytest.approx(took, rel=0.1)
+    assert dist.Work.wait is _wait
+
+
+def test_a_wait_the_breakdown_does_not_count_is_not_stretched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the breakdown's own gather (its clock paused), nor a wait once the breakdown is closed (the last
+    checkpoint's, close()'s barrier): stretched 9x, the 10 ms stand-in wait would take 100 ms."""
+    monkeypatch.setattr(dist.Work, "wait", _wait)
+    with Slowdowns("comm:*:9") as slowdowns:
+        clock = CommClock()
+        clock.install()
+        slowdowns.stretch_waits(9, "gloo", clock)
+        clock.paused = True
+        paused = _timed_wait()
+        clock.paused = False
+        clock.uninstall()
+        closed = _timed_wait()
+    assert paused < 0.1 and closed < 0.1 and clock.seconds == 0
+
+
+def _wait(work: Any, *args: Any, **kwargs: Any) -> bool:
+    """A stand-in for a collective's wait taking 10 ms."""
+    time.sleep(0.01)
+    return True
+
+
+def _timed_wait() -> float:
+    t = time.perf_counter()
+    dist.Work.wait(None)  # type: ignore[arg-type]
+    return time.perf_counter() - t
 
 
 def test_an_injected_stall_is_busy_time_and_a_slow_save_is_the_checkpoints_blocking_time(tmp_path: Path) -> None:
