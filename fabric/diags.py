@@ -13,11 +13,13 @@ are not this host's HCAs) announces it in a JSON file: `$BRINGUP_IB_DIAGS`, else
 
 It names programs bringup runs, so it is trusted as the site file is (kept beside it, written by whoever
 may change the site). Every tool runs through `fabric.toolrun` (deadline, process-group kill, output cap,
-scratch directory), capped at what each tool may print (`fabric.toolrun.max_output_of`).
+scratch directory), capped at what each tool may print (`fabric.toolrun.max_output_of`): its built-in cap, or
+the site file's own where it sets one (`fabric.diags.max_output_mib`, read with the site by `Diags.for_site`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -56,14 +58,22 @@ class Diags:
     env: Mapping[str, str] = field(default_factory=dict)
     attachments: tuple[Attachment, ...] | None = None
     source: Path | None = None  # the announcement read, if any
+    max_output: Mapping[str, int] = field(default_factory=dict)  # tool name -> the site's cap in bytes, if it sets one
 
     @classmethod
     def for_site(cls, site_file: Path | None, explicit: Path | None = None) -> Diags:
-        """`explicit` > `$BRINGUP_IB_DIAGS` > the announcement beside `site_file` > this host's tools."""
+        """`explicit` > `$BRINGUP_IB_DIAGS` > the announcement beside `site_file` > this host's tools; with the
+        output caps `site_file` sets (`fabric.diags.max_output_mib`), whichever of them runs the tools."""
         chosen = explicit or (Path(os.environ[DIAGS_ENV]) if os.environ.get(DIAGS_ENV) else None)
-        if chosen is None and site_file is not None:
-            chosen = announced_for_site(site_file)
-        return cls.from_file(chosen) if chosen is not None else cls()
+        if site_file is None:
+            return cls.from_file(chosen) if chosen is not None else cls()
+        from provision.site import load_site
+
+        site = load_site(site_file)  # validated, as every command that runs the tools for a site has it
+        chosen = chosen or announced_for_site(site_file)
+        tools = cls.from_file(chosen) if chosen is not None else cls()
+        caps = site.spec.fabric.diags.max_output_bytes() if site.spec.fabric is not None else {}
+        return dataclasses.replace(tools, max_output=caps)
 
     @classmethod
     def from_file(cls, path: Path) -> Diags:
@@ -92,11 +102,16 @@ class Diags:
                  attach: Attachment | None = None) -> subprocess.CompletedProcess[str]:
         """The tool run from `attach` (default: wherever the tools attach by themselves); `fabric.toolrun`'s
         errors as they are."""
-        return run_tool(self.argv(argv, attach), self.environ(attach), timeout_s, max_output_of(argv[0]))
+        return run_tool(self.argv(argv, attach), self.environ(attach), timeout_s, self.cap(argv[0]), argv[0])
 
     async def run(self, argv: Sequence[str], timeout_s: float,
                   attach: Attachment | None = None) -> subprocess.CompletedProcess[str]:
-        return await run_tool_async(self.argv(argv, attach), self.environ(attach), timeout_s, max_output_of(argv[0]))
+        return await run_tool_async(self.argv(argv, attach), self.environ(attach), timeout_s, self.cap(argv[0]),
+                                    argv[0])
+
+    def cap(self, tool: str) -> int:
+        """What `tool` may print, in bytes: the site's cap for it, else the built-in one."""
+        return max_output_of(tool, self.max_output)
 
     async def text(self, argv: Sequence[str], timeout_s: float, attach: Attachment | None = None) -> str:
         """The tool's stdout; FabricError when it is missing, fails, prints too much or outlives `timeout_s`."""

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from provision.site.endpoints import split_host_port
+from provision.site.fabric_diags import FabricDiags
 from provision.site.fields import Address, Hostname, Port
 from provision.site.firmware import FirmwareBaseline, FirmwareRollout, baseline_versions
 from provision.site.paths import SitePaths
@@ -250,6 +251,8 @@ class FabricRef(_Model):
     design: str = Field(min_length=1, description="cabling design file, relative to the site file")
     port_policy: PortPolicy = Field(default_factory=PortPolicy, description="which evidence disables a link")
     ufm: Ufm | None = Field(None, description="UFM REST; without it `fabric ports` acts in-band (ibportstate)")
+    diags: FabricDiags = Field(default_factory=FabricDiags, description="how the infiniband-diags tools are run "
+                               "(provision/site/fabric_diags.py): per-tool output caps")
 
 
 class Tls(_Model):

@@ -21,7 +21,7 @@ def sim_env(socket: str, sim_host: str | None = None) -> dict[str, str]:
 
 def run_sim_tool(argv: Sequence[str], env: Mapping[str, str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """One infiniband-diags (or opensm) run on the simulated fabric, through the one runner (`fabric.toolrun`)."""
-    return run_tool([str(RUN_DIAGS), *argv], env, timeout_s, max_output_of(argv[0]))
+    return run_tool([str(RUN_DIAGS), *argv], env, timeout_s, max_output_of(argv[0]), argv[0])
 
 
 def sim_diags(socket: str, sim_host: str | None = None) -> Diags:

@@ -35,7 +35,7 @@ def test_a_tool_past_its_deadline_is_killed_with_every_process_it_started(tmp_pa
 def test_a_tool_printing_past_the_cap_is_killed_and_nothing_it_printed_is_used(tmp_path: Path) -> None:
     chatty = _script(tmp_path, "chatty", "exec yes bringup\n")
     started = time.monotonic()
-    with pytest.raises(ToolOutputTooLarge, match="printed more than 65536 bytes"):
+    with pytest.raises(ToolOutputTooLarge, match="printed more than its cap of 65536 bytes"):
         run_tool([chatty], {}, 30, max_output=65536)
     assert time.monotonic() - started < 5
 
