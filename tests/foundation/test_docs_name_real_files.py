@@ -1,9 +1,9 @@
 """A path the docs, a docstring or a comment name is one that exists: a newcomer follows these to find the code,
 and a rename that leaves them behind sends them nowhere.
 
-- README.md, ARCHITECTURE.md, docs/*.md and roles/*/README.md: every backticked repository path (a file or a
-  folder, whose first part is something the repository holds at its top; in a role's README also the role's own
-  `defaults/`, `tasks/`, ...) exists; a folder written with its trailing slash is a folder; a glob matches;
+- README.md, ARCHITECTURE.md, docs/*.md, roles/README.md and roles/*/README.md, training/*.md, tools/*.md and
+  every README.md under sim/: every backticked repository path (a file or a folder, whose first part is something
+  the repository holds at its top; in a role's README also the role's own `defaults/`, `tasks/`, ...) exists; a folder written with its trailing slash is a folder; a glob matches;
   `{a,b}` is each of its spellings; before a placeholder (`<site>`, `…`) its folder exists. Code blocks are
   commands and example files, not mentions.
 - Those docs and the product's code: every module path (`provision/…/x.py`), backticked or not, exists.
@@ -41,7 +41,9 @@ def _tops() -> set[str]:
 
 def _documents() -> list[Path]:
     return [REPO / "README.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").glob("*.md")),
-            *sorted((REPO / "roles").glob("*/README.md"))]
+            REPO / "roles" / "README.md", *sorted((REPO / "roles").glob("*/README.md")),
+            *sorted((REPO / "training").glob("*.md")), *sorted((REPO / "tools").glob("*.md")),
+            *sorted((REPO / "sim").rglob("README.md"))]
 
 
 def site_files(text: str) -> set[str]:
