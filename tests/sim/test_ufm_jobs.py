@@ -30,7 +30,7 @@ from fabric.ufm.client import UfmActuator
 from fabric.ufm.errors import UfmJobFailed, UfmJobTimeout
 from sim.ufm.faults import load_faults
 from tests.fabric.conftest import SIM_DESIGN
-from tests.fabric.ports.ufmsim import UfmLab, ufm_sim_of
+from tests.fabric.ufmsim import UfmLab, ufm_sim_of
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
 PASSWORD = "s3cret-jobs"

@@ -35,7 +35,7 @@ from fabric.ufm.resources import parse_ufm_ports
 from provision.site.credentials import Login, Secret
 from sim import lifetime
 from sim.addresses import UFM_ADDRESS, free_port
-from tests.fabric.ports.ufmsim import UfmLab, ufm_sim_of
+from tests.fabric.ufmsim import UfmLab, ufm_sim_of
 from tests.processes import command_line, still_running
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")

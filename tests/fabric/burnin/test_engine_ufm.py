@@ -21,7 +21,7 @@ from fabric.burnin.engine import engine_from_sm_config
 from fabric.cli import main as fabric_main
 from fabric.ufm.errors import UfmProtocolError
 from fabric.ufm.smconf import parse_sm_config
-from tests.fabric.ports.ufmsim import SITE_UFM_URL, UfmSite, ufm_site
+from tests.fabric.ufmsim import SITE_UFM_URL, UfmSite, ufm_site
 from tests.sites import copy_sim_site
 
 PASSWORD = "Ufm-smconf-sim"

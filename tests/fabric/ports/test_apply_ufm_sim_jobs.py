@@ -23,7 +23,7 @@ from fabric.cli import main as fabric_main
 from fabric.ports.ledger import APPLY_FAILED, DISABLED, JOB_TIMEOUT, PLANNED, Ledger, LedgerEntry
 from fabric.topology import End
 from provision.state import StateStore
-from tests.fabric.ports.ufmsim import UfmSite, ufm_site
+from tests.fabric.ufmsim import UfmSite, ufm_site
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
 PASSWORD = "Ufm-jobs-sim"

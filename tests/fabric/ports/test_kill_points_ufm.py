@@ -36,7 +36,7 @@ from fabric.topology import End
 from provision.site import load_site
 from provision.site.store import open_store
 from provision.state import State
-from tests.fabric.ports.ufmsim import UfmSite, ufm_site
+from tests.fabric.ufmsim import UfmSite, ufm_site
 from tests.redfish.killing_sim import CliProcesses
 
 pytestmark = pytest.mark.tools("ibsim", "opensm")
