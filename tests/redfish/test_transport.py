@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from provision.redfish import ClientOptions, RedfishClient, RedfishTimeout, RedfishUnreachable
+from provision.redfish import ClientOptions, RedfishClient, RedfishTimeout, RedfishUnreachable, first_link
 from provision.redfish.transport import BmcTransport
 
 # How the scripted server answers the n-th request it reads on one connection (n from 1): raw bytes to
@@ -326,5 +326,29 @@ def test_with_retries_a_post_the_bmc_may_have_read_is_still_sent_once_and_a_get_
             await bmc.close()
             assert sum(r.startswith(b"POST") for r in server.requests) == 1
             assert sum(r.startswith(b"GET /redfish/v1/a ") for r in server.requests) == 2
+
+    run(go())
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-transport", "httpx-transport"])
+def test_a_hostile_bmcs_network_path_link_is_requested_from_that_bmc_never_another_host(lean: bool) -> None:
+    # first_link takes any link starting with "/" (provision/redfish/resource.py); "//evil.example/x" is, in a
+    # URL, another host (RFC 3986 4.2): the client must still send it to the BMC it was built for.
+    link = first_link({"Links": {"ManagedBy": [{"@odata.id": "//evil.example/x"}]}}, "Links", "ManagedBy")
+
+    async def script(n: int, request: bytes) -> tuple[bytes, bool]:
+        return ok(), False
+
+    async def go() -> None:
+        async with Server(script) as server:
+            transport = BmcTransport(None) if lean else httpx.AsyncHTTPTransport()
+            bmc = RedfishClient(server.url, None, options=ClientOptions(retries=0), transport=transport)
+            assert link is not None and (await bmc.get(link)).data == {"Id": "x"}
+            await bmc.close()
+            [request] = server.requests
+            assert b"\r\nHost: " + server.url.split("://")[1].encode() + b"\r\n" in request
+            # A path on this BMC as each transport writes it: the lean one as httpx reads the link alone, httpx
+            # as the BMC's URL followed by the link.
+            assert request.split(b" ")[1] == (b"/x" if lean else b"//evil.example/x")
 
     run(go())
