@@ -74,17 +74,28 @@ def run_playbook(inventory: Path, playbook: Path, *extra: str, timeout: float = 
     return PlaybookRun(done.returncode, output, parse_recap(output))
 
 
-_masters: list[Path] = []  # the folder of this process's SSH master connections (testinfra's commands)
+_masters: list[Path] = []  # the folder of this process's SSH master connections (testinfra's commands), once made
+
+
+def _master_folder() -> Path:
+    """testinfra's SSH backend starts one `ssh` per command: with a master connection per host (ControlMaster, in
+    a short folder of its own: a socket path must stay under 108 bytes) each command is a new session over it
+    instead of a new login (the end-state checks went from about 45 s per host to seconds). Made on first use and
+    ended when the session ends (`pytest_sessionfinish`), not by a package fixture: an autouse fixture of the
+    package would put every test of it in one xdist group (tests/xdist_workers.py), lint and all, one worker's
+    work for the whole run."""
+    if not _masters:
+        _masters.append(Path(tempfile.mkdtemp(prefix="bringup-ti-")))
+    return _masters[0]
 
 
 def ssh(lab: Any, name: str) -> Any:
-    """testinfra over SSH to a test host, through its master connection (ssh_masters)."""
-    assert _masters, "the ssh_masters fixture is not active"
+    """testinfra over SSH to a test host, through its master connection."""
     host = lab.host(name)
     return testinfra.get_host(
         f"ssh://root@{host.address}", ssh_identity_file=str(lab.ssh_key),
         ssh_extra_args=f"-o UserKnownHostsFile={lab.run_dir / 'ssh' / 'known_hosts'} -o StrictHostKeyChecking=yes "
-                       f"-o ControlMaster=auto -o ControlPath={_masters[-1]}/%C -o ControlPersist=60")
+                       f"-o ControlMaster=auto -o ControlPath={_master_folder()}/%C -o ControlPersist=60")
 
 
 def enabled(host: Any, unit: str) -> bool:
@@ -92,18 +103,10 @@ def enabled(host: Any, unit: str) -> bool:
     return bool(host.run(f"systemctl is-enabled {unit}").stdout.strip() == "enabled")
 
 
-@pytest.fixture(scope="package", autouse=True)
-def ssh_masters() -> Iterator[Path]:
-    """testinfra's SSH backend starts one `ssh` per command: with a master connection per host (ControlMaster, in
-    a short folder of its own: a socket path must stay under 108 bytes) each command is a new session over it
-    instead of a new login (the end-state checks went from about 45 s per host to seconds). Every master is
-    stopped when the package's tests end."""
-    folder = Path(tempfile.mkdtemp(prefix="bringup-ti-"))
-    _masters.append(folder)
-    try:
-        yield folder
-    finally:
-        _masters.remove(folder)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Every SSH master this process started is stopped, and its folder removed."""
+    while _masters:
+        folder = _masters.pop()
         for socket in folder.iterdir():
             subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "bringup-test-host"],
                            capture_output=True, timeout=10, check=False)
