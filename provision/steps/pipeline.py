@@ -23,6 +23,11 @@ _BMC_REASONS = {
     "another service or a proxy, then reset the iDRAC (racreset) or update its firmware",
 }
 
+_POWER_REASONS = {
+    **_BMC_REASONS,
+    "power_fault": "the server did not change power state: check PSUs and the iDRAC's lifecycle log",
+}
+
 # Made precise from the switches' view (provision/ethernet/triage.py) when the site has an Ethernet design.
 _CABLE_REASONS = {
     "pxe_cable_unplugged": "the PXE NIC's MAC is on no switch and its designed port has no link: plug (reseat or "
@@ -62,8 +67,7 @@ PXE = StepSpec(
     moves_to=(State.pxe_armed,),
     reads=("pxe_nic", "pxe_mac"),
     reasons={
-        **_BMC_REASONS,
-        "power_fault": "the server did not change power state: check PSUs and the iDRAC's lifecycle log",
+        **_POWER_REASONS,
         "pxe_not_armed": "the BMC did not keep the boot override: check the iDRAC's job queue",
     },
     host_timeout_s=300.0,
@@ -76,8 +80,7 @@ POWER = StepSpec(
     takes=tuple(State),
     moves_to=(),
     reasons={
-        **_BMC_REASONS,
-        "power_fault": "the server did not change power state: check PSUs and the iDRAC's lifecycle log",
+        **_POWER_REASONS,
     },
     host_timeout_s=300.0,
 )
