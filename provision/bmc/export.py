@@ -95,13 +95,18 @@ def _reservations(site: Site, inventories: Mapping[str, Mapping[str, Any]],
     return out, sorted(set(refused))
 
 
+def _header(site: Site, how_to_load: str, refused: Sequence[str]) -> list[str]:
+    """The comment lines a reservations file starts with: what it is, how the DHCP server loads it, what was refused."""
+    return [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
+            f"# {how_to_load}", *[f"# {line}" for line in refused]]
+
+
 def to_dhcpd(site: Site, inventories: Mapping[str, Mapping[str, Any]],
              contested: Mapping[str, Sequence[str]] | None = None) -> str:
     """ISC dhcpd host declarations (include them from dhcpd.conf)."""
     reserved, refused = _reservations(site, inventories, contested or {})
-    lines = [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
-             "# Include from dhcpd.conf; with `deny unknown-clients;` in the PXE pool only these hosts get leases.",
-             *[f"# {line}" for line in refused], ""]
+    lines = [*_header(site, "Include from dhcpd.conf; with `deny unknown-clients;` in the PXE pool only these hosts "
+                            "get leases.", refused), ""]
     for row, note in reserved:
         lines += [f"host {row['hostname']} {{  # {note}",
                   f"  hardware ethernet {row['pxe_mac']};",
@@ -114,9 +119,7 @@ def to_dnsmasq(site: Site, inventories: Mapping[str, Mapping[str, Any]],
                contested: Mapping[str, Sequence[str]] | None = None) -> str:
     """dnsmasq `dhcp-host=MAC,NAME` lines (a conf-file= or conf-dir= file)."""
     reserved, refused = _reservations(site, inventories, contested or {})
-    lines = [f"# DHCP reservations of site {site.name}: the PXE NIC of every harvested host (provision harvest-macs).",
-             "# Load with conf-file=; `dhcp-ignore=tag:!known` then serves only these hosts.",
-             *[f"# {line}" for line in refused]]
+    lines = _header(site, "Load with conf-file=; `dhcp-ignore=tag:!known` then serves only these hosts.", refused)
     for row, note in reserved:
         lines += [f"# {row['hostname']}: {note}", f"dhcp-host={row['pxe_mac']},{row['hostname']}"]
     return "\n".join(lines) + "\n"

@@ -32,7 +32,7 @@ from sim.redfish.faults import Fault
 from sim.redfish.firmware import SimFirmware
 from sim.redfish.http import HANG, JSON_TYPE, Hang, Request, Response
 from sim.redfish.identity import ServerIdentity
-from sim.redfish.messages import info, message
+from sim.redfish.messages import info, json_object, message
 from sim.redfish.query import parse_query, select_properties
 from sim.redfish.sessions import SessionTable, session_resource
 
@@ -258,11 +258,10 @@ class SimBmc:
         if if_match is not None and if_match not in (self.etag, "*"):
             return message(412, "The ETag supplied did not match the ETag required to change this resource.",
                            "PreconditionFailed", "Try the operation again using the appropriate ETag.")
-        try:
-            body = req.json()
-        except ValueError:
-            return message(400, "The request body submitted was malformed JSON.", "MalformedJSON")
-        boot = body.get("Boot") if isinstance(body, dict) else None
+        body = json_object(req)
+        if isinstance(body, Response):
+            return body
+        boot = body.get("Boot")
         if not isinstance(boot, dict) or set(body) != {"Boot"}:
             return message(400, "Only the Boot property can be modified on this simulated system.",
                            "PropertyNotWritable")

@@ -45,7 +45,7 @@ from sim.redfish.firmware_jobs import DELL_JOBS, JOB_SERVICE, TASKS, DellJob, Jo
 from sim.redfish.firmware_push import parse_push
 from sim.redfish.http import Request, Response
 from sim.redfish.identity import ServerIdentity
-from sim.redfish.messages import info, message
+from sim.redfish.messages import info, json_object, message
 
 
 class SimBmc(Protocol):
@@ -183,12 +183,10 @@ class SimFirmware:
         return message(405, f"The operation {req.method} is not allowed on {path}.", "OperationNotAllowed")
 
     def _simple_update(self, bmc: SimBmc, req: Request) -> Response:
-        try:
-            body = req.json()
-        except ValueError:
-            return message(400, "The request body submitted was malformed JSON.", "MalformedJSON")
-        uri = body.get("ImageURI") if isinstance(body, dict) else None
-        proto = body.get("TransferProtocol", "HTTP") if isinstance(body, dict) else None
+        body = json_object(req)
+        if isinstance(body, Response):
+            return body
+        uri, proto = body.get("ImageURI"), body.get("TransferProtocol", "HTTP")
         if not isinstance(uri, str) or not uri:
             return message(400, "The action SimpleUpdate requires the parameter ImageURI.",
                            "ActionParameterValueNotInList")
@@ -300,11 +298,10 @@ class SimFirmware:
         bmc.rebuild()
 
     def _patch_bios(self, bmc: SimBmc, req: Request) -> Response:
-        try:
-            body = req.json()
-        except ValueError:
-            return message(400, "The request body submitted was malformed JSON.", "MalformedJSON")
-        attrs = body.get("Attributes") if isinstance(body, dict) else None
+        body = json_object(req)
+        if isinstance(body, Response):
+            return body
+        attrs = body.get("Attributes")
         if not isinstance(attrs, dict) or not attrs:
             return message(400, "The request body must carry Attributes.", "PropertyUnknown")
         rule = apply_rule(body, self.apply_times)

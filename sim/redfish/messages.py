@@ -7,7 +7,9 @@ gives it (tests/redfish/test_conformance_protocol.py checks both against the reg
 
 from __future__ import annotations
 
-from sim.redfish.http import Response
+from typing import Any
+
+from sim.redfish.http import Request, Response
 
 BASE_VERSION = "1.13"
 # key → Severity, as Base.1.13.0 defines them
@@ -53,3 +55,13 @@ def message(status: int, text: str, key: str, resolution: str = "None",
         "message": "A general error has occurred. See ExtendedInfo for more information",
         "@Message.ExtendedInfo": [info(key, text, resolution)],
     }}, headers)
+
+
+def json_object(req: Request) -> dict[str, Any] | Response:
+    """The request's body as a JSON object ({} when it is JSON but not an object, so each property reads as
+    missing), or the 400 MalformedJSON answer a BMC gives a body that is not JSON at all."""
+    try:
+        body = req.json()
+    except ValueError:
+        return message(400, "The request body submitted was malformed JSON.", "MalformedJSON")
+    return body if isinstance(body, dict) else {}

@@ -239,3 +239,25 @@ def test_infiniband_guids_follow_the_schema_pattern(tmp_path: Path) -> None:
 def test_documents_are_read_only(tmp_path: Path, path: str) -> None:
     refused = _call(_bmc(tmp_path), "POST", path, _basic(), {})
     assert refused.status == 405 and refused.headers["Allow"] == "GET"
+
+
+def test_a_body_that_is_not_json_is_400_malformed_json_and_a_non_object_misses_its_properties(tmp_path: Path) -> None:
+    # DSP0266 (Modification requests; Base registry's MalformedJSON): "The request body submitted was malformed JSON."
+    from sim.redfish.firmware_flavours import SIMPLE_UPDATE
+
+    bmc = _bmc(tmp_path)
+    headers = {k.lower(): v for k, v in _basic().items()}
+
+    def raw(method: str, path: str, body: bytes) -> Response:
+        resp = asyncio.run(bmc.handle(Request(method, path, headers, body)))
+        assert isinstance(resp, Response)
+        return resp
+
+    def message_key(resp: Response) -> str:
+        return str(_json(resp)["error"]["@Message.ExtendedInfo"][0]["MessageId"]).rsplit(".", 1)[1]
+
+    for method, path in (("PATCH", tree.SYSTEM), ("POST", SIMPLE_UPDATE)):
+        refused = raw(method, path, b"{not json")
+        assert refused.status == 400 and message_key(refused) == "MalformedJSON", path
+    assert message_key(raw("PATCH", tree.SYSTEM, b"[1]")) == "PropertyNotWritable"
+    assert raw("POST", SIMPLE_UPDATE, b"[1]").status == 400  # no ImageURI in a body that is not an object
