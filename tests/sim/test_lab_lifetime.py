@@ -44,7 +44,7 @@ def ready(**more):
 # The daemons are declared dependencies (deps/apt/slurm.txt): one missing fails the test (tests/conftest.py);
 # only not being root (the lab's daemons run as root) skips it.
 needs_slurm = pytest.mark.tools("slurmctld", "slurmd", "munged", "sinfo")
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the lab's Slurm daemons run as root")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the lab's Slurm daemons run as root, and mounting does")
 
 
 def _answers(address: str, port: int) -> bool:
@@ -277,10 +277,7 @@ def test_a_test_host_sshd_and_mounts_end_with_the_killed_starter(tmp_path: Path)
         assert th.stop(host) == []
 
 
-needs_mount = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-
-
-@needs_mount
+@needs_root
 def test_a_watchdog_unmounts_only_what_its_record_names_is_mounted_and_no_other_record_claims(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A point recorded but never mounted (its starter died between the two) is skipped; a point a later starter
