@@ -25,13 +25,16 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabric.errors import DiscoveryError, FabricError
 from fabric.toolrun import max_output_of, run_tool, run_tool_async
 from provision.errors import BringupError
 from provision.site.bounded import read_text
 from provision.state.peer_json import loads
+
+if TYPE_CHECKING:
+    from provision.site import Site
 
 DIAGS_ENV = "BRINGUP_IB_DIAGS"
 MAX_ANNOUNCEMENT = 4 * 1024 * 1024
@@ -61,15 +64,17 @@ class Diags:
     max_output: Mapping[str, int] = field(default_factory=dict)  # tool name -> the site's cap in bytes, if it sets one
 
     @classmethod
-    def for_site(cls, site_file: Path | None, explicit: Path | None = None) -> Diags:
+    def for_site(cls, site_file: Path | None, explicit: Path | None = None, site: Site | None = None) -> Diags:
         """`explicit` > `$BRINGUP_IB_DIAGS` > the announcement beside `site_file` > this host's tools; with the
-        output caps `site_file` sets (`fabric.diags.max_output_mib`), whichever of them runs the tools."""
+        output caps `site_file` sets (`fabric.diags.max_output_mib`), whichever of them runs the tools. `site`:
+        that file already loaded by the caller (else it is loaded here, validated)."""
         chosen = explicit or (Path(os.environ[DIAGS_ENV]) if os.environ.get(DIAGS_ENV) else None)
         if site_file is None:
             return cls.from_file(chosen) if chosen is not None else cls()
-        from provision.site import load_site
+        if site is None:
+            from provision.site import load_site
 
-        site = load_site(site_file)  # validated, as every command that runs the tools for a site has it
+            site = load_site(site_file)
         chosen = chosen or announced_for_site(site_file)
         tools = cls.from_file(chosen) if chosen is not None else cls()
         caps = site.spec.fabric.diags.max_output_bytes() if site.spec.fabric is not None else {}

@@ -92,7 +92,7 @@ def open_ports_site(site_file: Path, db: Path | None) -> PortsSite:
     site = load_site(site_file)
     design_path = site.fabric_design
     design = with_site_locations(load_design(design_path), site) if design_path is not None else None
-    return PortsSite(site, open_store(site, db), design, Diags.for_site(site_file))
+    return PortsSite(site, open_store(site, db), design, Diags.for_site(site_file, site=site))
 
 
 @contextmanager
